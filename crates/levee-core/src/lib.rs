@@ -1,0 +1,41 @@
+//! The sans-IO policy engine behind Levee.
+//!
+//! Levee's one idea: **throttling is not failure**. A provider that answers
+//! `429` is healthy and busy; a provider that times out, answers `5xx` or
+//! `529`, or rejects the key is failing; a provider that says a spend cap or
+//! quota is exhausted will keep refusing until the cap resets. Three
+//! conditions, three mechanisms:
+//!
+//! | condition | mechanism | module |
+//! |---|---|---|
+//! | availability failure, rejected credential | breaker: count, open, cool off, probe | [`breaker`] |
+//! | throttling (429 with a wait hint) | throttle gate: closed until the hinted instant, reopens without a probe | [`gate`] |
+//! | quota or spend cap exhausted | park until the reset | [`park`] |
+//!
+//! Everything starts with [`classify`]: a provider response (status, headers,
+//! a bounded peek of the body) or a transport failure becomes a
+//! [`Verdict`](classify::Verdict), an optional wait hint and a short stable
+//! reason. The state machines here take time from a [`Clock`](clock::Clock)
+//! and do no IO, so they are deterministic and property-tested; the tower
+//! layers in `tower-levee` drive them.
+//!
+//! ```
+//! use http::{HeaderMap, StatusCode};
+//! use levee_core::classify::{Classify, ProviderClassifier, ResponseView, Verdict};
+//!
+//! let classifier = ProviderClassifier::default();
+//! let mut headers = HeaderMap::new();
+//! headers.insert("retry-after", "7".parse().unwrap());
+//! let body = br#"{"error":{"code":"rate_limit_exceeded","message":"Rate limit reached"}}"#;
+//! let c = classifier.classify_response(&ResponseView::new(StatusCode::TOO_MANY_REQUESTS, &headers, body));
+//! assert_eq!(c.verdict, Verdict::Throttled);
+//! assert_eq!(c.wait, Some(std::time::Duration::from_secs(7)));
+//! ```
+
+pub mod breaker;
+pub mod budget;
+pub mod classify;
+pub mod clock;
+pub mod gate;
+pub mod park;
+pub mod registry;

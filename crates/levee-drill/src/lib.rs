@@ -1,0 +1,1 @@
+//! The Levee fault drill. (Filled in by issues 2 and 7.)
