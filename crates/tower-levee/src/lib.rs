@@ -11,3 +11,6 @@
 pub use levee_core as core;
 
 pub mod breaker;
+pub mod error;
+
+pub use error::BoxError;

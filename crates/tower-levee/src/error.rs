@@ -1,0 +1,96 @@
+//! Errors shared by every layer, and how inner-service errors are read.
+
+use std::error::Error;
+use std::io;
+
+use levee_core::classify::TransportFailure;
+
+use crate::breaker::{CircuitOpen, Parked, Throttled};
+
+/// The boxed error type every Levee layer returns.
+pub type BoxError = Box<dyn Error + Send + Sync>;
+
+/// Whether `err` is a rejection made by a Levee layer itself (the request was
+/// never sent), as opposed to an error from the provider or the transport.
+///
+/// Levee's rejections are answers, not failures: they are never retried or
+/// slept on, and never counted against a breaker.
+pub fn is_rejection(err: &(dyn Error + 'static)) -> bool {
+    err.is::<CircuitOpen>() || err.is::<Throttled>() || err.is::<Parked>()
+}
+
+/// Reads what kind of transport failure an inner service's error is, walking
+/// its source chain: a timeout (`tower::timeout::error::Elapsed`,
+/// `tokio::time::error::Elapsed`, `io::ErrorKind::TimedOut`), a connect error,
+/// a reset, or anything else.
+pub fn transport_failure(err: &(dyn Error + 'static)) -> TransportFailure {
+    let mut cur: Option<&(dyn Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if e.is::<tower::timeout::error::Elapsed>() || e.is::<tokio::time::error::Elapsed>() {
+            return TransportFailure::Timeout;
+        }
+        if let Some(io) = e.downcast_ref::<io::Error>() {
+            return match io.kind() {
+                io::ErrorKind::TimedOut => TransportFailure::Timeout,
+                io::ErrorKind::ConnectionRefused
+                | io::ErrorKind::NotConnected
+                | io::ErrorKind::AddrNotAvailable
+                | io::ErrorKind::HostUnreachable
+                | io::ErrorKind::NetworkUnreachable => TransportFailure::Connect,
+                io::ErrorKind::ConnectionReset
+                | io::ErrorKind::ConnectionAborted
+                | io::ErrorKind::BrokenPipe
+                | io::ErrorKind::UnexpectedEof => TransportFailure::Reset,
+                _ => TransportFailure::Other,
+            };
+        }
+        cur = e.source();
+    }
+    TransportFailure::Other
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[derive(Debug)]
+    struct Wrapped(io::Error);
+    impl std::fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("client error")
+        }
+    }
+    impl Error for Wrapped {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn timeout_elapsed_is_a_timeout() {
+        let e: BoxError = Box::new(tower::timeout::error::Elapsed::new());
+        assert_eq!(transport_failure(&*e), TransportFailure::Timeout);
+    }
+
+    #[test]
+    fn refused_connection_deep_in_the_chain_is_a_connect_failure() {
+        let e: BoxError = Box::new(Wrapped(io::Error::from(io::ErrorKind::ConnectionRefused)));
+        assert_eq!(transport_failure(&*e), TransportFailure::Connect);
+        let e: BoxError = Box::new(Wrapped(io::Error::from(io::ErrorKind::ConnectionReset)));
+        assert_eq!(transport_failure(&*e), TransportFailure::Reset);
+    }
+
+    #[test]
+    fn levee_rejections_are_recognised_and_others_are_not() {
+        let e: BoxError = Box::new(CircuitOpen::new("api.openai.com", Duration::from_secs(3)));
+        assert!(is_rejection(&*e));
+        let e: BoxError = Box::new(Throttled::new("org-a/gpt-4o", Duration::from_secs(3)));
+        assert!(is_rejection(&*e));
+        let e: BoxError = Box::new(Parked::new("org-a", Duration::from_secs(3)));
+        assert!(is_rejection(&*e));
+        let e: BoxError = "boom".into();
+        assert!(!is_rejection(&*e));
+        assert_eq!(transport_failure(&*e), TransportFailure::Other);
+    }
+}
