@@ -10,7 +10,9 @@
 
 pub use levee_core as core;
 
+pub mod body;
 pub mod breaker;
+pub mod clock;
 pub mod error;
 
 pub use error::BoxError;

@@ -1,0 +1,269 @@
+//! The response body Levee hands back: the inner body, unchanged.
+//!
+//! A non-2xx body is peeked (up to a bound) so the classifier can read the
+//! provider's error code; the peeked bytes are then replayed in front of the
+//! rest, so the caller still receives the whole body.
+
+use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::HeaderMap;
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+
+pin_project! {
+    /// The body of a response that went through a Levee layer.
+    pub struct ResponseBody<B: Body> {
+        #[pin]
+        kind: Kind<B>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<B: Body> {
+        Plain { #[pin] body: B },
+        Replay { peeked: Box<Peeked<B>> },
+    }
+}
+
+/// A body whose first bytes were read ahead (boxed: error path only).
+pub(crate) struct Peeked<B: Body> {
+    body: Pin<Box<B>>,
+    buf: BytesMut,
+    trailers: Option<HeaderMap>,
+    error: Option<B::Error>,
+    eof: bool,
+    limit: usize,
+}
+
+impl<B: Body> ResponseBody<B> {
+    pub(crate) fn plain(body: B) -> Self {
+        ResponseBody {
+            kind: Kind::Plain { body },
+        }
+    }
+
+    pub(crate) fn replay(peeked: Box<Peeked<B>>) -> Self {
+        ResponseBody {
+            kind: Kind::Replay { peeked },
+        }
+    }
+}
+
+impl<B> Body for ResponseBody<B>
+where
+    B: Body,
+    B::Data: Buf,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        match self.project().kind.project() {
+            KindProj::Plain { body } => Poll::Ready(match ready!(body.poll_frame(cx)) {
+                Some(Ok(frame)) => Some(Ok(frame.map_data(|mut d| d.copy_to_bytes(d.remaining())))),
+                Some(Err(e)) => Some(Err(e)),
+                None => None,
+            }),
+            KindProj::Replay { peeked } => peeked.poll_replay(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Plain { body } => body.is_end_stream(),
+            Kind::Replay { peeked } => {
+                peeked.buf.is_empty()
+                    && peeked.trailers.is_none()
+                    && peeked.error.is_none()
+                    && (peeked.eof || peeked.body.is_end_stream())
+            }
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Plain { body } => body.size_hint(),
+            Kind::Replay { peeked } if peeked.eof => SizeHint::with_exact(peeked.buf.len() as u64),
+            Kind::Replay { peeked } => {
+                let rest = peeked.body.size_hint();
+                let mut hint = SizeHint::new();
+                hint.set_lower(rest.lower() + peeked.buf.len() as u64);
+                if let Some(upper) = rest.upper() {
+                    hint.set_upper(upper + peeked.buf.len() as u64);
+                }
+                hint
+            }
+        }
+    }
+}
+
+impl<B: Body> fmt::Debug for ResponseBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match &self.kind {
+            Kind::Plain { .. } => "plain",
+            Kind::Replay { .. } => "replay",
+        };
+        f.debug_struct("ResponseBody").field("kind", &kind).finish()
+    }
+}
+
+// === Peeked ===
+
+impl<B> Peeked<B>
+where
+    B: Body,
+    B::Data: Buf,
+{
+    pub(crate) fn new(body: B, limit: usize) -> Box<Self> {
+        Box::new(Peeked {
+            body: Box::pin(body),
+            buf: BytesMut::new(),
+            trailers: None,
+            error: None,
+            eof: false,
+            limit,
+        })
+    }
+
+    /// Reads until `limit` bytes, the end, trailers or an error.
+    pub(crate) fn poll_peek(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        while self.buf.len() < self.limit && !self.eof && self.trailers.is_none() && self.error.is_none() {
+            match ready!(self.body.as_mut().poll_frame(cx)) {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(mut data) => {
+                        while data.has_remaining() {
+                            let chunk = data.chunk();
+                            self.buf.extend_from_slice(chunk);
+                            let n = chunk.len();
+                            data.advance(n);
+                        }
+                    }
+                    Err(frame) => self.trailers = frame.into_trailers().ok(),
+                },
+                Some(Err(e)) => self.error = Some(e),
+                None => self.eof = true,
+            }
+        }
+        Poll::Ready(())
+    }
+
+    /// The peeked bytes, at most `limit` of them.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.buf[..self.buf.len().min(self.limit)]
+    }
+
+    fn poll_replay(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        if !self.buf.is_empty() {
+            return Poll::Ready(Some(Ok(Frame::data(self.buf.split().freeze()))));
+        }
+        if let Some(e) = self.error.take() {
+            return Poll::Ready(Some(Err(e)));
+        }
+        if let Some(t) = self.trailers.take() {
+            self.eof = true;
+            return Poll::Ready(Some(Ok(Frame::trailers(t))));
+        }
+        if self.eof {
+            return Poll::Ready(None);
+        }
+        match ready!(self.body.as_mut().poll_frame(cx)) {
+            Some(Ok(frame)) => Poll::Ready(Some(Ok(
+                frame.map_data(|mut d| d.copy_to_bytes(d.remaining()))
+            ))),
+            Some(Err(e)) => Poll::Ready(Some(Err(e))),
+            None => {
+                self.eof = true;
+                Poll::Ready(None)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+    use std::collections::VecDeque;
+
+    /// A body that yields the given frames, one per poll.
+    #[derive(Debug)]
+    pub(crate) struct Frames(pub(crate) VecDeque<Result<Frame<Bytes>, &'static str>>);
+
+    impl Frames {
+        pub(crate) fn data(parts: &[&'static str]) -> Self {
+            Frames(
+                parts
+                    .iter()
+                    .map(|p| Ok(Frame::data(Bytes::from_static(p.as_bytes()))))
+                    .collect(),
+            )
+        }
+    }
+
+    impl Body for Frames {
+        type Data = Bytes;
+        type Error = &'static str;
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, &'static str>>> {
+            Poll::Ready(self.get_mut().0.pop_front())
+        }
+    }
+
+    fn peek(body: Frames, limit: usize) -> Box<Peeked<Frames>> {
+        let mut p = Peeked::new(body, limit);
+        let waker = std::task::Waker::noop();
+        assert!(p.poll_peek(&mut Context::from_waker(waker)).is_ready());
+        p
+    }
+
+    async fn collect(body: ResponseBody<Frames>) -> (Vec<u8>, Option<&'static str>) {
+        let mut out = Vec::new();
+        let mut body = std::pin::pin!(body);
+        while let Some(frame) = body.frame().await {
+            match frame {
+                Ok(f) => {
+                    if let Ok(d) = f.into_data() {
+                        out.extend_from_slice(&d)
+                    }
+                }
+                Err(e) => return (out, Some(e)),
+            }
+        }
+        (out, None)
+    }
+
+    #[tokio::test]
+    async fn a_peeked_body_is_replayed_whole() {
+        let p = peek(Frames::data(&["{\"error\":", "{\"code\":1}", "} and more", " tail"]), 12);
+        assert_eq!(p.bytes(), b"{\"error\":{\"c");
+        let (bytes, err) = collect(ResponseBody::replay(p)).await;
+        assert_eq!(bytes, b"{\"error\":{\"code\":1}} and more tail");
+        assert_eq!(err, None);
+    }
+
+    #[tokio::test]
+    async fn a_body_error_during_the_peek_reaches_the_caller_after_the_prefix() {
+        let mut frames = Frames::data(&["partial"]);
+        frames.0.push_back(Err("connection reset"));
+        let p = peek(frames, 1024);
+        assert_eq!(p.bytes(), b"partial");
+        let (bytes, err) = collect(ResponseBody::replay(p)).await;
+        assert_eq!(bytes, b"partial");
+        assert_eq!(err, Some("connection reset"));
+    }
+
+    #[tokio::test]
+    async fn a_plain_body_passes_through() {
+        let (bytes, _) = collect(ResponseBody::plain(Frames::data(&["a", "b"]))).await;
+        assert_eq!(bytes, b"ab");
+    }
+}

@@ -1,0 +1,99 @@
+//! Transitions of every mechanism, as events a subscriber can receive.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use levee_core::transition::{Mechanism, Transition};
+
+/// One state change of a breaker, throttle gate or park, for one scope.
+///
+/// Every event is also emitted as a `tracing` event (target `levee`): at
+/// `warn` when a breaker opens or a scope is parked, at `info` otherwise.
+#[derive(Clone, Debug)]
+pub struct ScopeEvent {
+    scope: Box<str>,
+    transition: Transition,
+    remaining: Option<Duration>,
+}
+
+impl ScopeEvent {
+    pub(crate) fn new(scope: &str, transition: Transition) -> Self {
+        let remaining = transition
+            .until
+            .map(|u| u.saturating_duration_since(transition.at));
+        ScopeEvent {
+            scope: scope.into(),
+            transition,
+            remaining,
+        }
+    }
+
+    /// The scope's key (failure domain, quota scope or billing scope).
+    pub fn scope(&self) -> &str {
+        &self.scope
+    }
+
+    /// Which mechanism changed state.
+    pub fn mechanism(&self) -> Mechanism {
+        self.transition.mechanism
+    }
+
+    /// The state before (`closed`, `open`, `half_open`, `clear`, `gated`, `active`, `parked`).
+    pub fn from(&self) -> &'static str {
+        self.transition.from
+    }
+
+    /// The state after.
+    pub fn to(&self) -> &'static str {
+        self.transition.to
+    }
+
+    /// Why, for a person: "opened after 5 consecutive availability failures (status:503)".
+    pub fn reason(&self) -> &str {
+        &self.transition.reason
+    }
+
+    /// How long the new state lasts, if it has a deadline.
+    pub fn remaining(&self) -> Option<Duration> {
+        self.remaining
+    }
+
+    /// The full transition record.
+    pub fn transition(&self) -> &Transition {
+        &self.transition
+    }
+
+    pub(crate) fn emit(&self, subscribers: &[EventSubscriber]) {
+        let alarming = matches!(
+            (self.transition.mechanism, self.transition.to),
+            (Mechanism::Breaker, "open") | (Mechanism::Park, "parked")
+        );
+        let mechanism = self.transition.mechanism.as_str();
+        if alarming {
+            tracing::warn!(target: "levee", scope = %self.scope, mechanism, from = self.from(), to = self.to(), remaining = ?self.remaining, "{}", self.reason());
+        } else {
+            tracing::info!(target: "levee", scope = %self.scope, mechanism, from = self.from(), to = self.to(), remaining = ?self.remaining, "{}", self.reason());
+        }
+        for s in subscribers {
+            (s.0)(self);
+        }
+    }
+}
+
+/// A callback that receives every [`ScopeEvent`].
+#[derive(Clone)]
+pub struct EventSubscriber(pub(crate) Arc<dyn Fn(&ScopeEvent) + Send + Sync>);
+
+impl EventSubscriber {
+    /// Wraps a callback.
+    pub fn new(f: impl Fn(&ScopeEvent) + Send + Sync + 'static) -> Self {
+        EventSubscriber(Arc::new(f))
+    }
+}
+
+impl fmt::Debug for EventSubscriber {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("EventSubscriber(..)")
+    }
+}

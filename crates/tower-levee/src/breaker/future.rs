@@ -1,0 +1,228 @@
+//! The breaker's response future.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use bytes::Buf;
+use http::Response;
+use http_body::Body;
+use levee_core::breaker::Permit;
+use levee_core::classify::{Classification, Classify, ResponseView, Verdict};
+use pin_project_lite::pin_project;
+use tokio::time::Instant;
+
+use super::scope::KeyBuf;
+use super::shared::DomainHandle;
+use crate::BoxError;
+use crate::body::{Peeked, ResponseBody};
+use crate::error::{is_rejection, transport_failure};
+
+pin_project! {
+    /// Response future of [`Breaker`](super::Breaker).
+    pub struct ResponseFuture<F, B: Body, C> {
+        #[pin]
+        state: State<F, B>,
+        // Holds the call's permit; gives a probe slot back if dropped unsettled.
+        call: Option<Call<C>>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F, B: Body> {
+        Rejected { error: Option<BoxError> },
+        Calling { #[pin] future: F },
+        Peeking { parts: Option<http::response::Parts>, peeked: Option<Box<Peeked<B>>> },
+        Done,
+    }
+}
+
+/// What a call needs to report its outcome. No reference counts: the domain
+/// is a `Copy` handle and the scope keys are held inline.
+pub(crate) struct Call<C> {
+    pub(crate) classifier: C,
+    pub(crate) domain: DomainHandle,
+    pub(crate) permit: Permit,
+    pub(crate) quota: KeyBuf,
+    pub(crate) billing: KeyBuf,
+    pub(crate) started: Option<Instant>,
+    pub(crate) slow_call: Option<Duration>,
+    pub(crate) peek_limit: usize,
+    pub(crate) settled: bool,
+}
+
+impl<C> Call<C> {
+    fn is_slow(&self) -> bool {
+        match (self.started, self.slow_call) {
+            (Some(started), Some(threshold)) => started.elapsed() > threshold,
+            _ => false,
+        }
+    }
+
+    /// Reports the outcome. A plain success on a closed, clean breaker
+    /// writes nothing: it only reads the published status word.
+    fn settle(&mut self, c: &Classification, slow: bool) {
+        self.settled = true;
+        if c.verdict == Verdict::Success && !slow && self.permit.probe.is_none() {
+            match self.domain.hot() {
+                Some(hot) if !hot.success_is_noop() => {}
+                // Clean, or evicted (only idle entries are): nothing to tell.
+                _ => return,
+            }
+        }
+        let Some(cell) = self.domain.lock() else {
+            return;
+        };
+        let Some(shared) = cell.shared.upgrade() else {
+            return;
+        };
+        shared.record(
+            cell,
+            self.domain,
+            self.permit,
+            c,
+            slow,
+            self.quota.as_str(),
+            self.billing.as_str(),
+        );
+    }
+
+    /// The call ended without an outcome that says anything (a Levee
+    /// rejection from below): hand back a probe slot, count nothing.
+    fn settle_neutral(&mut self) {
+        self.settled = true;
+        self.release();
+    }
+
+    fn release(&self) {
+        if self.permit.probe.is_none() {
+            return;
+        }
+        let Some(cell) = self.domain.lock() else {
+            return;
+        };
+        if let Some(shared) = cell.shared.upgrade() {
+            shared.release(cell, self.domain, self.permit);
+        }
+    }
+}
+
+impl<C> Drop for Call<C> {
+    fn drop(&mut self) {
+        if !self.settled {
+            // Cancelled: the caller dropped the future mid-call.
+            self.release();
+        }
+    }
+}
+
+impl<F, B: Body, C> ResponseFuture<F, B, C> {
+    pub(crate) fn rejected(error: BoxError) -> Self {
+        ResponseFuture {
+            state: State::Rejected { error: Some(error) },
+            call: None,
+        }
+    }
+
+    pub(crate) fn called(future: F, call: Call<C>) -> Self {
+        ResponseFuture {
+            state: State::Calling { future },
+            call: Some(call),
+        }
+    }
+}
+
+impl<F, B, E, C> Future for ResponseFuture<F, B, C>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+    E: Into<BoxError>,
+    B: Body,
+    B::Data: Buf,
+    C: Classify,
+{
+    type Output = Result<Response<ResponseBody<B>>, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProj::Rejected { error } => {
+                    let e = error.take().expect("polled after completion");
+                    this.state.set(State::Done);
+                    return Poll::Ready(Err(e));
+                }
+                StateProj::Calling { future } => {
+                    let result = ready!(future.poll(cx));
+                    let call = this.call.as_mut().expect("a called future has a call");
+                    match result {
+                        Err(e) => {
+                            let e: BoxError = e.into();
+                            if is_rejection(&*e) {
+                                call.settle_neutral();
+                            } else {
+                                let c = call.classifier.classify_transport(transport_failure(&*e));
+                                call.settle(&c, false);
+                            }
+                            this.state.set(State::Done);
+                            return Poll::Ready(Err(e));
+                        }
+                        Ok(response) => {
+                            let slow = call.is_slow();
+                            let (parts, body) = response.into_parts();
+                            if call.classifier.wants_body(parts.status, &parts.headers) {
+                                let peeked = Peeked::new(body, call.peek_limit);
+                                this.state.set(State::Peeking {
+                                    parts: Some(parts),
+                                    peeked: Some(peeked),
+                                });
+                                continue;
+                            }
+                            let view = ResponseView::new(parts.status, &parts.headers, &[]);
+                            let c = call.classifier.classify_response(&view);
+                            call.settle(&c, slow);
+                            let mut response = Response::from_parts(parts, ResponseBody::plain(body));
+                            if c.verdict != Verdict::Success {
+                                response.extensions_mut().insert(c);
+                            }
+                            this.state.set(State::Done);
+                            return Poll::Ready(Ok(response));
+                        }
+                    }
+                }
+                StateProj::Peeking { parts, peeked } => {
+                    let p = peeked.as_mut().expect("peeking holds the body");
+                    ready!(p.poll_peek(cx));
+                    let call = this.call.as_mut().expect("a called future has a call");
+                    let parts = parts.take().expect("peeking holds the parts");
+                    let peeked = peeked.take().expect("peeking holds the body");
+                    let view = ResponseView::new(parts.status, &parts.headers, peeked.bytes());
+                    let c = call.classifier.classify_response(&view);
+                    let slow = call.is_slow();
+                    call.settle(&c, slow);
+                    let mut response = Response::from_parts(parts, ResponseBody::replay(peeked));
+                    if c.verdict != Verdict::Success {
+                        response.extensions_mut().insert(c);
+                    }
+                    this.state.set(State::Done);
+                    return Poll::Ready(Ok(response));
+                }
+                StateProj::Done => panic!("ResponseFuture polled after completion"),
+            }
+        }
+    }
+}
+
+impl<F, B: Body, C> fmt::Debug for ResponseFuture<F, B, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.state {
+            State::Rejected { .. } => "rejected",
+            State::Calling { .. } => "calling",
+            State::Peeking { .. } => "peeking",
+            State::Done => "done",
+        };
+        f.debug_struct("ResponseFuture").field("state", &state).finish()
+    }
+}

@@ -1,0 +1,292 @@
+//! The breaker layer and its builder.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use levee_core::breaker::BreakerConfig;
+use levee_core::classify::ProviderClassifier;
+use levee_core::config_error::ConfigError;
+use levee_core::gate::GateConfig;
+use levee_core::park::ParkConfig;
+use tower_layer::Layer;
+
+use super::event::{EventSubscriber, ScopeEvent};
+use super::handle::BreakerHandle;
+use super::scope::{RequestHead, ScopeFn, ScopeKeys};
+use super::service::{Breaker, DomainCache};
+use super::shared::Shared;
+
+/// The default bound on how much of a non-2xx body is read to classify it.
+pub const DEFAULT_PEEK_LIMIT: usize = 16 * 1024;
+
+/// The default bound on scopes tracked per mechanism before idle ones are evicted.
+pub const DEFAULT_MAX_KEYS: usize = 10_000;
+
+/// The settings every clone of a layer shares.
+pub(crate) struct Settings {
+    pub(crate) breaker: BreakerConfig,
+    pub(crate) gate: GateConfig,
+    pub(crate) park: ParkConfig,
+    pub(crate) peek_limit: usize,
+    pub(crate) max_keys: usize,
+    pub(crate) isolate_by_model: bool,
+    pub(crate) slow_call_by_model: Vec<(Box<str>, Duration)>,
+    pub(crate) scope_fn: Option<ScopeFn>,
+    pub(crate) subscribers: Vec<EventSubscriber>,
+    pub(crate) seed: Option<u64>,
+}
+
+impl Settings {
+    /// The slow-call threshold for a call to `model`.
+    pub(crate) fn slow_call(&self, model: Option<&str>) -> Option<Duration> {
+        if let Some(m) = model {
+            if let Some((_, d)) = self.slow_call_by_model.iter().find(|(k, _)| &**k == m) {
+                return Some(*d);
+            }
+        }
+        self.breaker.slow_call
+    }
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("breaker", &self.breaker)
+            .field("gate", &self.gate)
+            .field("park", &self.park)
+            .field("peek_limit", &self.peek_limit)
+            .field("max_keys", &self.max_keys)
+            .field("isolate_by_model", &self.isolate_by_model)
+            .field("slow_call_by_model", &self.slow_call_by_model)
+            .field("scope_fn", &self.scope_fn.as_ref().map(|_| ".."))
+            .field("subscribers", &self.subscribers.len())
+            .finish()
+    }
+}
+
+/// Applies [`Breaker`] to a service: breaker, throttle gate and park table,
+/// each per its own scope. Clones share state.
+#[derive(Clone)]
+pub struct BreakerLayer<C = ProviderClassifier> {
+    pub(crate) shared: Arc<Shared>,
+    classifier: C,
+}
+
+impl BreakerLayer {
+    /// A layer with the default configuration and the provider classifier.
+    pub fn new() -> Self {
+        Self::builder()
+            .build()
+            .expect("the default configuration is valid")
+    }
+
+    /// A builder to configure the layer.
+    pub fn builder() -> BreakerLayerBuilder {
+        BreakerLayerBuilder::default()
+    }
+}
+
+impl Default for BreakerLayer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<C> BreakerLayer<C> {
+    /// A handle on the layer's state: health, manual control, counters.
+    pub fn handle(&self) -> BreakerHandle {
+        BreakerHandle {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<S, C: Clone> Layer<S> for BreakerLayer<C> {
+    type Service = Breaker<S, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Breaker {
+            inner,
+            shared: self.shared.clone(),
+            classifier: self.classifier.clone(),
+            cache: DomainCache::default(),
+        }
+    }
+}
+
+impl<C> fmt::Debug for BreakerLayer<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BreakerLayer")
+            .field("settings", &self.shared.settings)
+            .finish()
+    }
+}
+
+// === Builder ===
+
+/// Builds a [`BreakerLayer`]. Every setting has a default; `build` validates.
+pub struct BreakerLayerBuilder<C = ProviderClassifier> {
+    breaker: BreakerConfig,
+    gate: GateConfig,
+    park: ParkConfig,
+    classifier: C,
+    peek_limit: usize,
+    max_keys: usize,
+    isolate_by_model: bool,
+    slow_call_by_model: Vec<(Box<str>, Duration)>,
+    scope_fn: Option<ScopeFn>,
+    subscribers: Vec<EventSubscriber>,
+    seed: Option<u64>,
+}
+
+impl Default for BreakerLayerBuilder {
+    fn default() -> Self {
+        BreakerLayerBuilder {
+            breaker: BreakerConfig::default(),
+            gate: GateConfig::default(),
+            park: ParkConfig::default(),
+            classifier: ProviderClassifier::default(),
+            peek_limit: DEFAULT_PEEK_LIMIT,
+            max_keys: DEFAULT_MAX_KEYS,
+            isolate_by_model: false,
+            slow_call_by_model: Vec::new(),
+            scope_fn: None,
+            subscribers: Vec::new(),
+            seed: None,
+        }
+    }
+}
+
+impl<C> BreakerLayerBuilder<C> {
+    /// The breaker's configuration (tripping, cool-off, probes, slow calls).
+    pub fn breaker(mut self, config: BreakerConfig) -> Self {
+        self.breaker = config;
+        self
+    }
+
+    /// The throttle gate's configuration.
+    pub fn gate(mut self, config: GateConfig) -> Self {
+        self.gate = config;
+        self
+    }
+
+    /// The park table's configuration.
+    pub fn park(mut self, config: ParkConfig) -> Self {
+        self.park = config;
+        self
+    }
+
+    /// Replaces the classifier (e.g. a wrapper that knows a private gateway).
+    /// It is cloned into every response future: keep it cheap to clone.
+    pub fn classifier<C2>(self, classifier: C2) -> BreakerLayerBuilder<C2> {
+        BreakerLayerBuilder {
+            breaker: self.breaker,
+            gate: self.gate,
+            park: self.park,
+            classifier,
+            peek_limit: self.peek_limit,
+            max_keys: self.max_keys,
+            isolate_by_model: self.isolate_by_model,
+            slow_call_by_model: self.slow_call_by_model,
+            scope_fn: self.scope_fn,
+            subscribers: self.subscribers,
+            seed: self.seed,
+        }
+    }
+
+    /// How many bytes of a non-2xx body to read before classifying (default 16 KiB).
+    pub fn peek_limit(mut self, bytes: usize) -> Self {
+        self.peek_limit = bytes;
+        self
+    }
+
+    /// How many scopes per mechanism to track before evicting idle ones
+    /// (default 10,000). Open, half-open, gated and parked scopes are never evicted.
+    pub fn max_keys(mut self, keys: usize) -> Self {
+        self.max_keys = keys;
+        self
+    }
+
+    /// Gives each model its own breaker within a failure domain (seed 001's
+    /// `isolateByModel`). Off by default: a provider-wide outage is then
+    /// detected once, not once per model.
+    pub fn isolate_by_model(mut self, isolate: bool) -> Self {
+        self.isolate_by_model = isolate;
+        self
+    }
+
+    /// A slow-call threshold for one model, overriding the breaker's
+    /// `slow_call`. Pick about 3× the model's normal high-percentile latency:
+    /// a reasoning model and a small fast model have different baselines.
+    pub fn slow_call_for_model(mut self, model: impl Into<Box<str>>, threshold: Duration) -> Self {
+        let model = model.into();
+        self.slow_call_by_model.retain(|(m, _)| *m != model);
+        self.slow_call_by_model.push((model, threshold));
+        self
+    }
+
+    /// Names each request's scopes with a function instead of the default
+    /// ([`default_scope`](super::default_scope)).
+    pub fn scope_fn(
+        mut self,
+        f: impl for<'a> Fn(&RequestHead<'a>) -> ScopeKeys<'a> + Send + Sync + 'static,
+    ) -> Self {
+        self.scope_fn = Some(Arc::new(f));
+        self
+    }
+
+    /// Calls `f` on every transition of every mechanism.
+    pub fn on_event(mut self, f: impl Fn(&ScopeEvent) + Send + Sync + 'static) -> Self {
+        self.subscribers.push(EventSubscriber::new(f));
+        self
+    }
+
+    /// Seeds the jitter of cool-offs and default gate waits (for tests and drills).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Validates the settings and builds the layer.
+    pub fn build(self) -> Result<BreakerLayer<C>, ConfigError> {
+        if self.peek_limit == 0 {
+            return Err(ConfigError::new("breaker_layer.peek_limit", "must be at least 1 byte, got 0"));
+        }
+        if self.max_keys == 0 {
+            return Err(ConfigError::new("breaker_layer.max_keys", "must be at least 1, got 0"));
+        }
+        if let Some((m, _)) = self.slow_call_by_model.iter().find(|(_, d)| d.is_zero()) {
+            return Err(ConfigError::new(
+                "breaker_layer.slow_call_for_model",
+                format!("threshold for `{m}` must be above zero"),
+            ));
+        }
+        let settings = Settings {
+            breaker: self.breaker,
+            gate: self.gate,
+            park: self.park,
+            peek_limit: self.peek_limit,
+            max_keys: self.max_keys,
+            isolate_by_model: self.isolate_by_model,
+            slow_call_by_model: self.slow_call_by_model,
+            scope_fn: self.scope_fn,
+            subscribers: self.subscribers,
+            seed: self.seed,
+        };
+        Ok(BreakerLayer {
+            shared: Shared::new(settings),
+            classifier: self.classifier,
+        })
+    }
+}
+
+impl<C> fmt::Debug for BreakerLayerBuilder<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BreakerLayerBuilder")
+            .field("breaker", &self.breaker)
+            .field("peek_limit", &self.peek_limit)
+            .field("max_keys", &self.max_keys)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,283 @@
+//! Which breaker, gate and park a request belongs to.
+//!
+//! Three mechanisms, three scopes (seed 000, "Scope each breaker to one quota
+//! and one failure domain"):
+//!
+//! - the **failure domain** keys the breaker: an account, deployment or
+//!   region endpoint (default: the URI's authority);
+//! - the **quota scope** keys the throttle gate: the failure domain × the
+//!   model, since providers rate-limit per model (Azure: per deployment);
+//! - the **billing scope** keys the park table: whatever a spend cap applies
+//!   to, usually the whole account or project (default: the failure domain).
+//!
+//! A caller that knows better sets a [`Scope`] in the request's extensions,
+//! or gives the layer its own [`ScopeFn`].
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+
+/// Scope names set by the caller in the request's extensions. Every field is
+/// optional; an unset one falls back to the default derived from the URI.
+///
+/// ```
+/// use tower_levee::breaker::Scope;
+/// let mut req = http::Request::new(());
+/// req.extensions_mut().insert(Scope::new().domain("org-a").model("gpt-4o"));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Scope {
+    domain: Option<Cow<'static, str>>,
+    model: Option<Cow<'static, str>>,
+    billing: Option<Cow<'static, str>>,
+}
+
+impl Scope {
+    /// An empty scope: every name falls back to its default.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the failure domain (the breaker's key), e.g. an account name.
+    pub fn domain(mut self, domain: impl Into<Cow<'static, str>>) -> Self {
+        self.domain = Some(domain.into());
+        self
+    }
+
+    /// Sets the model (or Azure deployment): the quota scope is domain × model.
+    pub fn model(mut self, model: impl Into<Cow<'static, str>>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// Sets the billing scope (the park table's key), e.g. a project.
+    pub fn billing(mut self, billing: impl Into<Cow<'static, str>>) -> Self {
+        self.billing = Some(billing.into());
+        self
+    }
+}
+
+/// The request's head, as a [`ScopeFn`] sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct RequestHead<'a> {
+    /// The request method.
+    pub method: &'a http::Method,
+    /// The request URI.
+    pub uri: &'a http::Uri,
+    /// The request headers.
+    pub headers: &'a http::HeaderMap,
+    /// The request extensions.
+    pub extensions: &'a http::Extensions,
+}
+
+impl<'a> RequestHead<'a> {
+    /// The head of `req`.
+    pub fn of<B>(req: &'a http::Request<B>) -> Self {
+        RequestHead {
+            method: req.method(),
+            uri: req.uri(),
+            headers: req.headers(),
+            extensions: req.extensions(),
+        }
+    }
+}
+
+/// The scope names of one request, borrowed from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScopeKeys<'a> {
+    /// The failure domain: the breaker's key.
+    pub domain: &'a str,
+    /// The model, if known: the quota scope is domain × model.
+    pub model: Option<&'a str>,
+    /// The billing scope, if different from the failure domain.
+    pub billing: Option<&'a str>,
+}
+
+/// A user function that names a request's scopes.
+pub type ScopeFn = Arc<dyn for<'a> Fn(&RequestHead<'a>) -> ScopeKeys<'a> + Send + Sync>;
+
+/// The default scopes: a [`Scope`] extension where set; otherwise the URI's
+/// authority as failure and billing domain, and the model named in the path
+/// for the providers that put it there (Azure `deployments/{name}`, Bedrock
+/// `model/{id}`, Gemini/Vertex `models/{name}:verb`).
+pub fn default_scope<'a>(head: &RequestHead<'a>) -> ScopeKeys<'a> {
+    let ext = head.extensions.get::<Scope>();
+    let domain = ext
+        .and_then(|s| s.domain.as_deref())
+        .or_else(|| head.uri.authority().map(|a| a.as_str()))
+        .unwrap_or("default");
+    let model = ext
+        .and_then(|s| s.model.as_deref())
+        .or_else(|| model_in_path(head.uri.path()));
+    let billing = ext.and_then(|s| s.billing.as_deref());
+    ScopeKeys {
+        domain,
+        model,
+        billing,
+    }
+}
+
+/// The model or deployment a provider URL path names, if any.
+pub fn model_in_path(path: &str) -> Option<&str> {
+    let mut segments = path.split('/');
+    while let Some(seg) = segments.next() {
+        match seg {
+            "deployments" | "model" | "models" | "inference-profiles" => {
+                let name = segments.next()?;
+                // Gemini/Vertex: `models/gemini-2.5-pro:generateContent`.
+                let name = name.split(':').next().unwrap_or(name);
+                return (!name.is_empty()).then_some(name);
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+// === KeyBuf ===
+
+/// A scope key held by a response future: inline up to 62 bytes, so the hot
+/// path neither allocates nor touches a shared reference count.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) enum KeyBuf {
+    Inline { len: u8, bytes: [u8; 62] },
+    Heap(Box<str>),
+}
+
+impl KeyBuf {
+    /// `parts` joined with `sep` between the non-empty ones.
+    pub(crate) fn join(parts: &[&str], sep: char) -> Self {
+        let mut sep_buf = [0u8; 4];
+        let sep = sep.encode_utf8(&mut sep_buf).as_bytes();
+        let total: usize = parts.iter().map(|p| p.len()).sum::<usize>()
+            + sep.len() * parts.len().saturating_sub(1);
+        if total <= 62 {
+            let mut bytes = [0u8; 62];
+            let mut at = 0;
+            for (i, p) in parts.iter().enumerate() {
+                if i > 0 {
+                    bytes[at..at + sep.len()].copy_from_slice(sep);
+                    at += sep.len();
+                }
+                bytes[at..at + p.len()].copy_from_slice(p.as_bytes());
+                at += p.len();
+            }
+            KeyBuf::Inline {
+                len: total as u8,
+                bytes,
+            }
+        } else {
+            let sep = std::str::from_utf8(sep).unwrap_or("/");
+            KeyBuf::Heap(parts.join(sep).into_boxed_str())
+        }
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            // Built only from whole `&str`s joined by a whole char.
+            KeyBuf::Inline { len, bytes } => {
+                std::str::from_utf8(&bytes[..*len as usize]).unwrap_or_default()
+            }
+            KeyBuf::Heap(s) => s,
+        }
+    }
+
+    /// Whether this key equals `parts` joined by `sep`, without building it.
+    pub(crate) fn eq_join(&self, parts: &[&str], sep: char) -> bool {
+        let mut rest = self.as_str();
+        for (i, p) in parts.iter().enumerate() {
+            if i > 0 {
+                match rest.strip_prefix(sep) {
+                    Some(r) => rest = r,
+                    None => return false,
+                }
+            }
+            match rest.strip_prefix(p) {
+                Some(r) => rest = r,
+                None => return false,
+            }
+        }
+        rest.is_empty()
+    }
+}
+
+impl fmt::Debug for KeyBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(uri: &str, scope: Option<Scope>) -> (String, Option<String>, Option<String>) {
+        let mut req = http::Request::builder().uri(uri).body(()).unwrap();
+        if let Some(s) = scope {
+            req.extensions_mut().insert(s);
+        }
+        let k = default_scope(&RequestHead::of(&req));
+        (
+            k.domain.to_owned(),
+            k.model.map(str::to_owned),
+            k.billing.map(str::to_owned),
+        )
+    }
+
+    #[test]
+    fn default_scope_is_the_authority_and_the_model_in_the_path() {
+        assert_eq!(
+            keys("https://api.openai.com/v1/chat/completions", None),
+            ("api.openai.com".into(), None, None)
+        );
+        assert_eq!(
+            keys(
+                "https://res.openai.azure.com/openai/deployments/gpt4o-prod/chat/completions?api-version=2024-02-01",
+                None
+            ),
+            ("res.openai.azure.com".into(), Some("gpt4o-prod".into()), None)
+        );
+        assert_eq!(
+            keys(
+                "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-pro:generateContent",
+                None
+            )
+            .1
+            .as_deref(),
+            Some("gemini-2.5-pro")
+        );
+        assert_eq!(
+            keys(
+                "https://bedrock-runtime.us-east-1.amazonaws.com/model/anthropic.claude-v2/invoke",
+                None
+            )
+            .1
+            .as_deref(),
+            Some("anthropic.claude-v2")
+        );
+    }
+
+    #[test]
+    fn a_scope_extension_overrides_the_defaults() {
+        let s = Scope::new().domain("org-a").model("gpt-4o").billing("proj-1");
+        assert_eq!(
+            keys("https://api.openai.com/v1/chat/completions", Some(s)),
+            ("org-a".into(), Some("gpt-4o".into()), Some("proj-1".into()))
+        );
+    }
+
+    #[test]
+    fn keybuf_joins_inline_and_on_the_heap_alike() {
+        let short = KeyBuf::join(&["api.openai.com", "gpt-4o"], '/');
+        assert!(matches!(short, KeyBuf::Inline { .. }));
+        assert_eq!(short.as_str(), "api.openai.com/gpt-4o");
+        assert!(short.eq_join(&["api.openai.com", "gpt-4o"], '/'));
+        assert!(!short.eq_join(&["api.openai.com", "gpt-4"], '/'));
+        assert!(!short.eq_join(&["api.openai.com"], '/'));
+        let long_part = "x".repeat(70);
+        let long = KeyBuf::join(&[&long_part, "m"], '/');
+        assert!(matches!(long, KeyBuf::Heap(_)));
+        assert!(long.eq_join(&[&long_part, "m"], '/'));
+        assert_eq!(KeyBuf::join(&["ü", "é"], '·').as_str(), "ü·é");
+    }
+}
