@@ -378,3 +378,20 @@ fn a_closed_breaker_admits_without_changing_anything() {
     assert_eq!(permit.probe, None);
     assert_eq!(permit.admitted_at, h.now);
 }
+
+#[test]
+fn a_streak_of_rejected_keys_gets_the_credential_cool_off_whichever_rule_trips() {
+    let cfg = BreakerConfig::builder()
+        .threshold(2)
+        .credential_threshold(3)
+        .build()
+        .unwrap();
+    let mut h = Harness::new(cfg);
+    h.call(rejected_key());
+    let t = h.call(rejected_key()).expect("main rule trips at 2");
+    assert_eq!(
+        t.reason,
+        "opened after 2 consecutive credential failures (status:401)"
+    );
+    assert!(t.until.unwrap().saturating_duration_since(h.now) >= Duration::from_secs(150));
+}

@@ -34,7 +34,9 @@ pub struct BreakerConfig {
     /// that open the breaker, whatever `tripping` says. Lower than the
     /// availability threshold: a revoked key will not fix itself.
     pub credential_threshold: u32,
-    /// The cool-off after a credential trip. Longer, and jittered by
+    /// The cool-off after a credential trip: the credential threshold was
+    /// reached, the tripping rule tripped on a streak made only of credential
+    /// failures, or a half-open probe's key was rejected. Longer, and jittered by
     /// [`Jitter::Equal`] by default so it is always longer than the
     /// availability cool-off: waiting rarely fixes a key, and each probe
     /// with a rejected key is noise in the provider's audit log.

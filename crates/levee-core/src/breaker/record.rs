@@ -124,6 +124,10 @@ impl BreakerState {
             if verdict == Verdict::Credential && c >= cfg.credential_threshold.max(1) {
                 let reason = format!("opened after {c} consecutive credential failures ({cause})");
                 (OpenKind::Credential, reason)
+            } else if c == n {
+                // The main rule tripped on a streak of rejected keys only:
+                // still a credential problem, so still the longer cool-off.
+                (OpenKind::Credential, rule_trips?)
             } else {
                 (OpenKind::Availability, rule_trips?)
             };
