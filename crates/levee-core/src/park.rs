@@ -6,7 +6,7 @@
 //! resets; OpenAI's `insufficient_quota` lasts until someone pays. Neither a
 //! probe nor a cool-off fixes that, so the account (or project) is *parked*:
 //! skipped without a request until the reset the provider named (the body's
-//! "regain access on <date>", a reset header), or
+//! `regain access on <date>`, a reset header), or
 //! [`default_park`](ParkConfig::default_park) (1 h) when it named none, then
 //! reinstated without a probe. A park is also something to tell a person
 //! about — a spend cap is a conversation with finance, not an incident to wait
