@@ -1,0 +1,231 @@
+//! How long an open breaker stays open.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::duration_nanos;
+use crate::config_error::{ConfigError, positive_duration};
+
+/// The smallest share of the nominal cool-off that [`Jitter::Full`] can draw.
+///
+/// AWS's full jitter draws uniformly from `[0, d]`. A draw near zero would
+/// half-open the breaker the instant it opened, which defeats the point of a
+/// cool-off (giving the failing provider room), so Levee draws from
+/// `[d / 10, d]`: the mean is still 55% of `d`, and instances still spread out.
+pub const FULL_JITTER_FLOOR: f64 = 0.1;
+
+/// How a nominal cool-off is randomized, so that many clients that saw the
+/// same outage do not all probe the provider at the same instant.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Jitter {
+    /// Exactly the nominal duration.
+    None,
+    /// Uniform in `[d × FULL_JITTER_FLOOR, d]` (see [`FULL_JITTER_FLOOR`]).
+    #[default]
+    Full,
+    /// Uniform in `[d / 2, d]`: spreads less, but never shorter than half.
+    Equal,
+}
+
+impl Jitter {
+    /// The range a nominal duration `d` is drawn from.
+    pub fn bounds(self, d: Duration) -> (Duration, Duration) {
+        let lo = match self {
+            Jitter::None => d,
+            Jitter::Full => d.mul_f64(FULL_JITTER_FLOOR),
+            Jitter::Equal => d / 2,
+        };
+        (lo, d)
+    }
+
+    /// Draws a duration for the nominal `d`.
+    pub fn apply(self, d: Duration, rng: &mut fastrand::Rng) -> Duration {
+        let (lo, hi) = self.bounds(d);
+        if lo >= hi {
+            return hi;
+        }
+        Duration::from_nanos(rng.u64(duration_nanos(lo)..=duration_nanos(hi)))
+    }
+}
+
+/// The cool-off schedule of a breaker: how long it stays open after its
+/// `reopens`-th consecutive failed recovery (0 for the first open from
+/// closed). Growth resets when the breaker recovers or is closed manually.
+#[derive(Clone)]
+pub enum Cooldown {
+    /// `base × multiplier^reopens`, capped at `max`, then jittered.
+    Exponential {
+        /// The first cool-off.
+        base: Duration,
+        /// Growth per failed recovery; at least 1.
+        multiplier: f64,
+        /// The cap, applied before jitter.
+        max: Duration,
+        /// How the capped value is randomized.
+        jitter: Jitter,
+    },
+    /// A user function of `reopens`; its value is used as is, never jittered
+    /// (so a deterministic schedule stays deterministic).
+    Custom(Arc<dyn Fn(u32) -> Duration + Send + Sync>),
+}
+
+impl Cooldown {
+    /// Exponential growth with [`Jitter::Full`].
+    pub fn exponential(base: Duration, multiplier: f64, max: Duration) -> Self {
+        Cooldown::Exponential {
+            base,
+            multiplier,
+            max,
+            jitter: Jitter::Full,
+        }
+    }
+
+    /// The same duration every time, without jitter.
+    pub fn fixed(d: Duration) -> Self {
+        Cooldown::Exponential {
+            base: d,
+            multiplier: 1.0,
+            max: d,
+            jitter: Jitter::None,
+        }
+    }
+
+    /// A user schedule, never jittered.
+    pub fn custom(f: impl Fn(u32) -> Duration + Send + Sync + 'static) -> Self {
+        Cooldown::Custom(Arc::new(f))
+    }
+
+    /// The cool-off before jitter.
+    pub fn nominal(&self, reopens: u32) -> Duration {
+        match self {
+            Cooldown::Exponential {
+                base,
+                multiplier,
+                max,
+                ..
+            } => {
+                if reopens == 0 || *multiplier <= 1.0 {
+                    return (*base).min(*max);
+                }
+                // f64 keeps 2^40 × 30 s exact enough and lets us detect
+                // overflow (inf) instead of panicking in `Duration::mul_f64`.
+                let exp = i32::try_from(reopens).unwrap_or(i32::MAX);
+                let secs = base.as_secs_f64() * multiplier.powi(exp);
+                if !secs.is_finite() || secs >= max.as_secs_f64() {
+                    *max
+                } else {
+                    Duration::from_secs_f64(secs).min(*max)
+                }
+            }
+            Cooldown::Custom(f) => f(reopens),
+        }
+    }
+
+    /// The range [`sample`](Cooldown::sample) draws from for `reopens`.
+    pub fn bounds(&self, reopens: u32) -> (Duration, Duration) {
+        let d = self.nominal(reopens);
+        match self {
+            Cooldown::Exponential { jitter, .. } => jitter.bounds(d),
+            Cooldown::Custom(_) => (d, d),
+        }
+    }
+
+    /// The cool-off to use after `reopens` failed recoveries.
+    pub fn sample(&self, reopens: u32, rng: &mut fastrand::Rng) -> Duration {
+        let d = self.nominal(reopens);
+        match self {
+            Cooldown::Exponential { jitter, .. } => jitter.apply(d, rng),
+            Cooldown::Custom(_) => d,
+        }
+    }
+
+    /// Checks `base > 0`, `multiplier` finite and `>= 1`, `base <= max`.
+    /// `fields` names base, multiplier and max in errors.
+    pub(crate) fn validate(&self, fields: [&'static str; 3]) -> Result<(), ConfigError> {
+        let Cooldown::Exponential {
+            base,
+            multiplier,
+            max,
+            ..
+        } = self
+        else {
+            return Ok(());
+        };
+        let [f_base, f_multiplier, f_max] = fields;
+        positive_duration(f_base, *base)?;
+        if !multiplier.is_finite() || *multiplier < 1.0 {
+            return Err(ConfigError::new(
+                f_multiplier,
+                format!("must be a finite number >= 1, got {multiplier}"),
+            ));
+        }
+        if base > max {
+            return Err(ConfigError::new(
+                f_max,
+                format!("must be at least the base ({base:?}), got {max:?}"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Cooldown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cooldown::Exponential {
+                base,
+                multiplier,
+                max,
+                jitter,
+            } => f
+                .debug_struct("Exponential")
+                .field("base", base)
+                .field("multiplier", multiplier)
+                .field("max", max)
+                .field("jitter", jitter)
+                .finish(),
+            Cooldown::Custom(_) => f.write_str("Custom(..)"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: fn(u64) -> Duration = Duration::from_secs;
+
+    #[test]
+    fn exponential_grows_per_reopen_and_caps_at_max() {
+        let c = Cooldown::exponential(S(30), 2.0, S(900));
+        let nominal: Vec<_> = (0..7).map(|n| c.nominal(n).as_secs()).collect();
+        assert_eq!(nominal, [30, 60, 120, 240, 480, 900, 900]);
+        assert_eq!(c.nominal(u32::MAX), S(900));
+    }
+
+    #[test]
+    fn full_jitter_never_goes_below_its_floor() {
+        let c = Cooldown::exponential(S(30), 2.0, S(900));
+        let mut rng = fastrand::Rng::with_seed(7);
+        for _ in 0..1000 {
+            let d = c.sample(0, &mut rng);
+            assert!((S(3)..=S(30)).contains(&d), "{d:?}");
+        }
+    }
+
+    #[test]
+    fn custom_schedules_are_never_jittered() {
+        let c = Cooldown::custom(|n| Duration::from_secs(10 + u64::from(n)));
+        let mut rng = fastrand::Rng::with_seed(1);
+        assert_eq!(c.sample(3, &mut rng), S(13));
+        assert_eq!(c.bounds(3), (S(13), S(13)));
+    }
+
+    #[test]
+    fn fixed_is_constant() {
+        let c = Cooldown::fixed(S(30));
+        let mut rng = fastrand::Rng::with_seed(1);
+        assert_eq!(c.sample(5, &mut rng), S(30));
+    }
+}

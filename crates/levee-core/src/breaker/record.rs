@@ -1,0 +1,220 @@
+//! Recording outcomes: the closed breaker's tripping and the half-open round.
+
+use super::config::BreakerConfig;
+use super::outcome::{BreakerStatus, Outcome, Permit};
+use super::probes::RoundVerdict;
+use super::state::{BreakerState, OpenKind};
+use super::tripping::{RollingWindow, Tripping};
+use crate::classify::Verdict;
+use crate::clock::Timestamp;
+use crate::transition::{Transition, human};
+
+impl BreakerState {
+    /// Records the outcome of a call admitted with `permit`.
+    ///
+    /// - A permit from an earlier generation is ignored: the breaker has
+    ///   changed state since the call was admitted.
+    /// - Throttled, quota and request outcomes say nothing about health:
+    ///   nothing is counted or reset; a probe's slot is handed back.
+    /// - Closed: a success clears the counts; a failure (availability,
+    ///   credential, or a slow success) is counted and fed to the tripping
+    ///   rule, and the breaker opens when the rule trips, or when
+    ///   [`credential_threshold`](BreakerConfig::credential_threshold)
+    ///   credential failures come with no success in between (then with the
+    ///   longer [`credential_cooldown`](BreakerConfig::credential_cooldown)).
+    /// - Half-open: the probe is tallied. The breaker closes once every probe
+    ///   of the round has reported and enough succeeded; it reopens, with a
+    ///   longer cool-off, as soon as enough have failed that the success
+    ///   ratio can no longer be met. A probe that outlived its lease
+    ///   ([`probe_timeout`](BreakerConfig::probe_timeout)) is ignored.
+    ///
+    /// `key` is passed to a custom [`TrippingPolicy`](super::TrippingPolicy).
+    pub fn record(
+        &mut self,
+        cfg: &BreakerConfig,
+        key: &str,
+        permit: Permit,
+        outcome: &Outcome,
+        now: Timestamp,
+        rng: &mut fastrand::Rng,
+    ) -> Option<Transition> {
+        if self.policy_reset_pending {
+            self.reset_policy(cfg, Some(key));
+        }
+        if permit.generation != self.generation {
+            return None;
+        }
+        match self.status {
+            BreakerStatus::Closed => self.record_closed(cfg, key, outcome, now, rng),
+            BreakerStatus::HalfOpen => self.record_probe(cfg, key, permit, outcome, now, rng),
+            // No permit is issued while open, so a current one cannot exist.
+            BreakerStatus::Open => None,
+        }
+    }
+
+    /// Gives back the probe slot of a call that will not report: its future
+    /// was dropped, or its outcome was neutral and the caller chose not to
+    /// record it. Counts nothing; a no-op for non-probe or stale permits.
+    pub fn release(&mut self, permit: Permit) {
+        if let Some(ticket) = permit.probe
+            && permit.generation == self.generation
+            && self.status == BreakerStatus::HalfOpen
+        {
+            self.round.release(ticket);
+        }
+    }
+
+    fn record_closed(
+        &mut self,
+        cfg: &BreakerConfig,
+        key: &str,
+        outcome: &Outcome,
+        now: Timestamp,
+        rng: &mut fastrand::Rng,
+    ) -> Option<Transition> {
+        let verdict = outcome.effective_verdict();
+        if verdict == Verdict::Success {
+            self.consecutive_failures = 0;
+            self.credential_failures = 0;
+            self.breakdown.clear();
+            match &cfg.tripping {
+                Tripping::Consecutive { .. } => {}
+                Tripping::Rolling { window, .. } => {
+                    self.window_mut().record(*window, now, false);
+                }
+                Tripping::Custom(policy) => policy.on_success(key),
+            }
+            return None;
+        }
+        if !verdict.is_breaker_failure() {
+            return None;
+        }
+        self.count_failure(verdict, outcome);
+        let cause = outcome.attribution();
+
+        // The rule hears every failure, credential ones included, so its
+        // view of the key stays complete even when the credential threshold
+        // is what trips.
+        let n = self.consecutive_failures;
+        let rule_trips = match &cfg.tripping {
+            Tripping::Consecutive { threshold } => (n >= (*threshold).max(1)).then(|| {
+                let kind = self.streak_kind();
+                format!("opened after {n} consecutive {kind} ({cause})")
+            }),
+            Tripping::Rolling {
+                window,
+                min_calls,
+                failure_ratio,
+            } => {
+                let (calls, failures) = self.window_mut().record(*window, now, true);
+                RollingWindow::trips(calls, failures, *min_calls, *failure_ratio).then(|| {
+                    let window = human(*window);
+                    format!(
+                        "opened after {failures} of {calls} calls failed within {window} ({cause})"
+                    )
+                })
+            }
+            Tripping::Custom(policy) => policy.on_failure(key).then(|| {
+                format!("opened by the tripping policy after {n} consecutive failures ({cause})")
+            }),
+        };
+
+        let c = self.credential_failures;
+        let (kind, reason) =
+            if verdict == Verdict::Credential && c >= cfg.credential_threshold.max(1) {
+                let reason = format!("opened after {c} consecutive credential failures ({cause})");
+                (OpenKind::Credential, reason)
+            } else if c == n {
+                // The main rule tripped on a streak of rejected keys only:
+                // still a credential problem, so still the longer cool-off.
+                (OpenKind::Credential, rule_trips?)
+            } else {
+                (OpenKind::Availability, rule_trips?)
+            };
+        let cause = cause.to_owned();
+        Some(
+            self.trip(cfg, Some(key), kind, now, rng, reason)
+                .with_cause(Some(cause)),
+        )
+    }
+
+    fn record_probe(
+        &mut self,
+        cfg: &BreakerConfig,
+        key: &str,
+        permit: Permit,
+        outcome: &Outcome,
+        now: Timestamp,
+        rng: &mut fastrand::Rng,
+    ) -> Option<Transition> {
+        let ticket = permit.probe?;
+        // Taking the lease hands the slot back whatever the outcome; a lost
+        // lease (expired, already reported, released) means the report is stale.
+        if !self.round.take(ticket, now) {
+            return None;
+        }
+        let verdict = outcome.effective_verdict();
+        match verdict {
+            Verdict::Success => self.round.success(),
+            Verdict::Availability | Verdict::Credential => {
+                self.round.failure();
+                self.count_failure(verdict, outcome);
+            }
+            Verdict::Throttled | Verdict::Quota | Verdict::Request => return None,
+        }
+        let probes = cfg.probes();
+        let (successes, failures) = (self.round.successes(), self.round.failures());
+        match self.round.verdict(probes, cfg.required_successes()) {
+            RoundVerdict::Pending => None,
+            RoundVerdict::Close => {
+                self.reset_closed(Some(cfg), Some(key));
+                let reason = format!("closed after {successes} of {probes} probes succeeded");
+                Some(self.transition(BreakerStatus::HalfOpen.as_str(), now, reason))
+            }
+            RoundVerdict::Reopen => {
+                let cause = outcome.attribution().to_owned();
+                let reason =
+                    format!("reopened after {failures} of {probes} probes failed ({cause})");
+                let kind = if verdict == Verdict::Credential {
+                    OpenKind::Credential
+                } else {
+                    OpenKind::Availability
+                };
+                self.reopens = self.reopens.saturating_add(1);
+                let t = self.trip(cfg, Some(key), kind, now, rng, reason);
+                Some(t.with_cause(Some(cause)))
+            }
+        }
+    }
+
+    /// Counts a failure in the streaks and the breakdown.
+    fn count_failure(&mut self, verdict: Verdict, outcome: &Outcome) {
+        self.consecutive_failures = self.consecutive_failures.saturating_add(1);
+        if verdict == Verdict::Credential {
+            self.credential_failures = self.credential_failures.saturating_add(1);
+        }
+        let cause = outcome.attribution();
+        // Allocate the key only the first time a cause is seen.
+        match self.breakdown.get_mut(cause) {
+            Some(n) => *n = n.saturating_add(1),
+            None => {
+                self.breakdown.insert(cause.to_owned(), 1);
+            }
+        }
+    }
+
+    /// "availability failures", "credential failures" or "failures", for
+    /// the current streak.
+    fn streak_kind(&self) -> &'static str {
+        match self.credential_failures {
+            0 => "availability failures",
+            c if c == self.consecutive_failures => "credential failures",
+            _ => "failures",
+        }
+    }
+
+    fn window_mut(&mut self) -> &mut RollingWindow {
+        // Created lazily in case the state was made under another config.
+        self.window.get_or_insert_with(Box::default)
+    }
+}
