@@ -86,7 +86,9 @@ where
     S: Service<Request<()>> + 'static,
     S::Error: std::fmt::Debug,
 {
-    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     c.bench_function(&format!("breaker/1-thread/{name}"), |b| {
         b.iter(|| rt.block_on(one(&mut svc)))
     });
@@ -124,7 +126,9 @@ where
                 }
             });
             // Scale to `iters` calls so criterion's per-iteration figure is per call.
-            start.elapsed().mul_f64(iters as f64 / (per_task * 64) as f64)
+            start
+                .elapsed()
+                .mul_f64(iters as f64 / (per_task * 64) as f64)
         })
     });
 }
@@ -139,7 +143,8 @@ fn levee_open() -> tower_levee::breaker::Breaker<Bare> {
     layer.layer(Bare)
 }
 
-fn resilience() -> impl Service<Request<()>, Error = impl std::fmt::Debug> + Clone + Send + 'static {
+fn resilience() -> impl Service<Request<()>, Error = impl std::fmt::Debug> + Clone + Send + 'static
+{
     let layer = tower_resilience::circuitbreaker::CircuitBreakerLayer::builder()
         .build()
         .unwrap();
@@ -147,7 +152,8 @@ fn resilience() -> impl Service<Request<()>, Error = impl std::fmt::Debug> + Clo
 }
 
 fn failsafe_breaker() -> Failsafe<Bare> {
-    let backoff = failsafe::backoff::equal_jittered(Duration::from_secs(30), Duration::from_secs(900));
+    let backoff =
+        failsafe::backoff::equal_jittered(Duration::from_secs(30), Duration::from_secs(900));
     let policy = failsafe::failure_policy::consecutive_failures(5, backoff);
     Failsafe {
         inner: Bare,

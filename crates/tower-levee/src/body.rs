@@ -134,7 +134,11 @@ where
 
     /// Reads until `limit` bytes, the end, trailers or an error.
     pub(crate) fn poll_peek(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        while self.buf.len() < self.limit && !self.eof && self.trailers.is_none() && self.error.is_none() {
+        while self.buf.len() < self.limit
+            && !self.eof
+            && self.trailers.is_none()
+            && self.error.is_none()
+        {
             match ready!(self.body.as_mut().poll_frame(cx)) {
                 Some(Ok(frame)) => match frame.into_data() {
                     Ok(mut data) => {
@@ -159,7 +163,10 @@ where
         &self.buf[..self.buf.len().min(self.limit)]
     }
 
-    fn poll_replay(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+    fn poll_replay(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         if !self.buf.is_empty() {
             return Poll::Ready(Some(Ok(Frame::data(self.buf.split().freeze()))));
         }
@@ -243,7 +250,10 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn a_peeked_body_is_replayed_whole() {
-        let p = peek(Frames::data(&["{\"error\":", "{\"code\":1}", "} and more", " tail"]), 12);
+        let p = peek(
+            Frames::data(&["{\"error\":", "{\"code\":1}", "} and more", " tail"]),
+            12,
+        );
         assert_eq!(p.bytes(), b"{\"error\":{\"c");
         let (bytes, err) = collect(ResponseBody::replay(p)).await;
         assert_eq!(bytes, b"{\"error\":{\"code\":1}} and more tail");

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use http::{Request, Response, StatusCode};
+use http::{Request, Response};
 use http_body_util::BodyExt;
 use levee_core::breaker::{BreakerConfig, BreakerStatus};
 use levee_core::classify::{Classification, Verdict};
@@ -24,14 +24,20 @@ struct Scripted {
 }
 
 impl Scripted {
-    fn new(reply: impl Fn(&Request<String>) -> Result<Response<String>, BoxError> + Send + Sync + 'static) -> Self {
+    fn new(
+        reply: impl Fn(&Request<String>) -> Result<Response<String>, BoxError> + Send + Sync + 'static,
+    ) -> Self {
         Scripted {
             calls: Arc::new(AtomicUsize::new(0)),
             reply: Arc::new(Box::new(reply)),
         }
     }
 
-    fn status(status: u16, headers: &'static [(&'static str, &'static str)], body: &'static str) -> Self {
+    fn status(
+        status: u16,
+        headers: &'static [(&'static str, &'static str)],
+        body: &'static str,
+    ) -> Self {
         Scripted::new(move |_| {
             let mut b = Response::builder().status(status);
             for (k, v) in headers {
@@ -51,7 +57,10 @@ impl Service<Request<String>> for Scripted {
     type Error = BoxError;
     type Future = Pin<Box<dyn Future<Output = Result<Response<String>, BoxError>> + Send>>;
 
-    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), BoxError>> {
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), BoxError>> {
         std::task::Poll::Ready(Ok(()))
     }
 
@@ -74,7 +83,10 @@ fn for_model(model: &'static str) -> Request<String> {
     req
 }
 
-fn recorder() -> (Arc<Mutex<Vec<String>>>, impl Fn(&ScopeEvent) + Send + Sync + 'static) {
+fn recorder() -> (
+    Arc<Mutex<Vec<String>>>,
+    impl Fn(&ScopeEvent) + Send + Sync + 'static,
+) {
     let log = Arc::new(Mutex::new(Vec::new()));
     let sink = log.clone();
     (log, move |e: &ScopeEvent| {
@@ -110,7 +122,10 @@ async fn fifty_calls_to_a_dead_provider_reach_it_threshold_times_then_fail_fast(
     println!("upstream calls: {} of 50, {} refused", inner.calls(), open);
     assert_eq!(inner.calls(), 5, "the default consecutive threshold");
     assert_eq!(open, 45);
-    assert_eq!(handle.breaker_status("api.openai.com"), Some(BreakerStatus::Open));
+    assert_eq!(
+        handle.breaker_status("api.openai.com"),
+        Some(BreakerStatus::Open)
+    );
     assert_eq!(handle.rejections().breaker, 45);
     assert_eq!(handle.upstream_failures(Verdict::Availability), 5);
 }
@@ -119,22 +134,43 @@ async fn fifty_calls_to_a_dead_provider_reach_it_threshold_times_then_fail_fast(
 async fn a_dead_provider_gets_one_probe_per_half_open_window() {
     let inner = Scripted::status(503, &[], "");
     let (log, on_event) = recorder();
-    let layer = BreakerLayer::builder().seed(1).on_event(on_event).build().unwrap();
+    let layer = BreakerLayer::builder()
+        .seed(1)
+        .on_event(on_event)
+        .build()
+        .unwrap();
     let mut svc = ServiceBuilder::new().layer(layer).service(inner.clone());
     // One call a second for ten minutes.
     for _ in 0..600 {
         let _ = svc.ready().await.unwrap().call(openai()).await;
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    let half_opens = log.lock().unwrap().iter().filter(|l| l.contains("->half_open")).count();
-    println!("upstream calls: {}, half-open windows: {}", inner.calls(), half_opens);
+    let half_opens = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains("->half_open"))
+        .count();
+    println!(
+        "upstream calls: {}, half-open windows: {}",
+        inner.calls(),
+        half_opens
+    );
     assert!(half_opens >= 1);
-    assert_eq!(inner.calls(), 5 + half_opens, "threshold + one probe per half-open window");
+    assert_eq!(
+        inner.calls(),
+        5 + half_opens,
+        "threshold + one probe per half-open window"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn throttling_never_opens_the_breaker() {
-    let inner = Scripted::status(429, &[("retry-after", "1")], r#"{"error":{"code":"rate_limit_exceeded"}}"#);
+    let inner = Scripted::status(
+        429,
+        &[("retry-after", "1")],
+        r#"{"error":{"code":"rate_limit_exceeded"}}"#,
+    );
     let layer = BreakerLayer::new();
     let handle = layer.handle();
     let mut svc = ServiceBuilder::new().layer(layer).service(inner.clone());
@@ -142,7 +178,10 @@ async fn throttling_never_opens_the_breaker() {
         match svc.ready().await.unwrap().call(openai()).await {
             Ok(res) => {
                 assert_eq!(res.status(), 429);
-                let c = res.extensions().get::<Classification>().expect("classified");
+                let c = res
+                    .extensions()
+                    .get::<Classification>()
+                    .expect("classified");
                 assert_eq!(c.verdict, Verdict::Throttled);
             }
             Err(e) => assert!(e.is::<Throttled>(), "{e}"),
@@ -150,7 +189,10 @@ async fn throttling_never_opens_the_breaker() {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     assert!(inner.calls() > 20);
-    assert_eq!(handle.breaker_status("api.openai.com"), Some(BreakerStatus::Closed));
+    assert_eq!(
+        handle.breaker_status("api.openai.com"),
+        Some(BreakerStatus::Closed)
+    );
     assert!(handle.rejections().gate > 0);
     assert_eq!(handle.rejections().breaker, 0);
 }
@@ -166,23 +208,56 @@ async fn a_retry_after_gates_only_that_model_for_that_long() {
         }
         Ok(b.body(String::new()).unwrap())
     });
-    let mut svc = ServiceBuilder::new().layer(BreakerLayer::new()).service(inner.clone());
-    let res = svc.ready().await.unwrap().call(for_model("gpt-4o")).await.unwrap();
+    let mut svc = ServiceBuilder::new()
+        .layer(BreakerLayer::new())
+        .service(inner.clone());
+    let res = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(for_model("gpt-4o"))
+        .await
+        .unwrap();
     assert_eq!(res.status(), 429);
-    let err = svc.ready().await.unwrap().call(for_model("gpt-4o")).await.unwrap_err();
+    let err = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(for_model("gpt-4o"))
+        .await
+        .unwrap_err();
     let throttled = err.downcast_ref::<Throttled>().unwrap();
     assert_eq!(throttled.scope(), "api.openai.com/gpt-4o");
     assert!(throttled.retry_after() <= Duration::from_secs(7));
     assert!(throttled.retry_after() > Duration::from_millis(6900));
     // Another model on the same account still passes.
-    let res = svc.ready().await.unwrap().call(for_model("gpt-4o-mini")).await.unwrap();
+    let res = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(for_model("gpt-4o-mini"))
+        .await
+        .unwrap();
     assert_eq!(res.status(), 200);
     assert_eq!(inner.calls(), 2);
     tokio::time::advance(Duration::from_millis(6900)).await;
-    assert!(svc.ready().await.unwrap().call(for_model("gpt-4o")).await.is_err());
+    assert!(
+        svc.ready()
+            .await
+            .unwrap()
+            .call(for_model("gpt-4o"))
+            .await
+            .is_err()
+    );
     tokio::time::advance(Duration::from_millis(101)).await;
     // Reopens with no probe: the call goes through.
-    let res = svc.ready().await.unwrap().call(for_model("gpt-4o")).await.unwrap();
+    let res = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(for_model("gpt-4o"))
+        .await
+        .unwrap();
     assert_eq!(res.status(), 429);
     assert_eq!(inner.calls(), 3);
 }
@@ -210,8 +285,18 @@ async fn a_spend_cap_parks_on_the_first_call_and_nothing_more_is_sent() {
     }
     assert_eq!(inner.calls(), 1);
     assert_eq!(handle.rejections().park, 10);
-    assert_eq!(handle.breaker_status("api.openai.com"), Some(BreakerStatus::Closed));
-    assert!(log.lock().unwrap().iter().any(|l| l.contains("park active->parked")), "{:?}", log.lock().unwrap());
+    assert_eq!(
+        handle.breaker_status("api.openai.com"),
+        Some(BreakerStatus::Closed)
+    );
+    assert!(
+        log.lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("park active->parked")),
+        "{:?}",
+        log.lock().unwrap()
+    );
     assert!(handle.unpark("api.openai.com"));
     let _ = svc.ready().await.unwrap().call(openai()).await.unwrap();
     assert_eq!(inner.calls(), 2);
@@ -222,16 +307,22 @@ async fn the_caller_receives_the_error_body_whole() {
     let body = format!(r#"{{"error":{{"message":"{}"}}}}"#, "x".repeat(40_000));
     let leaked: &'static str = Box::leak(body.clone().into_boxed_str());
     let inner = Scripted::status(500, &[], leaked);
-    let mut svc = ServiceBuilder::new().layer(BreakerLayer::new()).service(inner);
+    let mut svc = ServiceBuilder::new()
+        .layer(BreakerLayer::new())
+        .service(inner);
     let res = svc.ready().await.unwrap().call(openai()).await.unwrap();
-    assert_eq!(res.extensions().get::<Classification>().unwrap().verdict, Verdict::Availability);
+    assert_eq!(
+        res.extensions().get::<Classification>().unwrap().verdict,
+        Verdict::Availability
+    );
     let bytes = res.into_body().collect().await.unwrap().to_bytes();
     assert_eq!(bytes, body.as_bytes());
 }
 
 #[tokio::test(start_paused = true)]
 async fn transport_errors_count_and_levee_rejections_from_below_do_not() {
-    let timeouts = Scripted::new(|_| Err(Box::new(tower::timeout::error::Elapsed::new()) as BoxError));
+    let timeouts =
+        Scripted::new(|_| Err(Box::new(tower::timeout::error::Elapsed::new()) as BoxError));
     let layer = BreakerLayer::new();
     let handle = layer.handle();
     let mut svc = ServiceBuilder::new().layer(layer).service(timeouts.clone());
@@ -239,9 +330,14 @@ async fn transport_errors_count_and_levee_rejections_from_below_do_not() {
         let err = svc.ready().await.unwrap().call(openai()).await.unwrap_err();
         assert!(err.is::<tower::timeout::error::Elapsed>());
     }
-    assert_eq!(handle.breaker_status("api.openai.com"), Some(BreakerStatus::Open));
+    assert_eq!(
+        handle.breaker_status("api.openai.com"),
+        Some(BreakerStatus::Open)
+    );
 
-    let below = Scripted::new(|_| Err(Box::new(CircuitOpen::new("inner", Duration::from_secs(1))) as BoxError));
+    let below = Scripted::new(|_| {
+        Err(Box::new(CircuitOpen::new("inner", Duration::from_secs(1))) as BoxError)
+    });
     let layer = BreakerLayer::new();
     let handle = layer.handle();
     let mut svc = ServiceBuilder::new().layer(layer).service(below.clone());
@@ -249,7 +345,10 @@ async fn transport_errors_count_and_levee_rejections_from_below_do_not() {
         let _ = svc.ready().await.unwrap().call(openai()).await.unwrap_err();
     }
     assert_eq!(below.calls(), 20);
-    assert_eq!(handle.breaker_status("api.openai.com"), Some(BreakerStatus::Closed));
+    assert_eq!(
+        handle.breaker_status("api.openai.com"),
+        Some(BreakerStatus::Closed)
+    );
 }
 
 /// A service whose calls never complete until released.
@@ -262,7 +361,10 @@ impl Service<Request<String>> for Hanging {
     type Response = Response<String>;
     type Error = Infallible;
     type Future = std::future::Pending<Result<Response<String>, Infallible>>;
-    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Infallible>> {
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Infallible>> {
         std::task::Poll::Ready(Ok(()))
     }
     fn call(&mut self, _: Request<String>) -> Self::Future {
@@ -273,7 +375,9 @@ impl Service<Request<String>> for Hanging {
 
 fn fast_cooldown() -> BreakerConfig {
     BreakerConfig::builder()
-        .cooldown(levee_core::breaker::Cooldown::Custom(Arc::new(|_| Duration::from_secs(10))))
+        .cooldown(levee_core::breaker::Cooldown::Custom(Arc::new(|_| {
+            Duration::from_secs(10)
+        })))
         .probe_timeout(Duration::from_secs(30))
         .build()
         .unwrap()
@@ -281,8 +385,13 @@ fn fast_cooldown() -> BreakerConfig {
 
 #[tokio::test(start_paused = true)]
 async fn a_dropped_probe_gives_its_slot_back() {
-    let hanging = Hanging { calls: Arc::new(AtomicUsize::new(0)) };
-    let layer = BreakerLayer::builder().breaker(fast_cooldown()).build().unwrap();
+    let hanging = Hanging {
+        calls: Arc::new(AtomicUsize::new(0)),
+    };
+    let layer = BreakerLayer::builder()
+        .breaker(fast_cooldown())
+        .build()
+        .unwrap();
     let handle = layer.handle();
     let mut svc = ServiceBuilder::new().layer(layer).service(hanging.clone());
     handle.open("api.openai.com");
@@ -303,8 +412,13 @@ async fn a_dropped_probe_gives_its_slot_back() {
 
 #[tokio::test(start_paused = true)]
 async fn a_hung_probe_loses_its_lease() {
-    let hanging = Hanging { calls: Arc::new(AtomicUsize::new(0)) };
-    let layer = BreakerLayer::builder().breaker(fast_cooldown()).build().unwrap();
+    let hanging = Hanging {
+        calls: Arc::new(AtomicUsize::new(0)),
+    };
+    let layer = BreakerLayer::builder()
+        .breaker(fast_cooldown())
+        .build()
+        .unwrap();
     let handle = layer.handle();
     let mut svc = ServiceBuilder::new().layer(layer).service(hanging.clone());
     handle.open("api.openai.com");
@@ -312,10 +426,21 @@ async fn a_hung_probe_loses_its_lease() {
     let mut hung = tokio_test::task::spawn(svc.ready().await.unwrap().call(openai()));
     assert!(hung.poll().is_pending());
     tokio::time::advance(Duration::from_secs(29)).await;
-    assert!(svc.ready().await.unwrap().call(openai()).await.unwrap_err().is::<CircuitOpen>());
+    assert!(
+        svc.ready()
+            .await
+            .unwrap()
+            .call(openai())
+            .await
+            .unwrap_err()
+            .is::<CircuitOpen>()
+    );
     tokio::time::advance(Duration::from_secs(2)).await;
     let mut next = tokio_test::task::spawn(svc.ready().await.unwrap().call(openai()));
-    assert!(next.poll().is_pending(), "the lease expired: a new probe goes out");
+    assert!(
+        next.poll().is_pending(),
+        "the lease expired: a new probe goes out"
+    );
     assert_eq!(hanging.calls.load(Ordering::SeqCst), 2);
 }
 
@@ -331,12 +456,21 @@ async fn every_transition_is_an_event_with_its_reason() {
     }
     let log = log.lock().unwrap().clone();
     assert_eq!(log.len(), 1, "{log:?}");
-    assert!(log[0].starts_with("api.openai.com breaker closed->open: opened after 5 consecutive"), "{log:?}");
-    assert!(log[0].contains("status:503") || log[0].contains(":503"), "{log:?}");
+    assert!(
+        log[0].starts_with("api.openai.com breaker closed->open: opened after 5 consecutive"),
+        "{log:?}"
+    );
+    assert!(
+        log[0].contains("status:503") || log[0].contains(":503"),
+        "{log:?}"
+    );
     let breakdown = handle.failure_breakdown("api.openai.com").unwrap();
     assert_eq!(breakdown.values().sum::<u32>(), 5, "{breakdown:?}");
     handle.close("api.openai.com");
-    assert_eq!(handle.breaker_status("api.openai.com"), Some(BreakerStatus::Closed));
+    assert_eq!(
+        handle.breaker_status("api.openai.com"),
+        Some(BreakerStatus::Closed)
+    );
 }
 
 #[tokio::test(start_paused = true)]

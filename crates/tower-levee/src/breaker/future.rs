@@ -15,7 +15,7 @@ use pin_project_lite::pin_project;
 use tokio::time::Instant;
 
 use super::scope::KeyBuf;
-use super::shared::DomainHandle;
+use super::shared::{DomainHandle, Report};
 use crate::BoxError;
 use crate::body::{Peeked, ResponseBody};
 use crate::error::{is_rejection, transport_failure};
@@ -81,12 +81,14 @@ impl<C> Call<C> {
         };
         shared.record(
             cell,
-            self.domain,
-            self.permit,
-            c,
-            slow,
-            self.quota.as_str(),
-            self.billing.as_str(),
+            Report {
+                handle: self.domain,
+                permit: self.permit,
+                classification: c,
+                slow,
+                quota_key: self.quota.as_str(),
+                billing_key: self.billing.as_str(),
+            },
         );
     }
 
@@ -183,7 +185,8 @@ where
                             let view = ResponseView::new(parts.status, &parts.headers, &[]);
                             let c = call.classifier.classify_response(&view);
                             call.settle(&c, slow);
-                            let mut response = Response::from_parts(parts, ResponseBody::plain(body));
+                            let mut response =
+                                Response::from_parts(parts, ResponseBody::plain(body));
                             if c.verdict != Verdict::Success {
                                 response.extensions_mut().insert(c);
                             }
@@ -223,6 +226,8 @@ impl<F, B: Body, C> fmt::Debug for ResponseFuture<F, B, C> {
             State::Peeking { .. } => "peeking",
             State::Done => "done",
         };
-        f.debug_struct("ResponseFuture").field("state", &state).finish()
+        f.debug_struct("ResponseFuture")
+            .field("state", &state)
+            .finish()
     }
 }

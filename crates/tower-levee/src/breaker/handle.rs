@@ -113,18 +113,21 @@ impl BreakerHandle {
     /// known maintenance).
     pub fn open(&self, domain: &str) {
         let cfg = &self.shared.settings.breaker;
-        self.shared
-            .manual_breaker(domain, |state, now, rng| state.open(cfg, now, rng, "opened manually"));
+        self.shared.manual_breaker(domain, |state, now, rng| {
+            state.open(cfg, now, rng, "opened manually")
+        });
     }
 
     /// Closes a domain's breaker now, resetting its counts and cool-off growth.
     pub fn close(&self, domain: &str) {
-        self.shared.manual_breaker(domain, |state, now, _| state.close(now));
+        self.shared
+            .manual_breaker(domain, |state, now, _| state.close(now));
     }
 
     /// Holds a domain's breaker open until [`close`](Self::close).
     pub fn isolate(&self, domain: &str) {
-        self.shared.manual_breaker(domain, |state, now, _| state.isolate(now));
+        self.shared
+            .manual_breaker(domain, |state, now, _| state.isolate(now));
     }
 
     /// Unparks a billing scope (e.g. after finance raised the cap). Returns

@@ -40,12 +40,10 @@ pub(crate) struct Settings {
 impl Settings {
     /// The slow-call threshold for a call to `model`.
     pub(crate) fn slow_call(&self, model: Option<&str>) -> Option<Duration> {
-        if let Some(m) = model {
-            if let Some((_, d)) = self.slow_call_by_model.iter().find(|(k, _)| &**k == m) {
-                return Some(*d);
-            }
-        }
-        self.breaker.slow_call
+        model
+            .and_then(|m| self.slow_call_by_model.iter().find(|(k, _)| &**k == m))
+            .map(|(_, d)| *d)
+            .or(self.breaker.slow_call)
     }
 }
 
@@ -251,10 +249,16 @@ impl<C> BreakerLayerBuilder<C> {
     /// Validates the settings and builds the layer.
     pub fn build(self) -> Result<BreakerLayer<C>, ConfigError> {
         if self.peek_limit == 0 {
-            return Err(ConfigError::new("breaker_layer.peek_limit", "must be at least 1 byte, got 0"));
+            return Err(ConfigError::new(
+                "breaker_layer.peek_limit",
+                "must be at least 1 byte, got 0",
+            ));
         }
         if self.max_keys == 0 {
-            return Err(ConfigError::new("breaker_layer.max_keys", "must be at least 1, got 0"));
+            return Err(ConfigError::new(
+                "breaker_layer.max_keys",
+                "must be at least 1, got 0",
+            ));
         }
         if let Some((m, _)) = self.slow_call_by_model.iter().find(|(_, d)| d.is_zero()) {
             return Err(ConfigError::new(

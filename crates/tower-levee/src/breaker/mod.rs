@@ -60,13 +60,13 @@
 //! ```
 
 pub mod error;
+mod event;
 pub mod future;
 mod handle;
 mod layer;
 pub mod scope;
 mod service;
 mod shared;
-mod event;
 
 pub use self::error::{CircuitOpen, Parked, Throttled};
 pub use self::event::{EventSubscriber, ScopeEvent};

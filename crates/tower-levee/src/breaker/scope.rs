@@ -235,7 +235,11 @@ mod tests {
                 "https://res.openai.azure.com/openai/deployments/gpt4o-prod/chat/completions?api-version=2024-02-01",
                 None
             ),
-            ("res.openai.azure.com".into(), Some("gpt4o-prod".into()), None)
+            (
+                "res.openai.azure.com".into(),
+                Some("gpt4o-prod".into()),
+                None
+            )
         );
         assert_eq!(
             keys(
@@ -259,7 +263,10 @@ mod tests {
 
     #[test]
     fn a_scope_extension_overrides_the_defaults() {
-        let s = Scope::new().domain("org-a").model("gpt-4o").billing("proj-1");
+        let s = Scope::new()
+            .domain("org-a")
+            .model("gpt-4o")
+            .billing("proj-1");
         assert_eq!(
             keys("https://api.openai.com/v1/chat/completions", Some(s)),
             ("org-a".into(), Some("gpt-4o".into()), Some("proj-1".into()))

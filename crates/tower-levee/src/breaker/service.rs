@@ -70,7 +70,9 @@ impl<S: Clone, C: Clone> Clone for Breaker<S, C> {
 
 impl<S: fmt::Debug, C> fmt::Debug for Breaker<S, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Breaker").field("inner", &self.inner).finish_non_exhaustive()
+        f.debug_struct("Breaker")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
     }
 }
 
@@ -119,15 +121,15 @@ where
         let slow_call = settings.slow_call(keys.model);
 
         // Parked, then gated, then open: the most lasting refusal first.
-        if shared.active_parks.load(Ordering::Relaxed) > 0 {
-            if let Err(e) = shared.check_park(billing.as_str()) {
-                return ResponseFuture::rejected(e);
-            }
+        if shared.active_parks.load(Ordering::Relaxed) > 0
+            && let Err(e) = shared.check_park(billing.as_str())
+        {
+            return ResponseFuture::rejected(e);
         }
-        if shared.active_gates.load(Ordering::Relaxed) > 0 {
-            if let Err(e) = shared.check_gate(quota.as_str()) {
-                return ResponseFuture::rejected(e);
-            }
+        if shared.active_gates.load(Ordering::Relaxed) > 0
+            && let Err(e) = shared.check_gate(quota.as_str())
+        {
+            return ResponseFuture::rejected(e);
         }
         let fast = domain.hot().and_then(|hot| hot.admit_closed());
         let permit = match fast {

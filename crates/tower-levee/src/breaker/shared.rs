@@ -50,7 +50,7 @@ impl DomainHot {
     #[inline]
     pub(crate) fn admit_closed(&self) -> Option<Permit> {
         let word = self.word.load(Ordering::Acquire);
-        (word & STATUS_MASK == 0).then(|| Permit {
+        (word & STATUS_MASK == 0).then_some(Permit {
             generation: word >> GENERATION_SHIFT,
             probe: None,
             // Only probes carry a lease; a closed call needs no timestamp.
@@ -70,9 +70,14 @@ impl DomainHot {
             BreakerStatus::Open => OPEN,
             BreakerStatus::HalfOpen => HALF_OPEN,
         };
-        let dirty = if state.quiescent(&settings.breaker) { 0 } else { DIRTY };
+        let dirty = if state.quiescent(&settings.breaker) {
+            0
+        } else {
+            DIRTY
+        };
         let generation = state.generation() << GENERATION_SHIFT;
-        self.word.store(status | dirty | generation, Ordering::Release);
+        self.word
+            .store(status | dirty | generation, Ordering::Release);
     }
 }
 
@@ -111,6 +116,16 @@ pub(crate) struct DomainCell {
 }
 
 pub(crate) type DomainHandle = Handle<DomainCell, DomainHot>;
+
+/// One settled call, as the slow path records it.
+pub(crate) struct Report<'a> {
+    pub(crate) handle: DomainHandle,
+    pub(crate) permit: Permit,
+    pub(crate) classification: &'a Classification,
+    pub(crate) slow: bool,
+    pub(crate) quota_key: &'a str,
+    pub(crate) billing_key: &'a str,
+}
 
 // === Shared ===
 
@@ -222,7 +237,9 @@ impl Shared {
             return Ok(());
         };
         let (_, transition) = park.check(now);
-        h.hot().map(|hot| hot.publish(park.until()));
+        if let Some(hot) = h.hot() {
+            hot.publish(park.until());
+        }
         let event = transition.map(|t| {
             self.active_parks.fetch_sub(1, Ordering::Relaxed);
             ScopeEvent::new(key, t)
@@ -249,7 +266,9 @@ impl Shared {
             return Ok(());
         };
         let (_, transition) = gate.check(now);
-        h.hot().map(|hot| hot.publish(gate.until()));
+        if let Some(hot) = h.hot() {
+            hot.publish(gate.until());
+        }
         let event = transition.map(|t| {
             self.active_gates.fetch_sub(1, Ordering::Relaxed);
             ScopeEvent::new(key, t)
@@ -260,16 +279,15 @@ impl Shared {
     }
 
     /// Feeds one classified outcome to the breaker, gate and park (slow path).
-    pub(crate) fn record(
-        &self,
-        mut cell: SlotGuard<DomainCell>,
-        handle: DomainHandle,
-        permit: Permit,
-        classification: &Classification,
-        slow: bool,
-        quota_key: &str,
-        billing_key: &str,
-    ) {
+    pub(crate) fn record(&self, mut cell: SlotGuard<DomainCell>, report: Report<'_>) {
+        let Report {
+            handle,
+            permit,
+            classification,
+            slow,
+            quota_key,
+            billing_key,
+        } = report;
         let now = self.clock.now();
         let verdict = classification.verdict;
         if verdict != Verdict::Success {
@@ -283,8 +301,14 @@ impl Shared {
         let transition = {
             let mut rng = self.rng();
             let key = cell.key().to_owned();
-            cell.state
-                .record(&self.settings.breaker, &key, permit, &outcome, now, &mut rng)
+            cell.state.record(
+                &self.settings.breaker,
+                &key,
+                permit,
+                &outcome,
+                now,
+                &mut rng,
+            )
         };
         if let Some(hot) = handle.hot() {
             hot.publish(&cell.state, &self.settings);
@@ -301,7 +325,12 @@ impl Shared {
     }
 
     /// Gives back what an unfinished call held (a dropped future).
-    pub(crate) fn release(&self, mut cell: SlotGuard<DomainCell>, handle: DomainHandle, permit: Permit) {
+    pub(crate) fn release(
+        &self,
+        mut cell: SlotGuard<DomainCell>,
+        handle: DomainHandle,
+        permit: Permit,
+    ) {
         cell.state.release(permit);
         if let Some(hot) = handle.hot() {
             hot.publish(&cell.state, &self.settings);
@@ -309,7 +338,9 @@ impl Shared {
     }
 
     fn throttle(&self, quota_key: &str, billing_key: &str, c: &Classification, now: Timestamp) {
-        let h = self.gates.get_or_insert_evicting(quota_key, GateState::default, |g| g.is_idle(now));
+        let h = self
+            .gates
+            .get_or_insert_evicting(quota_key, GateState::default, |g| g.is_idle(now));
         let Some(mut gate) = h.lock() else {
             return;
         };
@@ -336,7 +367,9 @@ impl Shared {
     }
 
     fn park(&self, billing_key: &str, wait: Option<Duration>, c: &Classification, now: Timestamp) {
-        let h = self.parks.get_or_insert_evicting(billing_key, ParkState::default, |p| p.is_idle());
+        let h = self
+            .parks
+            .get_or_insert_evicting(billing_key, ParkState::default, |p| p.is_idle());
         let Some(mut park) = h.lock() else {
             return;
         };
