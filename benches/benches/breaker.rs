@@ -143,12 +143,16 @@ fn levee_open() -> tower_levee::breaker::Breaker<Bare> {
     layer.layer(Bare)
 }
 
-fn resilience() -> impl Service<Request<()>, Error = impl std::fmt::Debug> + Clone + Send + 'static
-{
-    let layer = tower_resilience::circuitbreaker::CircuitBreakerLayer::builder()
+type Resilience = tower_resilience::circuitbreaker::CircuitBreaker<
+    Bare,
+    tower_resilience::circuitbreaker::DefaultClassifier,
+>;
+
+fn resilience() -> Resilience {
+    tower_resilience::circuitbreaker::CircuitBreakerLayer::builder()
         .build()
-        .unwrap();
-    layer.layer(Bare)
+        .unwrap()
+        .layer(Bare)
 }
 
 fn failsafe_breaker() -> Failsafe<Bare> {
