@@ -4,7 +4,6 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
-use std::time::Duration;
 
 use bytes::Buf;
 use http::Response;
@@ -35,7 +34,9 @@ pin_project! {
     enum State<F, B: Body> {
         Rejected { error: Option<BoxError> },
         Calling { #[pin] future: F },
-        Peeking { parts: Option<http::response::Parts>, peeked: Option<Box<Peeked<B>>> },
+        // Boxed: a non-2xx is the slow path, and the response parts would
+        // otherwise double the size of every future.
+        Peeking { peeking: Option<Box<(http::response::Parts, Box<Peeked<B>>)>> },
         Done,
     }
 }
@@ -46,20 +47,39 @@ pub(crate) struct Call<C> {
     pub(crate) classifier: C,
     pub(crate) domain: DomainHandle,
     pub(crate) permit: Permit,
-    pub(crate) quota: KeyBuf,
-    pub(crate) billing: KeyBuf,
-    pub(crate) started: Option<Instant>,
-    pub(crate) slow_call: Option<Duration>,
-    pub(crate) peek_limit: usize,
+    pub(crate) scopes: CallScopes,
+    /// When the call becomes slow (start + the slow-call threshold), if a
+    /// threshold is configured.
+    pub(crate) slow_after: Option<Instant>,
+    pub(crate) peek_limit: u32,
     pub(crate) settled: bool,
+}
+
+/// The quota and billing scopes of a call, for the slow path.
+pub(crate) struct CallScopes {
+    /// `domain/model`, or the domain alone.
+    pub(crate) quota: KeyBuf,
+    pub(crate) domain_len: usize,
+    /// An explicit billing scope; `None` means the failure domain.
+    pub(crate) billing: Option<Box<str>>,
+}
+
+impl CallScopes {
+    pub(crate) fn quota(&self) -> &str {
+        self.quota.as_str()
+    }
+
+    pub(crate) fn billing(&self) -> &str {
+        match &self.billing {
+            Some(b) => b,
+            None => self.quota().get(..self.domain_len).unwrap_or_default(),
+        }
+    }
 }
 
 impl<C> Call<C> {
     fn is_slow(&self) -> bool {
-        match (self.started, self.slow_call) {
-            (Some(started), Some(threshold)) => started.elapsed() > threshold,
-            _ => false,
-        }
+        self.slow_after.is_some_and(|at| Instant::now() > at)
     }
 
     /// Reports the outcome. A plain success on a closed, clean breaker
@@ -86,8 +106,8 @@ impl<C> Call<C> {
                 permit: self.permit,
                 classification: c,
                 slow,
-                quota_key: self.quota.as_str(),
-                billing_key: self.billing.as_str(),
+                quota_key: self.scopes.quota(),
+                billing_key: self.scopes.billing(),
             },
         );
     }
@@ -175,10 +195,9 @@ where
                             let slow = call.is_slow();
                             let (parts, body) = response.into_parts();
                             if call.classifier.wants_body(parts.status, &parts.headers) {
-                                let peeked = Peeked::new(body, call.peek_limit);
+                                let peeked = Peeked::new(body, call.peek_limit as usize);
                                 this.state.set(State::Peeking {
-                                    parts: Some(parts),
-                                    peeked: Some(peeked),
+                                    peeking: Some(Box::new((parts, peeked))),
                                 });
                                 continue;
                             }
@@ -195,12 +214,11 @@ where
                         }
                     }
                 }
-                StateProj::Peeking { parts, peeked } => {
-                    let p = peeked.as_mut().expect("peeking holds the body");
-                    ready!(p.poll_peek(cx));
+                StateProj::Peeking { peeking } => {
+                    let p = peeking.as_mut().expect("polled after completion");
+                    ready!(p.1.poll_peek(cx));
                     let call = this.call.as_mut().expect("a called future has a call");
-                    let parts = parts.take().expect("peeking holds the parts");
-                    let peeked = peeked.take().expect("peeking holds the body");
+                    let (parts, peeked) = *peeking.take().expect("checked above");
                     let view = ResponseView::new(parts.status, &parts.headers, peeked.bytes());
                     let c = call.classifier.classify_response(&view);
                     let slow = call.is_slow();

@@ -28,7 +28,7 @@ pub(crate) struct Settings {
     pub(crate) breaker: BreakerConfig,
     pub(crate) gate: GateConfig,
     pub(crate) park: ParkConfig,
-    pub(crate) peek_limit: usize,
+    pub(crate) peek_limit: u32,
     pub(crate) max_keys: usize,
     pub(crate) isolate_by_model: bool,
     pub(crate) slow_call_by_model: Vec<(Box<str>, Duration)>,
@@ -270,7 +270,16 @@ impl<C> BreakerLayerBuilder<C> {
             breaker: self.breaker,
             gate: self.gate,
             park: self.park,
-            peek_limit: self.peek_limit,
+            peek_limit: u32::try_from(self.peek_limit).map_err(|_| {
+                ConfigError::new(
+                    "breaker_layer.peek_limit",
+                    format!(
+                        "must be at most {} bytes, got {}",
+                        u32::MAX,
+                        self.peek_limit
+                    ),
+                )
+            })?,
             max_keys: self.max_keys,
             isolate_by_model: self.isolate_by_model,
             slow_call_by_model: self.slow_call_by_model,

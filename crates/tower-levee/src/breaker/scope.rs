@@ -119,28 +119,39 @@ pub fn default_scope<'a>(head: &RequestHead<'a>) -> ScopeKeys<'a> {
 
 /// The model or deployment a provider URL path names, if any.
 pub fn model_in_path(path: &str) -> Option<&str> {
-    let mut segments = path.split('/');
-    while let Some(seg) = segments.next() {
-        match seg {
-            "deployments" | "model" | "models" | "inference-profiles" => {
-                let name = segments.next()?;
-                // Gemini/Vertex: `models/gemini-2.5-pro:generateContent`.
-                let name = name.split(':').next().unwrap_or(name);
-                return (!name.is_empty()).then_some(name);
-            }
-            _ => {}
+    // Most paths (`/v1/chat/completions`) name no model: two substring
+    // searches, no splitting.
+    let start = if let Some(at) = path.find("/deployments/") {
+        at + "/deployments/".len()
+    } else {
+        let at = path.find("/model")?;
+        let rest = &path[at + "/model".len()..];
+        let skip = ["s/", "/"]
+            .iter()
+            .find(|m| rest.starts_with(*m))
+            .map_or(usize::MAX, |m| m.len());
+        if skip == usize::MAX {
+            return None;
         }
-    }
-    None
+        at + "/model".len() + skip
+    };
+    let rest = &path[start..];
+    // Gemini/Vertex: `models/gemini-2.5-pro:generateContent`.
+    let end = rest.find(['/', ':', '?']).unwrap_or(rest.len());
+    (end > 0).then(|| &rest[..end])
 }
 
 // === KeyBuf ===
 
-/// A scope key held by a response future: inline up to 62 bytes, so the hot
+/// Inline capacity of a [`KeyBuf`]: `bedrock-runtime.us-east-1.amazonaws.com`
+/// is 39 bytes, most authorities with a model name fit.
+const INLINE: usize = 54;
+
+/// A scope key held by a response future: inline up to 54 bytes, so the hot
 /// path neither allocates nor touches a shared reference count.
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) enum KeyBuf {
-    Inline { len: u8, bytes: [u8; 62] },
+    Inline { len: u8, bytes: [u8; INLINE] },
     Heap(Box<str>),
 }
 
@@ -151,8 +162,8 @@ impl KeyBuf {
         let sep = sep.encode_utf8(&mut sep_buf).as_bytes();
         let total: usize = parts.iter().map(|p| p.len()).sum::<usize>()
             + sep.len() * parts.len().saturating_sub(1);
-        if total <= 62 {
-            let mut bytes = [0u8; 62];
+        if total <= INLINE {
+            let mut bytes = [0u8; INLINE];
             let mut at = 0;
             for (i, p) in parts.iter().enumerate() {
                 if i > 0 {
@@ -182,9 +193,19 @@ impl KeyBuf {
         }
     }
 
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            KeyBuf::Inline { len, bytes } => &bytes[..*len as usize],
+            KeyBuf::Heap(s) => s.as_bytes(),
+        }
+    }
+
     /// Whether this key equals `parts` joined by `sep`, without building it.
+    /// Compares bytes: no UTF-8 check on the hot path.
     pub(crate) fn eq_join(&self, parts: &[&str], sep: char) -> bool {
-        let mut rest = self.as_str();
+        let mut sep_buf = [0u8; 4];
+        let sep = sep.encode_utf8(&mut sep_buf).as_bytes();
+        let mut rest = self.as_bytes();
         for (i, p) in parts.iter().enumerate() {
             if i > 0 {
                 match rest.strip_prefix(sep) {
@@ -192,7 +213,7 @@ impl KeyBuf {
                     None => return false,
                 }
             }
-            match rest.strip_prefix(p) {
+            match rest.strip_prefix(p.as_bytes()) {
                 Some(r) => rest = r,
                 None => return false,
             }
@@ -281,7 +302,7 @@ mod tests {
         assert!(short.eq_join(&["api.openai.com", "gpt-4o"], '/'));
         assert!(!short.eq_join(&["api.openai.com", "gpt-4"], '/'));
         assert!(!short.eq_join(&["api.openai.com"], '/'));
-        let long_part = "x".repeat(70);
+        let long_part = "x".repeat(INLINE);
         let long = KeyBuf::join(&[&long_part, "m"], '/');
         assert!(matches!(long, KeyBuf::Heap(_)));
         assert!(long.eq_join(&[&long_part, "m"], '/'));

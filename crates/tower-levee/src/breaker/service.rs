@@ -12,7 +12,7 @@ use levee_core::classify::{Classify, ProviderClassifier};
 use tokio::time::Instant;
 use tower_service::Service;
 
-use super::future::{Call, ResponseFuture};
+use super::future::{Call, CallScopes, ResponseFuture};
 use super::scope::{KeyBuf, RequestHead, default_scope};
 use super::shared::{DomainHandle, Shared};
 use crate::BoxError;
@@ -117,17 +117,27 @@ where
         } else {
             KeyBuf::join(&[keys.domain, model], KEY_SEPARATOR)
         };
-        let billing = KeyBuf::join(&[keys.billing.unwrap_or(keys.domain)], KEY_SEPARATOR);
+        // The billing scope defaults to the failure domain, a prefix of the
+        // quota key: only an explicit one is stored (and allocated).
+        let billing = keys
+            .billing
+            .filter(|b| *b != keys.domain)
+            .map(Box::<str>::from);
+        let scopes = CallScopes {
+            quota,
+            domain_len: keys.domain.len(),
+            billing,
+        };
         let slow_call = settings.slow_call(keys.model);
 
         // Parked, then gated, then open: the most lasting refusal first.
         if shared.active_parks.load(Ordering::Relaxed) > 0
-            && let Err(e) = shared.check_park(billing.as_str())
+            && let Err(e) = shared.check_park(scopes.billing())
         {
             return ResponseFuture::rejected(e);
         }
         if shared.active_gates.load(Ordering::Relaxed) > 0
-            && let Err(e) = shared.check_gate(quota.as_str())
+            && let Err(e) = shared.check_gate(scopes.quota())
         {
             return ResponseFuture::rejected(e);
         }
@@ -144,11 +154,9 @@ where
             classifier: self.classifier.clone(),
             domain,
             permit,
-            quota,
-            billing,
+            scopes,
             // `Instant::now()` only where a slow-call threshold needs it.
-            started: slow_call.map(|_| Instant::now()),
-            slow_call,
+            slow_after: slow_call.map(|threshold| Instant::now() + threshold),
             peek_limit: settings.peek_limit,
             settled: false,
         };
