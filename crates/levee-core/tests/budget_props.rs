@@ -126,7 +126,11 @@ fn run(ttl_ms: u64, min_per_sec: u32, ratio_micros: i64, schedule: &[(u64, Op)])
                 granted
             }
         };
-        model.events.push(Event { at: now, op, granted });
+        model.events.push(Event {
+            at: now,
+            op,
+            granted,
+        });
         if granted {
             // The stated bound, in the window ending at this grant.
             let k = model.slot_of(now) as i64;

@@ -11,6 +11,10 @@
 pub use levee_core as core;
 
 pub mod breaker;
+pub mod bulkhead;
 pub mod error;
+pub mod retry;
 
+pub use bulkhead::{BulkheadFull, BulkheadLayer, Bulkheads};
 pub use error::BoxError;
+pub use retry::{RetryBudget, RetryBudgetLayer};
