@@ -32,13 +32,14 @@ pin_project! {
         Called {
             #[pin]
             future: F,
-            // Released when the future is dropped: on completion, on error
-            // and on cancellation alike.
+            // Released by drop: when the call completes (the state moves to
+            // `Done`), errors, or is cancelled (the future is dropped).
             permit: Permit,
         },
         // Queued under a `max_wait`; boxed so the common path stays small.
         Queued { waiter: Pin<Box<Waiter<S, Req>>> },
         Rejected { error: Option<BulkheadFull> },
+        Done,
     }
 }
 
@@ -104,12 +105,15 @@ where
         loop {
             let (future, permit) = match this.state.as_mut().project() {
                 StateProj::Called { future, .. } => {
-                    return Poll::Ready(ready!(future.poll(cx)).map_err(Into::into));
+                    let output = ready!(future.poll(cx)).map_err(Into::into);
+                    this.state.set(State::Done); // gives the permit back now
+                    return Poll::Ready(output);
                 }
                 StateProj::Rejected { error } => {
                     let error = error.take().expect("polled after completion");
                     return Poll::Ready(Err(error.into()));
                 }
+                StateProj::Done => panic!("bulkhead ResponseFuture polled after completion"),
                 StateProj::Queued { waiter } => ready!(waiter.as_mut().poll_call(cx))?,
             };
             this.state.set(State::Called { future, permit });
@@ -164,6 +168,7 @@ where
             State::Called { .. } => "called",
             State::Queued { .. } => "queued",
             State::Rejected { .. } => "rejected",
+            State::Done => "done",
         };
         f.debug_struct("ResponseFuture")
             .field("state", &state)
