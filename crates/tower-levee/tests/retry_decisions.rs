@@ -61,7 +61,8 @@ fn answering(
 
 #[tokio::test(start_paused = true)]
 async fn levee_rejections_are_returned_at_once_and_the_inner_service_is_called_once() {
-    let rejections: Vec<(&str, fn() -> BoxError)> = vec![
+    type MakeError = fn() -> BoxError;
+    let rejections: Vec<(&str, MakeError)> = vec![
         ("CircuitOpen", || {
             Box::new(CircuitOpen::new("api", Duration::from_secs(5)))
         }),
