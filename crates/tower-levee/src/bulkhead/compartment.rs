@@ -45,6 +45,7 @@ impl Compartment {
     }
 
     /// Takes a permit if one is free. Lock-free; never waits.
+    #[inline]
     pub(crate) fn try_acquire(&self) -> bool {
         let mut current = self.in_flight.load(Ordering::Relaxed);
         loop {
@@ -66,6 +67,7 @@ impl Compartment {
     }
 
     /// Gives a permit back and wakes one queued waiter, if any.
+    #[inline]
     pub(crate) fn release(&self) {
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         if self.waiting.load(Ordering::SeqCst) > 0 {
@@ -74,6 +76,7 @@ impl Compartment {
     }
 
     /// Counts a rejection, reports it, and returns the error.
+    #[cold]
     pub(crate) fn reject(&self) -> BulkheadFull {
         let rejected = self.rejected.fetch_add(1, Ordering::Relaxed) + 1;
         tracing::debug!(
@@ -121,12 +124,14 @@ pub(crate) struct Permit(Arc<Compartment>);
 
 impl Permit {
     /// Wraps a permit already taken with [`Compartment::try_acquire`].
+    #[inline]
     pub(crate) fn taken(compartment: Arc<Compartment>) -> Self {
         Permit(compartment)
     }
 }
 
 impl Drop for Permit {
+    #[inline]
     fn drop(&mut self) {
         self.0.release();
     }

@@ -63,6 +63,7 @@ impl<S, Req> ResponseFuture<S, Req>
 where
     S: Service<Req>,
 {
+    #[inline]
     pub(crate) fn called(future: S::Future, permit: Permit) -> Self {
         ResponseFuture {
             state: State::Called { future, permit },
@@ -100,6 +101,7 @@ where
 {
     type Output = Result<S::Response, BoxError>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         loop {

@@ -100,15 +100,22 @@ impl RetryBudget {
     }
 
     /// Records one request. Call it once per request, not per attempt.
+    #[inline]
     pub fn deposit(&self) {
         let stripe = &self.stripes[stripe_index()].0;
         if stripe.fetch_add(1, Ordering::Relaxed) + 1 >= FLUSH_EVERY {
-            let batch = stripe.swap(0, Ordering::Relaxed);
-            if batch > 0 {
-                let mut bucket = self.lock();
-                let now = self.now();
-                bucket.deposit(now, batch);
-            }
+            self.flush(stripe);
+        }
+    }
+
+    /// Moves a stripe's batch of deposits into the bucket.
+    #[cold]
+    fn flush(&self, stripe: &AtomicU64) {
+        let batch = stripe.swap(0, Ordering::Relaxed);
+        if batch > 0 {
+            let mut bucket = self.lock();
+            let now = self.now();
+            bucket.deposit(now, batch);
         }
     }
 
@@ -194,6 +201,7 @@ impl tower::retry::budget::Budget for RetryBudget {
 }
 
 /// This thread's stripe, assigned round-robin on first use.
+#[inline]
 fn stripe_index() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {

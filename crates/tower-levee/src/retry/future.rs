@@ -56,6 +56,7 @@ impl<S, B, C> ResponseFuture<S, B, C>
 where
     S: Service<Request<B>>,
 {
+    #[inline]
     pub(crate) fn new(
         future: S::Future,
         service: S,
@@ -90,6 +91,7 @@ where
 {
     type Output = Result<Response<RB>, BoxError>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         loop {

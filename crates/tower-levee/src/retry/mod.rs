@@ -197,6 +197,7 @@ where
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
+    #[inline]
     fn call(&mut self, request: Request<B>) -> Self::Future {
         self.shared.budget.deposit();
         let policy = &self.shared.policy;
