@@ -206,3 +206,42 @@ async fn a_success_is_returned_untouched_and_only_deposits() {
     let s = budget.snapshot();
     assert_eq!((s.requests, s.retries, s.budget_exhausted), (1, 0, 0));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_full_bulkhead_beneath_is_returned_at_once_not_retried() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    let hung = tower::service_fn(move |_req: Request<String>| {
+        c.fetch_add(1, Ordering::SeqCst);
+        std::future::pending::<Result<Response<String>, BoxError>>()
+    });
+    let budget = Arc::new(RetryBudget::default());
+    let bulkhead = tower_levee::bulkhead::BulkheadLayer::named("llm", 1);
+    let svc = RetryBudgetLayer::new(budget.clone()).layer(bulkhead.layer(hung));
+
+    let mut holder = tokio_test::task::spawn(svc.clone().oneshot(Request::new(String::new())));
+    tokio_test::assert_pending!(holder.poll());
+    let start = Instant::now();
+    let err = svc.oneshot(Request::new(String::new())).await.unwrap_err();
+    assert!(err.is::<BulkheadFull>());
+    assert_eq!(Instant::now(), start);
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "only the holder reached the dependency"
+    );
+    assert_eq!(budget.snapshot().retries, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_budget_window_slides_with_paused_tokio_time() {
+    let budget = RetryBudget::new(Duration::from_secs(1), 0, 1.0);
+    budget.deposit();
+    // A snapshot (like a withdrawal) collects the pending deposit now.
+    assert_eq!(budget.snapshot().available, 1);
+    tokio::time::advance(Duration::from_millis(900)).await;
+    assert_eq!(budget.snapshot().available, 1, "a deposit counts for ttl");
+    tokio::time::advance(Duration::from_millis(200)).await;
+    assert_eq!(budget.snapshot().available, 0, "and not after");
+    assert!(!budget.withdraw());
+}

@@ -31,9 +31,13 @@
 //! completion, error and cancellation alike. Nothing is acquired in
 //! `poll_ready` (which only asks the inner service), so an idle clone that
 //! was polled ready never sits on a permit (the permit-hoarding trap of
-//! tower#793). The fast path is one lock-free compare-exchange on the
-//! compartment's counter and no allocation; a waiter queue is used only for
-//! callers queued under `max_wait`.
+//! tower#793). The fast path is one lock-free compare-exchange to take the
+//! permit and one atomic decrement to give it back, plus the reference count
+//! that lets the future reach its compartment: no lock, no allocation. A
+//! waiter queue is used only for callers queued under `max_wait`.
+//!
+//! The inner service must be `Clone`: a caller queued under `max_wait` holds
+//! a clone, to call once a permit frees.
 //!
 //! # Gauges
 //!

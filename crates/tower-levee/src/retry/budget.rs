@@ -39,9 +39,12 @@ struct Stripe(AtomicU64);
 /// and never touches a counter shared with another thread: it adds to a
 /// per-thread stripe, and every 16th deposit on a stripe moves the batch into
 /// the bucket (reading the clock and taking a short lock). A
-/// [`withdraw`](Self::withdraw) (one per retry considered) collects every
-/// stripe first, so no deposit is ever lost: at worst it is counted a little
-/// late, which keeps it spendable a little longer.
+/// [`withdraw`](Self::withdraw) (one per retry considered) and a
+/// [`snapshot`](Self::snapshot) collect every stripe first, so no deposit is
+/// ever lost, but one is counted in the window from when it is collected,
+/// not from when it was made: at most 15 deposits per stripe (16 stripes)
+/// can be counted late, and stay spendable that much longer. The bound of
+/// [`levee_core::budget`] holds for deposits as the bucket counts them.
 ///
 /// ```
 /// use std::sync::Arc;
