@@ -75,10 +75,14 @@
 //! extensions are copied, and a non-empty header map allocates: this copy is
 //! most of the layer's cost, as for any layer that can replay a request);
 //! one deposit into the budget, which touches a per-thread counter, never one
-//! shared with another thread; a clone of the layer's shared state (a
-//! reference count) and of the inner service. Nothing else allocates, no lock
-//! is taken and the clock is not read (unless a
-//! [`timeout`](RetryBudgetLayer::timeout) is set). The
+//! shared with another thread; a clone of the inner service (keep it cheap
+//! to clone, as for tower's `Retry`); and a reference count on the service's
+//! state. Nothing else allocates, no lock is taken and the clock is not read
+//! (unless a [`timeout`](RetryBudgetLayer::timeout) is set). Each clone of
+//! the service has its own copy of that state (sharing the budget), so that
+//! reference count never bounces between threads; the price is one small
+//! allocation per clone of the service, so keep a clone per task or worker
+//! rather than cloning it for every request where you can. The
 //! `benches/benches/retry_bulkhead.rs` benchmark measures it next to tower's
 //! own `Retry`.
 //!
@@ -147,8 +151,10 @@ use self::policy::Policy;
 pub use self::policy::{Deadline, RetryOutcome, Stop};
 use crate::error::BoxError;
 
-/// State shared by every clone of one [`Retry`] service; the response future
-/// reaches it only when an attempt did not succeed.
+/// The state of one [`Retry`] service, reached by its response futures when
+/// an attempt did not succeed. Each clone of the service gets its own copy
+/// (sharing the budget), so the reference count every call takes on it stays
+/// with the thread running that clone instead of bouncing between threads.
 pub(crate) struct Shared<C> {
     budget: Arc<RetryBudget>,
     classifier: C,
@@ -161,6 +167,22 @@ impl<C> Shared<C> {
     fn random(&self, max: u64) -> u64 {
         let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
         rng.u64(0..=max)
+    }
+
+    /// A copy for a new clone of the service: same budget, classifier and
+    /// policy; a jitter source forked from this one (so a seeded layer stays
+    /// reproducible).
+    fn fork(&self) -> Self
+    where
+        C: Clone,
+    {
+        let rng = self.rng.lock().unwrap_or_else(|e| e.into_inner()).fork();
+        Shared {
+            budget: self.budget.clone(),
+            classifier: self.classifier.clone(),
+            policy: self.policy,
+            rng: Mutex::new(rng),
+        }
     }
 }
 
@@ -233,11 +255,13 @@ where
     }
 }
 
-impl<S: Clone, C> Clone for Retry<S, C> {
+impl<S: Clone, C: Clone> Clone for Retry<S, C> {
+    /// Clones the inner service and gives the clone its own copy of the
+    /// layer's state (one small allocation per clone, none per call).
     fn clone(&self) -> Self {
         Retry {
             inner: self.inner.clone(),
-            shared: self.shared.clone(),
+            shared: Arc::new(self.shared.fork()),
         }
     }
 }
