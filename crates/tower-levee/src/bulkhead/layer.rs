@@ -53,7 +53,8 @@ impl BulkheadLayer {
     /// instead of failing at once; it fails with `BulkheadFull` if no permit
     /// frees in time. A queued caller holds no permit, and a cancelled one
     /// leaves nothing behind. Queued callers are woken in order, but a new
-    /// caller may take a freed permit first. Zero means fail fast.
+    /// caller may take a freed permit first. Zero means fail fast. The wait
+    /// is a `tokio::time` timer: it needs a Tokio runtime with time enabled.
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
         self.max_wait = Some(max_wait).filter(|d| !d.is_zero());
         self

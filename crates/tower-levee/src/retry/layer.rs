@@ -17,6 +17,10 @@ use super::{Retry, RetryBudget, Shared};
 /// longer than 60 s is waited out; no overall deadline. See the
 /// [module docs](super) for when a request is retried.
 ///
+/// Waits are `tokio::time` sleeps inside the response future (so
+/// `tokio::time::pause()` drives them): a retry that waits needs a Tokio
+/// runtime with time enabled.
+///
 /// Services built by one layer share its budget; build two layers over one
 /// `Arc<RetryBudget>` to share a budget between dependencies, or give each
 /// its own.
