@@ -6,6 +6,7 @@ use std::io;
 use levee_core::classify::TransportFailure;
 
 use crate::breaker::{CircuitOpen, Parked, Throttled};
+use crate::bulkhead::BulkheadFull;
 
 /// The boxed error type every Levee layer returns.
 pub type BoxError = Box<dyn Error + Send + Sync>;
@@ -16,7 +17,10 @@ pub type BoxError = Box<dyn Error + Send + Sync>;
 /// Levee's rejections are answers, not failures: they are never retried or
 /// slept on, and never counted against a breaker.
 pub fn is_rejection(err: &(dyn Error + 'static)) -> bool {
-    err.is::<CircuitOpen>() || err.is::<Throttled>() || err.is::<Parked>()
+    err.is::<CircuitOpen>()
+        || err.is::<Throttled>()
+        || err.is::<Parked>()
+        || err.is::<BulkheadFull>()
 }
 
 /// Reads what kind of transport failure an inner service's error is, walking
@@ -88,6 +92,8 @@ mod tests {
         let e: BoxError = Box::new(Throttled::new("org-a/gpt-4o", Duration::from_secs(3)));
         assert!(is_rejection(&*e));
         let e: BoxError = Box::new(Parked::new("org-a", Duration::from_secs(3)));
+        assert!(is_rejection(&*e));
+        let e: BoxError = Box::new(BulkheadFull::new("llm", 8));
         assert!(is_rejection(&*e));
         let e: BoxError = "boom".into();
         assert!(!is_rejection(&*e));

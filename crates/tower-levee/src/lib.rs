@@ -12,7 +12,11 @@ pub use levee_core as core;
 
 pub mod body;
 pub mod breaker;
+pub mod bulkhead;
 pub mod clock;
 pub mod error;
+pub mod retry;
 
+pub use bulkhead::{BulkheadFull, BulkheadLayer, Bulkheads};
 pub use error::BoxError;
+pub use retry::{RetryBudget, RetryBudgetLayer};

@@ -1,0 +1,147 @@
+//! [`RetryBudgetLayer`]: configuration of the retry layer.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use levee_core::classify::{Classify, ProviderClassifier};
+use tower_layer::Layer;
+
+use super::policy::Policy;
+use super::{Retry, RetryBudget, Shared};
+
+/// Applies [`Retry`]: the one layer that retries, within a [`RetryBudget`].
+///
+/// Defaults: 3 attempts in all; waits from the provider's hint, else
+/// exponential backoff from 500 ms capped at 8 s with full jitter; no hint
+/// longer than 60 s is waited out; no overall deadline. See the
+/// [module docs](super) for when a request is retried.
+///
+/// Waits are `tokio::time` sleeps inside the response future (so
+/// `tokio::time::pause()` drives them): a retry that waits needs a Tokio
+/// runtime with time enabled.
+///
+/// Services built by one layer share its budget; build two layers over one
+/// `Arc<RetryBudget>` to share a budget between dependencies, or give each
+/// its own.
+#[derive(Clone)]
+pub struct RetryBudgetLayer<C = ProviderClassifier> {
+    budget: Arc<RetryBudget>,
+    classifier: C,
+    policy: Policy,
+    seed: Option<u64>,
+}
+
+impl RetryBudgetLayer {
+    /// A layer drawing retries from `budget`, classifying responses that
+    /// carry no [`Classification`](levee_core::classify::Classification)
+    /// extension with the [`ProviderClassifier`].
+    pub fn new(budget: Arc<RetryBudget>) -> Self {
+        RetryBudgetLayer {
+            budget,
+            classifier: ProviderClassifier::default(),
+            policy: Policy::default(),
+            seed: None,
+        }
+    }
+
+    /// A layer with its own default budget (`ttl` 10 s, 10 retries per
+    /// second, 10% of requests).
+    pub fn with_defaults() -> Self {
+        Self::new(Arc::new(RetryBudget::default()))
+    }
+}
+
+impl<C> RetryBudgetLayer<C> {
+    /// Attempts per request, the first included (default 3).
+    ///
+    /// # Panics
+    ///
+    /// If `attempts` is 0.
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        assert!(
+            attempts >= 1,
+            "max_attempts counts the first attempt: at least 1"
+        );
+        self.policy.max_attempts = attempts;
+        self
+    }
+
+    /// The backoff used when the provider gave no wait hint: the wait before
+    /// attempt `n + 1` is drawn uniformly from `0..=min(cap, base × 2ⁿ⁻¹)`
+    /// (default 500 ms, 8 s).
+    pub fn backoff(mut self, base: Duration, cap: Duration) -> Self {
+        self.policy.base = base;
+        self.policy.cap = cap;
+        self
+    }
+
+    /// The longest wait the layer sleeps before a retry (default 60 s, the
+    /// ceiling the provider SDKs put on `retry-after`). A longer hint is not
+    /// waited out: the response is returned.
+    pub fn max_wait(mut self, max_wait: Duration) -> Self {
+        self.policy.max_wait = max_wait;
+        self
+    }
+
+    /// The caller's overall deadline, measured from `call`: no retry starts
+    /// if its wait would end after it. A [`Deadline`](super::Deadline)
+    /// request extension, when earlier, wins. The layer does not cancel an
+    /// attempt in flight; put a `tower::timeout` outside it for that.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.policy.timeout = Some(timeout);
+        self
+    }
+
+    /// Seeds the backoff jitter (for reproducible tests). Unseeded, each
+    /// service gets a random seed.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Classifies responses that carry no `Classification` extension (and
+    /// transport errors) with `classifier`.
+    pub fn classifier<C2>(self, classifier: C2) -> RetryBudgetLayer<C2> {
+        RetryBudgetLayer {
+            budget: self.budget,
+            classifier,
+            policy: self.policy,
+            seed: self.seed,
+        }
+    }
+
+    /// The budget retries are drawn from.
+    pub fn budget(&self) -> &Arc<RetryBudget> {
+        &self.budget
+    }
+}
+
+impl<S, C: Classify + Clone> Layer<S> for RetryBudgetLayer<C> {
+    type Service = Retry<S, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        let rng = self
+            .seed
+            .map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed);
+        Retry::from_shared(
+            inner,
+            Arc::new(Shared {
+                budget: self.budget.clone(),
+                classifier: self.classifier.clone(),
+                policy: self.policy,
+                rng: Mutex::new(rng),
+            }),
+        )
+    }
+}
+
+impl<C> fmt::Debug for RetryBudgetLayer<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryBudgetLayer")
+            .field("budget", &self.budget)
+            .field("policy", &self.policy)
+            .field("seed", &self.seed)
+            .finish_non_exhaustive()
+    }
+}
