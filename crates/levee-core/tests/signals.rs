@@ -54,8 +54,15 @@ fn check_file(path: &Path) -> usize {
         let want = Verdict::from_name(case["expect_verdict"].as_str().unwrap()).expect("verdict");
         let want_wait = case["expect_wait_ms"].as_u64().map(Duration::from_millis);
         // A wait computed from a date (body or HTTP-date) is exact to the second.
-        let dated = case["body"].as_str().unwrap_or_default().contains("regain access on");
-        let tolerance = if dated { Duration::from_secs(1) } else { Duration::from_millis(1) };
+        let dated = case["body"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("regain access on");
+        let tolerance = if dated {
+            Duration::from_secs(1)
+        } else {
+            Duration::from_millis(1)
+        };
         let wait_ok = match (c.wait, want_wait) {
             (None, None) => true,
             (Some(got), Some(want)) => got.abs_diff(want) <= tolerance,
@@ -68,7 +75,12 @@ fn check_file(path: &Path) -> usize {
             ));
         }
     }
-    assert!(failures.is_empty(), "{}:\n{}", path.display(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{}:\n{}",
+        path.display(),
+        failures.join("\n")
+    );
     cases.len()
 }
 
@@ -86,7 +98,10 @@ fn committed_signals_all_classify_as_expected() {
 fn shared_signals_all_classify_as_expected() {
     let path = manifest().join("../../../shared/signals/provider-signals.json");
     if !path.exists() {
-        println!("note: {} is absent; skipping the shared sample", path.display());
+        println!(
+            "note: {} is absent; skipping the shared sample",
+            path.display()
+        );
         return;
     }
     check_file(&path);

@@ -149,6 +149,11 @@ pub(crate) fn from_value(v: &Value) -> ErrorFacts<'_> {
                 f.has_error = true;
                 top
             }
+            // Mistral: `{"object": "error", "type", "code", "message"}`.
+            _ if str_of(top, "object") == Some("error") => {
+                f.has_error = true;
+                top
+            }
             _ => top,
         },
     };
@@ -176,13 +181,24 @@ pub(crate) fn from_value(v: &Value) -> ErrorFacts<'_> {
 
     let string_code = matches!(err.get("code"), Some(Value::String(_)));
     f.shape = if !f.has_error {
-        if f.message.is_empty() { Shape::Text } else { Shape::Message }
+        if f.message.is_empty() {
+            Shape::Text
+        } else {
+            Shape::Message
+        }
     } else if str_of(top, "object") == Some("error") {
         Shape::Mistral
     } else if top_type == Some("error") && top.contains_key("error") {
         Shape::Anthropic
-    } else if f.status.is_some_and(|s| s.bytes().all(|c| c.is_ascii_uppercase() || c == b'_')) {
-        if in_array { Shape::GoogleArray } else { Shape::Google }
+    } else if f
+        .status
+        .is_some_and(|s| s.bytes().all(|c| c.is_ascii_uppercase() || c == b'_'))
+    {
+        if in_array {
+            Shape::GoogleArray
+        } else {
+            Shape::Google
+        }
     } else if (string_code && f.number.is_some()) || err.contains_key("innererror") {
         Shape::Azure
     } else if f.number.is_some() {
@@ -231,7 +247,11 @@ fn read_details<'a>(err: &'a Map<String, Value>, f: &mut ErrorFacts<'a>) {
 /// The raw value of the first `"key": <value>` in `text` that `accept`s it:
 /// a string's contents up to its closing quote (or the end of a truncated
 /// text), or a bare literal up to the next delimiter.
-pub(crate) fn field<'a>(text: &'a str, key: &str, accept: impl Fn(&str) -> bool) -> Option<&'a str> {
+pub(crate) fn field<'a>(
+    text: &'a str,
+    key: &str,
+    accept: impl Fn(&str) -> bool,
+) -> Option<&'a str> {
     let b = text.as_bytes();
     for (at, _) in text.match_indices(key) {
         let end = at + key.len();
@@ -239,12 +259,18 @@ pub(crate) fn field<'a>(text: &'a str, key: &str, accept: impl Fn(&str) -> bool)
             continue;
         }
         let mut i = end + 1;
-        i += b[i..].iter().take_while(|c| c.is_ascii_whitespace()).count();
+        i += b[i..]
+            .iter()
+            .take_while(|c| c.is_ascii_whitespace())
+            .count();
         if b.get(i) != Some(&b':') {
             continue;
         }
         i += 1;
-        i += b[i..].iter().take_while(|c| c.is_ascii_whitespace()).count();
+        i += b[i..]
+            .iter()
+            .take_while(|c| c.is_ascii_whitespace())
+            .count();
         let value = if b.get(i) == Some(&b'"') {
             let start = i + 1;
             let mut j = start;
@@ -276,7 +302,10 @@ fn is_number(s: &str) -> bool {
 
 /// The same facts picked out of text that did not parse as JSON.
 fn scan(text: &str) -> ErrorFacts<'_> {
-    let looks_json = matches!(text.trim_ascii_start().as_bytes().first(), Some(b'{' | b'['));
+    let looks_json = matches!(
+        text.trim_ascii_start().as_bytes().first(),
+        Some(b'{' | b'[')
+    );
     if !looks_json {
         return ErrorFacts {
             message: text,

@@ -158,13 +158,20 @@ impl Classify for ProviderClassifier {
         let reference = hints::reference_time(headers, response.now);
         let header_wait = hints::retry_after(headers, reference);
         let dialect = response.dialect.or_else(|| dialect::from_headers(headers));
-        let aws_header = headers.get("x-amzn-errortype").and_then(|v| v.to_str().ok());
+        let aws_header = headers
+            .get("x-amzn-errortype")
+            .and_then(|v| v.to_str().ok());
         let quota_after = self.limits.quota_after;
         body::read(response.body, |facts| {
             let aws = aws_header.or(facts.aws_type);
-            self.limits.classify_facts(facts, header_wait, Some(headers), reference, dialect, |lower, wait| {
-                rules::decide(status, facts, aws, lower, wait, quota_after)
-            })
+            self.limits.classify_facts(
+                facts,
+                header_wait,
+                Some(headers),
+                reference,
+                dialect,
+                |lower, wait| rules::decide(status, facts, aws, lower, wait, quota_after),
+            )
         })
     }
 

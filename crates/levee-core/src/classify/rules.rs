@@ -86,39 +86,85 @@ const CODE_WORDS: [(Verdict, &[&str]); 5] = [
     (
         Verdict::Quota,
         &[
-            "insufficient_quota", "spend_limit", "usage_limit", "billing", "insufficient_balance",
-            "insufficient_credit", "insufficient_fund", "payment_required", "credits_exhausted",
+            "insufficient_quota",
+            "spend_limit",
+            "usage_limit",
+            "billing",
+            "insufficient_balance",
+            "insufficient_credit",
+            "insufficient_fund",
+            "payment_required",
+            "credits_exhausted",
         ],
     ),
     (
         Verdict::Credential,
         &[
-            "api_key", "apikey", "auth", "permission", "access_denied", "accessdenied",
-            "forbidden", "unsupported_country", "deactivated", "invalid_key",
-            "unrecognizedclient", "signature", "expiredtoken",
+            "api_key",
+            "apikey",
+            "auth",
+            "permission",
+            "access_denied",
+            "accessdenied",
+            "forbidden",
+            "unsupported_country",
+            "deactivated",
+            "invalid_key",
+            "unrecognizedclient",
+            "signature",
+            "expiredtoken",
         ],
     ),
     (
         Verdict::Throttled,
         &[
-            "rate_limit", "ratelimit", "too_many_requests", "toomanyrequests",
-            "resource_exhausted", "throttl", "slow_down", "servicequotaexceeded",
+            "rate_limit",
+            "ratelimit",
+            "too_many_requests",
+            "toomanyrequests",
+            "resource_exhausted",
+            "throttl",
+            "slow_down",
+            "servicequotaexceeded",
         ],
     ),
     (
         Verdict::Availability,
         &[
-            "overloaded", "server_error", "servererror", "api_error", "internal", "unavailable",
-            "timeout", "timed_out", "deadline_exceeded", "not_ready", "notready", "bad_gateway",
+            "overloaded",
+            "server_error",
+            "servererror",
+            "api_error",
+            "internal",
+            "unavailable",
+            "timeout",
+            "timed_out",
+            "deadline_exceeded",
+            "not_ready",
+            "notready",
+            "bad_gateway",
         ],
     ),
     (
         Verdict::Request,
         &[
-            "invalid_request", "invalid_argument", "not_found", "notfound", "too_large",
-            "context_length", "content_filter", "validation", "bad_request", "moderation",
-            "invalid_prompt", "unsupported", "failed_precondition", "out_of_range",
-            "policy_violation", "policyviolation", "content_policy",
+            "invalid_request",
+            "invalid_argument",
+            "not_found",
+            "notfound",
+            "too_large",
+            "context_length",
+            "content_filter",
+            "validation",
+            "bad_request",
+            "moderation",
+            "invalid_prompt",
+            "unsupported",
+            "failed_precondition",
+            "out_of_range",
+            "policy_violation",
+            "policyviolation",
+            "content_policy",
         ],
     ),
 ];
@@ -154,35 +200,53 @@ pub(crate) fn aws_exception(name: &str, original_status: Option<u16>) -> Option<
     let name = name.split(':').next().unwrap_or(name);
     let name = name.rsplit('#').next().unwrap_or(name).trim_ascii();
     let is = |n: &str| name.eq_ignore_ascii_case(n);
-    let v = if ["ThrottlingException", "ServiceQuotaExceededException", "TooManyRequestsException"]
+    let v = if [
+        "ThrottlingException",
+        "ServiceQuotaExceededException",
+        "TooManyRequestsException",
+    ]
+    .into_iter()
+    .any(is)
+    {
+        Verdict::Throttled
+    } else if ["ModelErrorException", "ModelStreamErrorException"]
         .into_iter()
         .any(is)
     {
-        Verdict::Throttled
-    } else if ["ModelErrorException", "ModelStreamErrorException"].into_iter().any(is) {
         original_status
             .map(status_verdict)
             .filter(|&v| v != Verdict::Success)
             .unwrap_or(Verdict::Availability)
     } else if [
-        "ModelNotReadyException", "ServiceUnavailableException", "InternalServerException",
-        "ModelTimeoutException", "InternalFailure",
+        "ModelNotReadyException",
+        "ServiceUnavailableException",
+        "InternalServerException",
+        "ModelTimeoutException",
+        "InternalFailure",
     ]
     .into_iter()
     .any(is)
     {
         Verdict::Availability
     } else if [
-        "AccessDeniedException", "UnrecognizedClientException", "InvalidSignatureException",
-        "ExpiredTokenException", "IncompleteSignature", "MissingAuthenticationTokenException",
+        "AccessDeniedException",
+        "UnrecognizedClientException",
+        "InvalidSignatureException",
+        "ExpiredTokenException",
+        "IncompleteSignature",
+        "MissingAuthenticationTokenException",
     ]
     .into_iter()
     .any(is)
     {
         Verdict::Credential
-    } else if ["ValidationException", "ResourceNotFoundException", "ConflictException"]
-        .into_iter()
-        .any(is)
+    } else if [
+        "ValidationException",
+        "ResourceNotFoundException",
+        "ConflictException",
+    ]
+    .into_iter()
+    .any(is)
     {
         Verdict::Request
     } else {
@@ -203,16 +267,30 @@ fn any_of(lower: &str, phrases: &[&str]) -> bool {
 /// credits are depleted"). "Quota exceeded" alone is not one: Google says it
 /// of per-minute limits.
 fn quota_text(lower: &str) -> Option<&'static str> {
-    if any_of(lower, &["spend limit", "spending limit", "spend cap", "spending cap", "budget has been exceeded"]) {
+    if any_of(
+        lower,
+        &[
+            "spend limit",
+            "spending limit",
+            "spend cap",
+            "spending cap",
+            "budget has been exceeded",
+        ],
+    ) {
         Some("spend_limit")
     } else if any_of(lower, &["usage limit", "billing hard limit"]) {
         Some("usage_limit")
     } else if any_of(
         lower,
         &[
-            "credit balance is too low", "insufficient credit", "insufficient balance",
-            "insufficient fund", "credits are depleted", "credits have been exhausted",
-            "out of credits", "balance is too low",
+            "credit balance is too low",
+            "insufficient credit",
+            "insufficient balance",
+            "insufficient fund",
+            "credits are depleted",
+            "credits have been exhausted",
+            "out of credits",
+            "balance is too low",
         ],
     ) {
         Some("credits_exhausted")
@@ -223,9 +301,23 @@ fn quota_text(lower: &str) -> Option<&'static str> {
 
 /// An account that may not use this endpoint or model from here.
 fn credential_text(lower: &str) -> Option<&'static str> {
-    if any_of(lower, &["location is not supported", "region, or territory not supported"]) {
+    if any_of(
+        lower,
+        &[
+            "location is not supported",
+            "region, or territory not supported",
+        ],
+    ) {
         Some("location_unsupported")
-    } else if any_of(lower, &["api key not valid", "invalid api key", "incorrect api key", "api key expired"]) {
+    } else if any_of(
+        lower,
+        &[
+            "api key not valid",
+            "invalid api key",
+            "incorrect api key",
+            "api key expired",
+        ],
+    ) {
         Some("invalid_api_key")
     } else {
         None
@@ -258,13 +350,22 @@ pub(crate) fn decide<'a>(
 ) -> Decision<'a> {
     if let Some(name) = aws {
         if let Some(v) = aws_exception(name, facts.original_status) {
-            return refine_throttle(decision(v, Why::Code(name)), facts, lower, wait, quota_after);
+            return refine_throttle(
+                decision(v, Why::Code(name)),
+                facts,
+                lower,
+                wait,
+                quota_after,
+            );
         }
     }
     let known = first_known(facts);
     // The body names the reason of a 5xx but never turns it into something else.
     if status >= 500 || status == 408 {
-        return decision(Verdict::Availability, agreeing(known, facts, Verdict::Availability, status));
+        return decision(
+            Verdict::Availability,
+            agreeing(known, facts, Verdict::Availability, status),
+        );
     }
     if let Some((v @ (Verdict::Quota | Verdict::Credential), code)) = known {
         return decision(v, Why::Code(code));
@@ -281,7 +382,8 @@ pub(crate) fn decide<'a>(
     }
     let throttle_code = matches!(known, Some((Verdict::Throttled, _)));
     // A 429 for a request bigger than the whole window: waiting cannot help.
-    if (status == 429 || throttle_code) && any_of(lower, &["request too large", "must be reduced"]) {
+    if (status == 429 || throttle_code) && any_of(lower, &["request too large", "must be reduced"])
+    {
         return decision(Verdict::Request, Why::Rule("request_too_large"));
     }
     // A moderation refusal says nothing about the key.
@@ -289,7 +391,9 @@ pub(crate) fn decide<'a>(
         return decision(Verdict::Request, Why::Rule("moderation"));
     }
     let d = match known {
-        Some((v @ (Verdict::Throttled | Verdict::Availability), code)) => decision(v, Why::Code(code)),
+        Some((v @ (Verdict::Throttled | Verdict::Availability), code)) => {
+            decision(v, Why::Code(code))
+        }
         _ => {
             let v = status_verdict(status);
             decision(v, agreeing(known, facts, v, status))
@@ -300,7 +404,12 @@ pub(crate) fn decide<'a>(
 
 /// The reason for a verdict the status decided: the provider's code when it
 /// agrees (or names nothing), else the bare status.
-fn agreeing<'a>(known: Option<(Verdict, &'a str)>, facts: &ErrorFacts<'a>, v: Verdict, status: u16) -> Why<'a> {
+fn agreeing<'a>(
+    known: Option<(Verdict, &'a str)>,
+    facts: &ErrorFacts<'a>,
+    v: Verdict,
+    status: u16,
+) -> Why<'a> {
     match known {
         Some((k, code)) if k == v => Why::Code(code),
         Some(_) => Why::Status(status),
@@ -361,14 +470,21 @@ pub(crate) fn decide_in_band<'a>(
             if let Some(rule) = quota_text(lower) {
                 return decision(Verdict::Quota, Why::Rule(rule));
             }
-            let why = facts.codes().next().map_or(Why::Fixed("stream:error"), Why::Code);
+            let why = facts
+                .codes()
+                .next()
+                .map_or(Why::Fixed("stream:error"), Why::Code);
             return decision(Verdict::Availability, why);
         }
     };
     let mut d = decide(status, facts, aws, lower, wait, quota_after);
     if let Why::Status(n) = d.why {
         // No HTTP status is involved: name the provider's number, if it sent one.
-        d.why = if facts.number == Some(n) { Why::InBand(n) } else { Why::Fixed("stream:error") };
+        d.why = if facts.number == Some(n) {
+            Why::InBand(n)
+        } else {
+            Why::Fixed("stream:error")
+        };
     }
     d
 }

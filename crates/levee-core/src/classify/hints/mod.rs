@@ -69,7 +69,12 @@ pub fn retry_after(headers: &HeaderMap, reference: SystemTime) -> Option<Duratio
 }
 
 /// Phrases that introduce a duration in provider messages.
-const DURATION_LEADS: [&str; 4] = ["try again in ", "retry in ", "retry after ", "try again after "];
+const DURATION_LEADS: [&str; 4] = [
+    "try again in ",
+    "retry in ",
+    "retry after ",
+    "try again after ",
+];
 /// Phrases that introduce the date access resumes.
 const DATE_LEADS: [&str; 3] = ["regain access on ", "resets on ", "reset on "];
 
@@ -98,7 +103,8 @@ pub(crate) fn text_wait_lower(lower: &str, reference: SystemTime) -> Option<Dura
     }
     for lead in DATE_LEADS {
         for (at, _) in lower.match_indices(lead) {
-            if let Some(d) = text_date(&lower[at + lead.len()..]).and_then(|t| until(t, reference)) {
+            if let Some(d) = text_date(&lower[at + lead.len()..]).and_then(|t| until(t, reference))
+            {
                 return Some(d);
             }
         }
@@ -110,14 +116,29 @@ pub(crate) fn text_wait_lower(lower: &str, reference: SystemTime) -> Option<Dura
 /// durations) and Anthropic's (`anthropic-ratelimit-<dim>-{remaining,reset}`,
 /// RFC 3339 instants).
 const OPENAI_DIMS: [(&str, &str); 2] = [
-    ("x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"),
+    (
+        "x-ratelimit-remaining-requests",
+        "x-ratelimit-reset-requests",
+    ),
     ("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),
 ];
 const ANTHROPIC_DIMS: [(&str, &str); 4] = [
-    ("anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset"),
-    ("anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset"),
-    ("anthropic-ratelimit-input-tokens-remaining", "anthropic-ratelimit-input-tokens-reset"),
-    ("anthropic-ratelimit-output-tokens-remaining", "anthropic-ratelimit-output-tokens-reset"),
+    (
+        "anthropic-ratelimit-requests-remaining",
+        "anthropic-ratelimit-requests-reset",
+    ),
+    (
+        "anthropic-ratelimit-tokens-remaining",
+        "anthropic-ratelimit-tokens-reset",
+    ),
+    (
+        "anthropic-ratelimit-input-tokens-remaining",
+        "anthropic-ratelimit-input-tokens-reset",
+    ),
+    (
+        "anthropic-ratelimit-output-tokens-remaining",
+        "anthropic-ratelimit-output-tokens-reset",
+    ),
 ];
 
 fn exhausted(headers: &HeaderMap, remaining: &str) -> bool {

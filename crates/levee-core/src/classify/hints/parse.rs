@@ -292,9 +292,10 @@ pub fn text_date(s: &str) -> Option<SystemTime> {
     let days = date(b)?;
     let mut rest = &b[10..];
     let mut secs = 0;
-    let at = rest
-        .strip_prefix(b" at ")
-        .or_else(|| rest.strip_prefix(b" ").filter(|r| r.first().is_some_and(u8::is_ascii_digit)));
+    let at = rest.strip_prefix(b" at ").or_else(|| {
+        rest.strip_prefix(b" ")
+            .filter(|r| r.first().is_some_and(u8::is_ascii_digit))
+    });
     if let Some(r) = at {
         let (s, len) = clock(r)?;
         secs = s;

@@ -49,7 +49,10 @@ impl Ctx {
     }
 
     fn fixed(&self, verdict: Verdict, rule: &'static str) -> Classification {
-        let d = Decision { verdict, why: Why::Rule(rule) };
+        let d = Decision {
+            verdict,
+            why: Why::Rule(rule),
+        };
         Classification {
             verdict: d.verdict,
             wait: None::<Duration>,
@@ -125,7 +128,9 @@ fn payload(ctx: &mut Ctx, t: &str) -> Signal {
         return Signal::Terminal;
     }
     // Ollama's `done`, Cohere v1's `is_finished`.
-    if field(t, "done", |v| v == "true").is_some() || field(t, "is_finished", |v| v == "true").is_some() {
+    if field(t, "done", |v| v == "true").is_some()
+        || field(t, "is_finished", |v| v == "true").is_some()
+    {
         return Signal::Terminal;
     }
     // Gemini has no terminal event: its last chunk carries the finish reason.
@@ -140,7 +145,10 @@ fn payload(ctx: &mut Ctx, t: &str) -> Signal {
             Signal::Nothing
         }
         None => {
-            if ["stop_reason", "stopReason"].iter().any(|k| field(t, k, |v| v != "null").is_some()) {
+            if ["stop_reason", "stopReason"]
+                .iter()
+                .any(|k| field(t, k, |v| v != "null").is_some())
+            {
                 ctx.finished = true;
             }
             Signal::Nothing

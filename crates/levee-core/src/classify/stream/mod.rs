@@ -49,15 +49,23 @@ impl StreamFormat {
     /// and a caller that knows better builds the scanner with
     /// [`StreamScanner::new`].
     pub fn from_content_type(content_type: &str) -> Option<StreamFormat> {
-        let mime = content_type.split(';').next().unwrap_or_default().trim_ascii();
+        let mime = content_type
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim_ascii();
         let is = |m: &str| mime.eq_ignore_ascii_case(m);
         if is("text/event-stream") {
             Some(StreamFormat::Sse)
         } else if is("application/vnd.amazon.eventstream") {
             Some(StreamFormat::AwsEventStream)
         } else if [
-            "application/x-ndjson", "application/ndjson", "application/jsonl",
-            "application/x-jsonlines", "application/jsonlines", "application/stream+json",
+            "application/x-ndjson",
+            "application/ndjson",
+            "application/jsonl",
+            "application/x-jsonlines",
+            "application/jsonlines",
+            "application/stream+json",
         ]
         .into_iter()
         .any(is)
@@ -178,7 +186,14 @@ impl StreamScanner {
         if !matches!(self.state, State::Scanning) {
             return None;
         }
-        let Self { ctx, lines, sse, docs, aws, .. } = self;
+        let Self {
+            ctx,
+            lines,
+            sse,
+            docs,
+            aws,
+            ..
+        } = self;
         let flow = match self.format {
             StreamFormat::Sse => lines.feed(chunk, |line| sse.line(ctx, line).into_flow()),
             StreamFormat::NdJson => docs.feed(chunk, |doc| event::json_doc(ctx, doc).into_flow()),
@@ -191,7 +206,9 @@ impl StreamScanner {
                     };
                 }
                 match aws {
-                    AwsFraming::Text => docs.feed(chunk, |doc| event::json_doc(ctx, doc).into_flow()),
+                    AwsFraming::Text => {
+                        docs.feed(chunk, |doc| event::json_doc(ctx, doc).into_flow())
+                    }
                     _ => ControlFlow::Continue(()),
                 }
             }
@@ -296,7 +313,12 @@ impl Sse {
             None => return self.dispatch(ctx),
             // A comment: a keep-alive. OpenRouter's names itself.
             Some(b':') => {
-                if ctx.dialect.is_none() && line.to_ascii_lowercase().windows(10).any(|w| w == b"openrouter") {
+                if ctx.dialect.is_none()
+                    && line
+                        .to_ascii_lowercase()
+                        .windows(10)
+                        .any(|w| w == b"openrouter")
+                {
                     ctx.dialect = Some(Dialect::OpenRouter);
                 }
                 return Signal::Nothing;
@@ -315,7 +337,10 @@ impl Sse {
             return Signal::Nothing;
         }
         let (name, value) = match line.iter().position(|&c| c == b':') {
-            Some(i) => (&line[..i], line[i + 1..].strip_prefix(b" ").unwrap_or(&line[i + 1..])),
+            Some(i) => (
+                &line[..i],
+                line[i + 1..].strip_prefix(b" ").unwrap_or(&line[i + 1..]),
+            ),
             None => (line, &b""[..]),
         };
         match name {
@@ -328,7 +353,8 @@ impl Sse {
             }
             b"event" => {
                 self.event.clear();
-                self.event.extend_from_slice(&value[..value.len().min(MAX_EVENT_NAME)]);
+                self.event
+                    .extend_from_slice(&value[..value.len().min(MAX_EVENT_NAME)]);
             }
             _ => {}
         }
