@@ -134,7 +134,9 @@ impl Case {
         };
         let status = match obj.get("status") {
             None => {
-                return Err("missing \"status\" (a number, or null for a transport failure)".into());
+                return Err(
+                    "missing \"status\" (a number, or null for a transport failure)".into(),
+                );
             }
             Some(Value::Null) => None,
             Some(v) => Some(

@@ -12,6 +12,7 @@ use http::HeaderMap;
 
 use super::Dialect;
 use super::body::Shape;
+use super::text::{Needle, contains_any, needles};
 
 impl Dialect {
     /// Every dialect, in declaration order.
@@ -70,43 +71,54 @@ impl std::fmt::Display for Dialect {
     }
 }
 
-/// The dialect the headers name, if any. Azure forwards some `openai-*`
-/// headers, so its own markers win over OpenAI's.
+/// The dialect the headers name, if any.
 pub(crate) fn from_headers(headers: &HeaderMap) -> Option<Dialect> {
-    let mut found: Option<Dialect> = None;
-    for name in headers.keys() {
-        let n = name.as_str();
-        let d = if n.starts_with("x-amzn-") {
-            return Some(Dialect::Bedrock);
-        } else if n.starts_with("anthropic-") {
-            return Some(Dialect::Anthropic);
-        } else if n.starts_with("x-ms-") || n.starts_with("azureml-") || n == "apim-request-id" {
-            return Some(Dialect::Azure);
-        } else if n.starts_with("x-groq-") {
-            Dialect::Groq
-        } else if n.starts_with("mistral-") {
-            Dialect::Mistral
-        } else if n.starts_with("openai-") {
-            Dialect::OpenAi
-        } else {
-            continue;
-        };
-        // Provider-specific markers beat the `openai-*` ones compatible APIs copy.
-        if found.is_none_or(|f| f == Dialect::OpenAi) {
-            found = Some(d);
-        }
+    headers
+        .keys()
+        .fold(None, |found, name| better(found, marker(name.as_str())))
+}
+
+/// The dialect a header name marks: `x-amzn-*` Bedrock, `anthropic-*`
+/// Anthropic, `x-ms-*`/`azureml-*`/`apim-request-id` Azure, `x-groq-*` Groq,
+/// `mistral-*` Mistral, `openai-*` OpenAI.
+pub(crate) fn marker(name: &str) -> Option<Dialect> {
+    let d = if name.starts_with("x-amzn-") {
+        Dialect::Bedrock
+    } else if name.starts_with("anthropic-") {
+        Dialect::Anthropic
+    } else if name.starts_with("x-ms-") || name.starts_with("azureml-") || name == "apim-request-id"
+    {
+        Dialect::Azure
+    } else if name.starts_with("x-groq-") {
+        Dialect::Groq
+    } else if name.starts_with("mistral-") {
+        Dialect::Mistral
+    } else if name.starts_with("openai-") {
+        Dialect::OpenAi
+    } else {
+        return None;
+    };
+    Some(d)
+}
+
+/// The stronger of two markers. Azure and the OpenAI-compatible providers
+/// forward `openai-*` headers, so OpenAI's marker is the weakest; the
+/// others do not mix in practice, and the first seen stays.
+pub(crate) fn better(found: Option<Dialect>, new: Option<Dialect>) -> Option<Dialect> {
+    match (found, new) {
+        (None | Some(Dialect::OpenAi), Some(d)) => Some(d),
+        (found, _) => found,
     }
-    found
 }
 
 /// Links in a message that name the provider behind an OpenAI-shaped body.
-const MARKERS: [(&str, Dialect); 6] = [
-    ("groq.com", Dialect::Groq),
-    ("openrouter.ai", Dialect::OpenRouter),
-    ("azure", Dialect::Azure),
-    ("aka.ms/oai", Dialect::Azure),
-    ("mistral.ai", Dialect::Mistral),
-    ("cohere", Dialect::Cohere),
+static MARKERS: [(Needle, Dialect); 6] = [
+    (Needle::new("groq.com"), Dialect::Groq),
+    (Needle::new("openrouter.ai"), Dialect::OpenRouter),
+    (Needle::new("azure"), Dialect::Azure),
+    (Needle::new("aka.ms/oai"), Dialect::Azure),
+    (Needle::new("mistral.ai"), Dialect::Mistral),
+    (Needle::new("cohere"), Dialect::Cohere),
 ];
 
 /// The dialect an error body's envelope suggests; `lower` is its message in
@@ -115,13 +127,13 @@ pub(crate) fn from_body(shape: Shape, lower: &str) -> Dialect {
     let marked = |default| {
         MARKERS
             .iter()
-            .find(|(m, _)| lower.contains(m))
+            .find(|(m, _)| m.is_in(lower))
             .map_or(default, |&(_, d)| d)
     };
     let google = |default| {
-        if lower.contains("vertex") || lower.contains("aiplatform") {
+        if contains_any(lower, needles!["vertex", "aiplatform"]) {
             Dialect::Vertex
-        } else if lower.contains("generativelanguage") || lower.contains("ai.google.dev") {
+        } else if contains_any(lower, needles!["generativelanguage", "ai.google.dev"]) {
             Dialect::Gemini
         } else {
             default

@@ -109,11 +109,13 @@ pub mod hints;
 
 mod body;
 mod dialect;
+mod headers;
 mod provider;
 mod rules;
 mod stream;
 #[cfg(test)]
 mod tests;
+mod text;
 
 pub use self::provider::{ProviderClassifier, ProviderClassifierBuilder};
 pub use self::stream::{StreamFormat, StreamScanner};

@@ -1,10 +1,13 @@
 //! [`ProviderClassifier`]: the default [`Classify`] implementation.
 
+use std::cell::OnceCell;
 use std::time::{Duration, SystemTime};
 
 use http::{HeaderMap, StatusCode};
 
 use super::body::{self, ErrorFacts};
+use super::headers::HeaderFacts;
+use super::hints::LazyTime;
 use super::rules::{self, Decision};
 use super::stream::StreamScanner;
 use super::{Classification, Classify, Dialect, ResponseView, dialect, hints};
@@ -13,7 +16,7 @@ use super::{Classification, Classify, Dialect, ResponseView, dialect, hints};
 /// providers (see the [module docs](super) for the rules).
 ///
 /// ```
-/// use std::time::Duration;
+/// use std::time::{Duration, SystemTime};
 /// use levee_core::classify::ProviderClassifier;
 ///
 /// let c = ProviderClassifier::builder()
@@ -59,7 +62,7 @@ impl Limits {
         facts: &ErrorFacts<'a>,
         header_wait: Option<Duration>,
         headers: Option<&HeaderMap>,
-        reference: SystemTime,
+        reference: LazyTime<'_>,
         dialect: Option<Dialect>,
         decide: impl FnOnce(&str, Option<Duration>) -> Decision<'a>,
     ) -> Classification {
@@ -67,14 +70,14 @@ impl Limits {
         let wait = header_wait
             .or(facts.retry_delay.filter(|d| !d.is_zero()))
             .or_else(|| hints::text_wait_lower(&lower, reference))
-            .or_else(|| hints::reset_wait(headers?, reference))
+            .or_else(|| hints::reset_wait_lazy(headers?, reference))
             .map(|w| self.finish_wait(w));
         let d = decide(&lower, wait);
         let dialect = dialect.unwrap_or_else(|| dialect::from_body(facts.shape, &lower));
         Classification {
             verdict: d.verdict,
             wait,
-            should_retry: headers.and_then(hints::should_retry),
+            should_retry: None,
             reason: d.why.reason(dialect),
         }
     }
@@ -155,23 +158,37 @@ impl Classify for ProviderClassifier {
             return Classification::success();
         }
         let headers = response.headers;
-        let reference = hints::reference_time(headers, response.now);
-        let header_wait = hints::retry_after(headers, reference);
-        let dialect = response.dialect.or_else(|| dialect::from_headers(headers));
-        let aws_header = headers
-            .get("x-amzn-errortype")
-            .and_then(|v| v.to_str().ok());
+        let h = HeaderFacts::scan(headers);
+        // Parsing `Date` costs more than the rest of the header work: only a
+        // date-form hint asks for it.
+        let date = OnceCell::new();
+        let reference = &|| {
+            *date.get_or_init(|| {
+                h.date
+                    .and_then(hints::http_date)
+                    .or(response.now)
+                    .unwrap_or_else(SystemTime::now)
+            })
+        };
+        let header_wait = hints::explicit_wait(
+            [h.retry_after_ms, h.x_ms_retry_after_ms, h.retry_after],
+            reference,
+        );
+        let dialect = response.dialect.or(h.dialect);
+        let should_retry = h.should_retry.and_then(hints::should_retry_value);
         let quota_after = self.limits.quota_after;
         body::read(response.body, |facts| {
-            let aws = aws_header.or(facts.aws_type);
-            self.limits.classify_facts(
+            let aws = h.aws_error_type.or(facts.aws_type);
+            let mut c = self.limits.classify_facts(
                 facts,
                 header_wait,
                 Some(headers),
                 reference,
                 dialect,
                 |lower, wait| rules::decide(status, facts, aws, lower, wait, quota_after),
-            )
+            );
+            c.should_retry = should_retry;
+            c
         })
     }
 

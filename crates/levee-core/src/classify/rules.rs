@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use super::body::ErrorFacts;
+use super::text::{Word, contains_any, near, needle, needles, pairs, preceded_by};
 use super::{Dialect, Reason, Verdict};
 
 /// Why a verdict was reached; becomes the [`Reason`].
@@ -27,29 +28,51 @@ pub(crate) enum Why<'a> {
 
 impl Why<'_> {
     pub(crate) fn reason(self, dialect: Dialect) -> Reason {
-        let d = dialect.as_str();
+        // `<dialect>:` in a string with room for the rest.
+        let prefixed = |rest: &str| {
+            let mut r = String::with_capacity(dialect.as_str().len() + 1 + rest.len());
+            r.push_str(dialect.as_str());
+            r.push(':');
+            r
+        };
         match self {
-            Why::Code(code) => Reason::new_owned(format!("{d}:{}", sanitize(code))),
-            Why::InBand(n) => Reason::new_owned(format!("{d}:{n}")),
-            Why::Rule(rule) => Reason::new_owned(format!("{d}:{rule}")),
+            Why::Code(code) => {
+                let code = token(code);
+                let mut r = prefixed(code);
+                // One short token: anything outside `[A-Za-z0-9_.-]` becomes `_`.
+                let plain = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-');
+                if code.bytes().all(plain) {
+                    r.push_str(code);
+                } else {
+                    r.extend(
+                        code.bytes()
+                            .map(|c| if plain(c) { char::from(c) } else { '_' }),
+                    );
+                }
+                Reason::new_owned(r)
+            }
+            Why::Rule(rule) => {
+                let mut r = prefixed(rule);
+                r.push_str(rule);
+                Reason::new_owned(r)
+            }
+            Why::InBand(n) => Reason::new_owned(format!("{dialect}:{n}")),
             Why::Status(n) => Reason::new_owned(format!("status:{n}")),
             Why::Fixed(s) => Reason::new_static(s),
         }
     }
 }
 
-/// A provider code as one short token: the AWS name before `:`/after `#`,
-/// at most 64 characters of `[A-Za-z0-9_.-]` (anything else becomes `_`).
-fn sanitize(code: &str) -> String {
+/// A provider code's stable part: the AWS name before `:` and after `#`,
+/// at most 64 bytes (cut at a character boundary).
+fn token(code: &str) -> &str {
     let code = code.split(':').next().unwrap_or(code);
     let code = code.rsplit('#').next().unwrap_or(code);
-    code.chars()
-        .take(64)
-        .map(|c| match c {
-            'a'..='z' | 'A'..='Z' | '0'..='9' | '_' | '.' | '-' => c,
-            _ => '_',
-        })
-        .collect()
+    let mut end = code.len().min(64);
+    while !code.is_char_boundary(end) {
+        end -= 1;
+    }
+    &code[..end]
 }
 
 /// A verdict and why.
@@ -79,13 +102,17 @@ pub(crate) fn status_verdict(status: u16) -> Verdict {
     }
 }
 
+macro_rules! words {
+    ($($w:literal),* $(,)?) => { &[$(Word::new($w)),*] };
+}
+
 /// Words codes are built from, by the verdict they name. Checked in this
 /// order: `insufficient_quota` is a cap before it is anything else, and
 /// `unsupported_country_region_territory` an entitlement, not a bad request.
-const CODE_WORDS: [(Verdict, &[&str]); 5] = [
+const CODE_WORDS: [(Verdict, &[Word]); 5] = [
     (
         Verdict::Quota,
-        &[
+        words![
             "insufficient_quota",
             "spend_limit",
             "usage_limit",
@@ -99,7 +126,7 @@ const CODE_WORDS: [(Verdict, &[&str]); 5] = [
     ),
     (
         Verdict::Credential,
-        &[
+        words![
             "api_key",
             "apikey",
             "auth",
@@ -117,7 +144,7 @@ const CODE_WORDS: [(Verdict, &[&str]); 5] = [
     ),
     (
         Verdict::Throttled,
-        &[
+        words![
             "rate_limit",
             "ratelimit",
             "too_many_requests",
@@ -130,7 +157,7 @@ const CODE_WORDS: [(Verdict, &[&str]); 5] = [
     ),
     (
         Verdict::Availability,
-        &[
+        words![
             "overloaded",
             "server_error",
             "servererror",
@@ -147,7 +174,7 @@ const CODE_WORDS: [(Verdict, &[&str]); 5] = [
     ),
     (
         Verdict::Request,
-        &[
+        words![
             "invalid_request",
             "invalid_argument",
             "not_found",
@@ -177,13 +204,10 @@ pub(crate) fn code_kind(code: &str) -> Option<Verdict> {
     lower.copy_from_slice(&code.as_bytes()[..len]);
     lower.make_ascii_lowercase();
     let lower = &*lower;
+    let code_pairs = pairs(lower);
     CODE_WORDS
         .iter()
-        .find(|(_, words)| {
-            words
-                .iter()
-                .any(|w| lower.windows(w.len()).any(|win| win == w.as_bytes()))
-        })
+        .find(|(_, words)| words.iter().any(|w| w.in_code(lower, code_pairs)))
         .map(|&(v, _)| v)
 }
 
@@ -257,42 +281,40 @@ pub(crate) fn aws_exception(name: &str, original_status: Option<u16>) -> Option<
 
 // === message text ===
 
-fn any_of(lower: &str, phrases: &[&str]) -> bool {
-    phrases.iter().any(|p| lower.contains(p))
-}
-
 /// A cap named in words, behind a generic code (Anthropic's 400
 /// `invalid_request_error` "You have reached your specified API usage
 /// limits", OpenRouter's "Insufficient credits", Gemini's 402 "prepayment
-/// credits are depleted"). "Quota exceeded" alone is not one: Google says it
-/// of per-minute limits.
+/// credits are depleted", DeepSeek's "Insufficient Balance"). "Quota
+/// exceeded" alone is not one: Google says it of per-minute limits.
 fn quota_text(lower: &str) -> Option<&'static str> {
-    if any_of(
-        lower,
-        &[
-            "spend limit",
-            "spending limit",
-            "spend cap",
-            "spending cap",
-            "budget has been exceeded",
-        ],
-    ) {
+    let b = lower.as_bytes();
+    // "spend limit", "spending limit", "spend cap", "spending cap".
+    let spend_cap = needle!("spend").find_all(lower).any(|at| {
+        let rest = &b[at + "spend".len()..];
+        let rest = rest.strip_prefix(b"ing").unwrap_or(rest);
+        let rest = rest.strip_prefix(b" ").unwrap_or(rest);
+        rest.starts_with(b"limit") || rest.starts_with(b"cap")
+    });
+    if spend_cap || near(lower, needle!("budget"), &["exceeded"], 24) {
         Some("spend_limit")
-    } else if any_of(lower, &["usage limit", "billing hard limit"]) {
+    } else if contains_any(lower, needles!["usage limit", "hard limit"]) {
         Some("usage_limit")
-    } else if any_of(
+    } else if near(
         lower,
+        needle!("credit"),
         &[
-            "credit balance is too low",
-            "insufficient credit",
-            "insufficient balance",
-            "insufficient fund",
-            "credits are depleted",
-            "credits have been exhausted",
-            "out of credits",
-            "balance is too low",
+            "insufficient",
+            "depleted",
+            "exhausted",
+            "too low",
+            "out of",
+            "ran out",
+            "run out",
         ],
-    ) {
+        24,
+    ) || near(lower, needle!("balance"), &["insufficient", "too low"], 16)
+        || needle!("insufficient fund").is_in(lower)
+    {
         Some("credits_exhausted")
     } else {
         None
@@ -301,22 +323,18 @@ fn quota_text(lower: &str) -> Option<&'static str> {
 
 /// An account that may not use this endpoint or model from here.
 fn credential_text(lower: &str) -> Option<&'static str> {
-    if any_of(
+    if near(
         lower,
-        &[
-            "location is not supported",
-            "region, or territory not supported",
-        ],
+        needle!("not supported"),
+        &["location", "territory", "country"],
+        24,
     ) {
         Some("location_unsupported")
-    } else if any_of(
+    } else if near(
         lower,
-        &[
-            "api key not valid",
-            "invalid api key",
-            "incorrect api key",
-            "api key expired",
-        ],
+        needle!("api key"),
+        &["not valid", "invalid", "incorrect", "expired"],
+        12,
     ) {
         Some("invalid_api_key")
     } else {
@@ -326,9 +344,14 @@ fn credential_text(lower: &str) -> Option<&'static str> {
 
 /// A limit counted over a day or a month: no short wait will lift it.
 fn long_window_text(lower: &str) -> Option<&'static str> {
-    if any_of(lower, &["per day", "per-day", "daily", "(rpd)", "(tpd)"]) {
+    if contains_any(
+        lower,
+        needles!["per day", "per-day", "daily", "(rpd)", "(tpd)"],
+    ) {
         Some("per_day")
-    } else if any_of(lower, &["per month", "monthly", "/ month", "/month"]) {
+    } else if preceded_by(lower, needle!("month"), &["per ", "/ ", "/"])
+        || needle!("monthly").is_in(lower)
+    {
         Some("per_month")
     } else {
         None
@@ -370,24 +393,26 @@ pub(crate) fn decide<'a>(
     if let Some((v @ (Verdict::Quota | Verdict::Credential), code)) = known {
         return decision(v, Why::Code(code));
     }
-    if status != 401 {
+    let throttle = status == 429 || matches!(known, Some((Verdict::Throttled, _)));
+    // A cap does not lift in seconds: a throttle the provider says will lift
+    // within `quota_after` is not searched for one.
+    let lifts_soon = throttle && wait.is_some_and(|w| w <= quota_after);
+    if status != 401 && !lifts_soon {
         if let Some(rule) = quota_text(lower) {
             return decision(Verdict::Quota, Why::Rule(rule));
         }
     }
-    if status != 429 {
+    if !throttle {
         if let Some(rule) = credential_text(lower) {
             return decision(Verdict::Credential, Why::Rule(rule));
         }
     }
-    let throttle_code = matches!(known, Some((Verdict::Throttled, _)));
     // A 429 for a request bigger than the whole window: waiting cannot help.
-    if (status == 429 || throttle_code) && any_of(lower, &["request too large", "must be reduced"])
-    {
+    if throttle && contains_any(lower, needles!["request too large", "must be reduced"]) {
         return decision(Verdict::Request, Why::Rule("request_too_large"));
     }
     // A moderation refusal says nothing about the key.
-    if status == 403 && any_of(lower, &["moderation", "flagged"]) {
+    if status == 403 && contains_any(lower, needles!["moderation", "flagged"]) {
         return decision(Verdict::Request, Why::Rule("moderation"));
     }
     let d = match known {

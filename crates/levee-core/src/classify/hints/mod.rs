@@ -31,19 +31,27 @@ pub use parse::{
 use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
 
-use http::HeaderMap;
+use http::header::{DATE, RETRY_AFTER};
+use http::{HeaderMap, HeaderName};
+
+use super::text::Needle;
 
 /// The instant date hints are measured from: the response's `Date` header,
 /// else `now`, else the system clock. Measuring from `Date` keeps a
 /// provider's "regain access on …" exact even when our clock is off.
 pub fn reference_time(headers: &HeaderMap, now: Option<SystemTime>) -> SystemTime {
-    header_str(headers, "date")
+    header_str(headers, &DATE)
         .and_then(http_date)
         .or(now)
         .unwrap_or_else(SystemTime::now)
 }
 
-fn header_str<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+// Names built once: a lookup by `&str` parses and validates the name each time.
+const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
+const X_MS_RETRY_AFTER_MS: HeaderName = HeaderName::from_static("x-ms-retry-after-ms");
+const X_SHOULD_RETRY: HeaderName = HeaderName::from_static("x-should-retry");
+
+fn header_str<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h str> {
     headers.get(name)?.to_str().ok()
 }
 
@@ -59,24 +67,49 @@ fn until(at: SystemTime, reference: SystemTime) -> Option<Duration> {
 /// `retry-after` (seconds, fractional seconds, or an HTTP-date measured from
 /// `reference`).
 pub fn retry_after(headers: &HeaderMap, reference: SystemTime) -> Option<Duration> {
-    for name in ["retry-after-ms", "x-ms-retry-after-ms"] {
-        if let Some(d) = positive(header_str(headers, name).and_then(delay_millis)) {
+    retry_after_lazy(headers, &|| reference)
+}
+
+/// The reference instant, computed only if a date-form hint needs it.
+pub(crate) type LazyTime<'a> = &'a dyn Fn() -> SystemTime;
+
+/// [`retry_after`] with a lazily computed reference.
+pub(crate) fn retry_after_lazy(headers: &HeaderMap, reference: LazyTime<'_>) -> Option<Duration> {
+    explicit_wait(
+        [&RETRY_AFTER_MS, &X_MS_RETRY_AFTER_MS, &RETRY_AFTER].map(|n| header_str(headers, n)),
+        reference,
+    )
+}
+
+/// The explicit hint from the values of `retry-after-ms`,
+/// `x-ms-retry-after-ms` and `retry-after`, in that order.
+pub(crate) fn explicit_wait(
+    values: [Option<&str>; 3],
+    reference: LazyTime<'_>,
+) -> Option<Duration> {
+    let [ms, x_ms, value] = values;
+    for v in [ms, x_ms] {
+        if let Some(d) = positive(v.and_then(delay_millis)) {
             return Some(d);
         }
     }
-    let value = header_str(headers, "retry-after")?;
-    positive(delay_seconds(value)).or_else(|| until(http_date(value)?, reference))
+    let value = value?;
+    positive(delay_seconds(value)).or_else(|| until(http_date(value)?, reference()))
 }
 
 /// Phrases that introduce a duration in provider messages.
-const DURATION_LEADS: [&str; 4] = [
-    "try again in ",
-    "retry in ",
-    "retry after ",
-    "try again after ",
+static DURATION_LEADS: [Needle; 4] = [
+    Needle::new("try again in "),
+    Needle::new("retry in "),
+    Needle::new("retry after "),
+    Needle::new("try again after "),
 ];
 /// Phrases that introduce the date access resumes.
-const DATE_LEADS: [&str; 3] = ["regain access on ", "resets on ", "reset on "];
+static DATE_LEADS: [Needle; 3] = [
+    Needle::new("regain access on "),
+    Needle::new("resets on "),
+    Needle::new("reset on "),
+];
 
 /// A wait named in free text, matched ASCII case-insensitively: `Please try
 /// again in 9.816s`, `Try again in 1 seconds`, `Please retry after 60
@@ -88,22 +121,23 @@ pub fn text_wait(text: &str, reference: SystemTime) -> Option<Duration> {
     } else {
         Cow::Borrowed(text)
     };
-    text_wait_lower(&lower, reference)
+    text_wait_lower(&lower, &|| reference)
 }
 
 /// [`text_wait`] over text already in ASCII lowercase.
-pub(crate) fn text_wait_lower(lower: &str, reference: SystemTime) -> Option<Duration> {
-    for lead in DURATION_LEADS {
-        for (at, _) in lower.match_indices(lead) {
+pub(crate) fn text_wait_lower(lower: &str, reference: LazyTime<'_>) -> Option<Duration> {
+    for lead in &DURATION_LEADS {
+        for at in lead.find_all(lower) {
             let rest = &lower[at + lead.len()..];
             if let Some(d) = positive(text_duration(rest).map(|(d, _)| d)) {
                 return Some(d);
             }
         }
     }
-    for lead in DATE_LEADS {
-        for (at, _) in lower.match_indices(lead) {
-            if let Some(d) = text_date(&lower[at + lead.len()..]).and_then(|t| until(t, reference))
+    for lead in &DATE_LEADS {
+        for at in lead.find_all(lower) {
+            if let Some(d) =
+                text_date(&lower[at + lead.len()..]).and_then(|t| until(t, reference()))
             {
                 return Some(d);
             }
@@ -115,33 +149,39 @@ pub(crate) fn text_wait_lower(lower: &str, reference: SystemTime) -> Option<Dura
 /// The OpenAI-style dimensions (`x-ratelimit-{remaining,reset}-<dim>`, Go
 /// durations) and Anthropic's (`anthropic-ratelimit-<dim>-{remaining,reset}`,
 /// RFC 3339 instants).
-const OPENAI_DIMS: [(&str, &str); 2] = [
+const fn dim(remaining: &'static str, reset: &'static str) -> (HeaderName, HeaderName) {
     (
+        HeaderName::from_static(remaining),
+        HeaderName::from_static(reset),
+    )
+}
+static OPENAI_DIMS: [(HeaderName, HeaderName); 2] = [
+    dim(
         "x-ratelimit-remaining-requests",
         "x-ratelimit-reset-requests",
     ),
-    ("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),
+    dim("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),
 ];
-const ANTHROPIC_DIMS: [(&str, &str); 4] = [
-    (
+static ANTHROPIC_DIMS: [(HeaderName, HeaderName); 4] = [
+    dim(
         "anthropic-ratelimit-requests-remaining",
         "anthropic-ratelimit-requests-reset",
     ),
-    (
+    dim(
         "anthropic-ratelimit-tokens-remaining",
         "anthropic-ratelimit-tokens-reset",
     ),
-    (
+    dim(
         "anthropic-ratelimit-input-tokens-remaining",
         "anthropic-ratelimit-input-tokens-reset",
     ),
-    (
+    dim(
         "anthropic-ratelimit-output-tokens-remaining",
         "anthropic-ratelimit-output-tokens-reset",
     ),
 ];
 
-fn exhausted(headers: &HeaderMap, remaining: &str) -> bool {
+fn exhausted(headers: &HeaderMap, remaining: &HeaderName) -> bool {
     header_str(headers, remaining).is_some_and(|v| v.trim_ascii() == "0")
 }
 
@@ -151,6 +191,11 @@ fn exhausted(headers: &HeaderMap, remaining: &str) -> bool {
 /// resets are Go durations (`6m0s`) or plain seconds; Anthropic's are RFC
 /// 3339 instants measured from `reference`.
 pub fn reset_wait(headers: &HeaderMap, reference: SystemTime) -> Option<Duration> {
+    reset_wait_lazy(headers, &|| reference)
+}
+
+/// [`reset_wait`] with a lazily computed reference.
+pub(crate) fn reset_wait_lazy(headers: &HeaderMap, reference: LazyTime<'_>) -> Option<Duration> {
     let openai = OPENAI_DIMS
         .iter()
         .filter(|(remaining, _)| exhausted(headers, remaining))
@@ -161,7 +206,7 @@ pub fn reset_wait(headers: &HeaderMap, reference: SystemTime) -> Option<Duration
     let anthropic = ANTHROPIC_DIMS
         .iter()
         .filter(|(remaining, _)| exhausted(headers, remaining))
-        .filter_map(|(_, reset)| until(rfc3339(header_str(headers, reset)?)?, reference));
+        .filter_map(|(_, reset)| until(rfc3339(header_str(headers, reset)?)?, reference()));
     openai.chain(anthropic).max()
 }
 
@@ -169,7 +214,12 @@ pub fn reset_wait(headers: &HeaderMap, reference: SystemTime) -> Option<Duration
 /// Stainless-generated SDKs honour it). It changes retryability, never the
 /// verdict.
 pub fn should_retry(headers: &HeaderMap) -> Option<bool> {
-    let v = header_str(headers, "x-should-retry")?.trim_ascii();
+    should_retry_value(header_str(headers, &X_SHOULD_RETRY)?)
+}
+
+/// [`should_retry`] from the header's value.
+pub(crate) fn should_retry_value(v: &str) -> Option<bool> {
+    let v = v.trim_ascii();
     if v.eq_ignore_ascii_case("true") {
         Some(true)
     } else if v.eq_ignore_ascii_case("false") {

@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::super::body::{self, ErrorFacts, field};
 use super::super::provider::Limits;
 use super::super::rules::{self, Decision, Why};
+use super::super::text::needle;
 use super::super::{Classification, Dialect, Verdict};
 
 /// What an event means for the stream's verdict.
@@ -40,7 +41,7 @@ pub(super) struct Ctx {
 impl Ctx {
     fn in_band(&self, facts: &ErrorFacts<'_>, aws: Option<&str>) -> Classification {
         let dialect = self.dialect.or(aws.map(|_| Dialect::Bedrock));
-        let reference = self.date.unwrap_or_else(SystemTime::now);
+        let reference = &|| self.date.unwrap_or_else(SystemTime::now);
         let quota_after = self.limits.quota_after;
         self.limits
             .classify_facts(facts, None, None, reference, dialect, |lower, wait| {
@@ -79,7 +80,7 @@ pub(super) fn sse_event(ctx: &mut Ctx, name: &[u8], data: &[u8]) -> Signal {
     }
     let t = text(data);
     let error_event = matches!(name, b"error" | b"response.failed");
-    if error_event || t.contains("error") {
+    if error_event || needle!("error").is_in(t) {
         if let Some(c) = error_in(ctx, data, error_event) {
             return Signal::Error(c);
         }
@@ -90,17 +91,30 @@ pub(super) fn sse_event(ctx: &mut Ctx, name: &[u8], data: &[u8]) -> Signal {
     payload(ctx, t)
 }
 
+/// A key of `t` whose value is not `null`.
+fn non_null<'t>(t: &'t str, key: &'static super::super::text::Needle) -> Option<&'t str> {
+    field(t, key, |v| v != "null")
+}
+
 /// One JSON document outside SSE framing: Gemini's error appended to an SSE
 /// stream, an NDJSON line, a textual event-stream frame.
 pub(super) fn json_doc(ctx: &mut Ctx, doc: &[u8]) -> Signal {
     let t = text(doc);
-    if t.contains("\"eventstream_frame\"") {
+    if needle!("\"eventstream_frame\"").is_in(t) {
         return aws_frame(ctx, doc, t);
     }
-    if t.contains("error") {
+    if needle!("error").is_in(t) {
         if let Some(c) = error_in(ctx, doc, false) {
             return Signal::Error(c);
         }
+    }
+    // NDJSON ends: Ollama's `done`, Cohere v1's `is_finished` / `stream-end`.
+    let done = |key| field(t, key, |v| v == "true").is_some();
+    if done(needle!("\"done\""))
+        || done(needle!("\"is_finished\""))
+        || field(t, needle!("\"event_type\""), |v| v == "stream-end").is_some()
+    {
+        return Signal::Terminal;
     }
     payload(ctx, t)
 }
@@ -123,21 +137,20 @@ fn text(data: &[u8]) -> &str {
 
 /// Terminal markers and finish reasons in an event that is not an error.
 fn payload(ctx: &mut Ctx, t: &str) -> Signal {
-    let ty = field(t, "type", |_| true).or_else(|| field(t, "event_type", |_| true));
-    if ty.is_some_and(|ty| TERMINAL_NAMES.contains(&ty)) {
+    // Each event's own type comes first in its JSON.
+    if field(t, needle!("\"type\""), |_| true).is_some_and(|ty| TERMINAL_NAMES.contains(&ty)) {
         return Signal::Terminal;
     }
-    // Ollama's `done`, Cohere v1's `is_finished`.
-    if field(t, "done", |v| v == "true").is_some()
-        || field(t, "is_finished", |v| v == "true").is_some()
-    {
-        return Signal::Terminal;
+    // One search finds every finish reason spelling: `finish_reason`,
+    // `finishReason`, `stop_reason`, `stopReason`.
+    if !needle!("eason\"").is_in(t) {
+        return Signal::Nothing;
     }
     // Gemini has no terminal event: its last chunk carries the finish reason.
-    if field(t, "finishReason", |v| v != "null").is_some() {
+    if non_null(t, needle!("\"finishReason\"")).is_some() {
         return Signal::Terminal;
     }
-    match field(t, "finish_reason", |v| v != "null") {
+    match non_null(t, needle!("\"finish_reason\"")) {
         // OpenRouter ends a failed stream with `finish_reason: "error"`.
         Some("error") => Signal::Error(ctx.fixed(Verdict::Availability, "finish_reason_error")),
         Some(_) => {
@@ -145,9 +158,9 @@ fn payload(ctx: &mut Ctx, t: &str) -> Signal {
             Signal::Nothing
         }
         None => {
-            if ["stop_reason", "stopReason"]
-                .iter()
-                .any(|k| field(t, k, |v| v != "null").is_some())
+            if non_null(t, needle!("\"stop_reason\""))
+                .or(non_null(t, needle!("\"stopReason\"")))
+                .is_some()
             {
                 ctx.finished = true;
             }
@@ -165,10 +178,10 @@ const MODEL_STREAM_ERROR: &str = "ModelStreamErrorException";
 fn aws_frame(ctx: &mut Ctx, doc: &[u8], t: &str) -> Signal {
     let Ok(v) = serde_json::from_slice::<Value>(doc) else {
         // A frame cut at the bound: its headers come first, read them as text.
-        if field(t, ":message-type", |v| v == "exception").is_none() {
+        if field(t, needle!("\":message-type\""), |v| v == "exception").is_none() {
             return Signal::Nothing;
         }
-        let name = field(t, ":exception-type", |_| true).or(Some(MODEL_STREAM_ERROR));
+        let name = field(t, needle!("\":exception-type\""), |_| true).or(Some(MODEL_STREAM_ERROR));
         return Signal::Error(body::read(doc, |facts| ctx.in_band(facts, name)));
     };
     let frame = &v["eventstream_frame"];
@@ -176,16 +189,13 @@ fn aws_frame(ctx: &mut Ctx, doc: &[u8], t: &str) -> Signal {
     if !matches!(header(":message-type"), Some("exception" | "error")) {
         return Signal::Nothing;
     }
-    let name = header(":exception-type").or(header(":error-code"));
+    let name = header(":exception-type")
+        .or(header(":error-code"))
+        .or(Some(MODEL_STREAM_ERROR));
     // The payload is the exception's JSON, possibly still as a string.
-    let nested;
     let payload = match &frame["payload"] {
-        Value::String(s) => {
-            nested = serde_json::from_str::<Value>(s).unwrap_or(Value::Null);
-            &nested
-        }
-        p => p,
+        Value::String(s) => s.clone().into_bytes(),
+        p => serde_json::to_vec(p).unwrap_or_default(),
     };
-    let facts = body::from_value(payload);
-    Signal::Error(ctx.in_band(&facts, name.or(Some(MODEL_STREAM_ERROR))))
+    Signal::Error(body::read(&payload, |facts| ctx.in_band(facts, name)))
 }

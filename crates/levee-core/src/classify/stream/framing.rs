@@ -39,7 +39,7 @@ impl Lines {
                 rest = &rest[1..];
             }
         }
-        while let Some(i) = rest.iter().position(|&c| c == b'\n' || c == b'\r') {
+        while let Some(i) = memchr::memchr2(b'\n', b'\r', rest) {
             let flow = if self.buf.is_empty() {
                 // The common case: the whole line is in this chunk, no copy.
                 f(&rest[..i.min(MAX_PIECE)])
@@ -131,7 +131,7 @@ impl Docs {
         let mut rest = chunk;
         while !rest.is_empty() {
             if !self.active {
-                let Some(start) = rest.iter().position(|&c| c == b'{') else {
+                let Some(start) = memchr::memchr(b'{', rest) else {
                     break;
                 };
                 rest = &rest[start..];

@@ -9,11 +9,15 @@
 //! and then the same facts are picked out of the readable text by substring
 //! scans, so a truncated body still classifies.
 
+mod json;
+
 use std::time::Duration;
 
-use serde_json::{Map, Value};
+use serde_core::Deserialize;
 
+use self::json::{Body, ErrorField, Leaf, Obj};
 use super::hints::proto_duration;
+use super::text::{Needle, needle};
 
 /// The envelope an error body came in: a dialect clue when headers say nothing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -90,8 +94,9 @@ impl<'a> ErrorFacts<'a> {
 pub(crate) fn read<R>(body: &[u8], f: impl FnOnce(&ErrorFacts<'_>) -> R) -> R {
     // Cheap byte test first: only something that starts like JSON is parsed.
     if matches!(body.trim_ascii_start().first(), Some(b'{' | b'[')) {
-        if let Ok(v) = serde_json::from_slice::<Value>(body) {
-            return f(&from_value(&v));
+        let mut de = serde_json::Deserializer::from_slice(body);
+        if let Ok(parsed) = Body::deserialize(&mut de).and_then(|b| de.end().map(|()| b)) {
+            return f(&from_json(&parsed));
         }
     }
     let text = String::from_utf8_lossy(body);
@@ -100,106 +105,90 @@ pub(crate) fn read<R>(body: &[u8], f: impl FnOnce(&ErrorFacts<'_>) -> R) -> R {
 
 // === JSON ===
 
-fn str_of<'a>(m: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
-    m.get(key)?.as_str()
+fn nonempty(s: Option<&str>) -> Option<&str> {
+    s.filter(|s| !s.is_empty())
 }
 
-fn status_number(v: &Value) -> Option<u16> {
-    let n = match v {
-        Value::Number(n) => n.as_u64()?,
-        Value::String(s) if !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()) => {
-            s.parse().ok()?
-        }
+/// A status-like number: `429` or `"429"`, within 100..=999.
+fn number(leaf: &Leaf<'_>) -> Option<u16> {
+    let n = match leaf {
+        Leaf::Num(n) => *n,
+        Leaf::Str(s) if is_number(s) => s.parse().ok()?,
         _ => return None,
     };
     u16::try_from(n).ok().filter(|n| (100..=999).contains(n))
 }
 
-/// The facts of a parsed error body (also used for stream events).
-pub(crate) fn from_value(v: &Value) -> ErrorFacts<'_> {
+/// The facts of a parsed body.
+fn from_json<'a>(body: &'a Body<'_>) -> ErrorFacts<'a> {
     let mut f = ErrorFacts::default();
-    let (v, in_array) = match v {
-        Value::Array(items) => (items.first().unwrap_or(&Value::Null), true),
-        v => (v, false),
-    };
-    let Some(top) = v.as_object() else {
+    let Some(top) = &body.obj else {
         return f;
     };
-    let top_type = str_of(top, "type");
-    let err = match top.get("error") {
-        Some(Value::Object(e)) => {
-            f.has_error = true;
-            e
-        }
-        Some(Value::String(s)) => {
-            // `{"error": "…"}`: a gateway's plain form.
-            f.has_error = true;
+    let top_type = top.ty.as_str();
+    let mistral = top.object.as_str() == Some("error");
+    let err: &Obj<'_> = match &top.error {
+        Some(ErrorField::Obj(e)) => e,
+        // `{"error": "…"}`: a gateway's plain form.
+        Some(ErrorField::Str(s)) => {
             f.message = s;
             top
         }
-        _ => match top_type {
-            Some("response.failed") => {
-                f.has_error = true;
-                top.get("response")
-                    .and_then(|r| r.get("error"))
-                    .and_then(Value::as_object)
-                    .unwrap_or(top)
-            }
-            Some("error") => {
-                f.has_error = true;
-                top
-            }
-            // Mistral: `{"object": "error", "type", "code", "message"}`.
-            _ if str_of(top, "object") == Some("error") => {
-                f.has_error = true;
-                top
-            }
+        _ => match (top_type, &top.response) {
+            (Some("response.failed"), Some(r)) => match &r.error {
+                Some(ErrorField::Obj(e)) => e,
+                _ => top,
+            },
             _ => top,
         },
     };
+    // `"type": "error"` is the envelope's (Anthropic, Responses events);
+    // Mistral's envelope is `"object": "error"`.
+    f.has_error = matches!(top.error, Some(ErrorField::Obj(_) | ErrorField::Str(_)))
+        || matches!(top_type, Some("error" | "response.failed"))
+        || mistral;
 
-    match err.get("code") {
-        Some(Value::String(s)) if !s.bytes().all(|c| c.is_ascii_digit()) => f.code = Some(s),
-        Some(c) => f.number = status_number(c),
-        None => {}
+    match &err.code {
+        Leaf::Str(s) if !is_number(s) => f.code = nonempty(Some(s)),
+        c => f.number = number(c),
     }
-    // `"type": "error"` is the envelope's (Anthropic, Responses events), not a code.
-    f.kind = str_of(err, "type").filter(|&t| t != "error");
-    match err.get("status") {
-        Some(Value::String(s)) => f.status = Some(s),
-        Some(n) => f.number = f.number.or_else(|| status_number(n)),
-        None => {}
+    f.kind = nonempty(err.ty.as_str()).filter(|&t| t != "error");
+    match &err.status {
+        Leaf::Str(s) => f.status = nonempty(Some(s)),
+        n => f.number = f.number.or(number(n)),
     }
     if f.message.is_empty() {
-        f.message = str_of(err, "message").unwrap_or_default();
+        f.message = err.message.as_str().unwrap_or_default();
     }
-    read_details(err, &mut f);
-    f.aws_type = str_of(top, "__type");
-    f.original_status = [top, err]
-        .iter()
-        .find_map(|m| status_number(m.get("originalStatusCode")?));
+    let d = &err.details;
+    f.detail = nonempty(d.error_code.as_str())
+        .or(nonempty(err.inner_code.as_ref().and_then(Leaf::as_str)));
+    f.info_reason = nonempty(d.info_reason.as_str());
+    f.per_day = d.per_day;
+    f.retry_delay = d.retry_delay.as_str().and_then(proto_duration);
+    f.aws_type = nonempty(top.aws_type.as_str());
+    f.original_status = number(&top.original_status).or(number(&err.original_status));
 
-    let string_code = matches!(err.get("code"), Some(Value::String(_)));
-    f.shape = if !f.has_error {
+    let google_status = f
+        .status
+        .is_some_and(|s| s.bytes().all(|c| c.is_ascii_uppercase() || c == b'_'));
+    f.shape = if mistral {
+        Shape::Mistral
+    } else if !f.has_error {
         if f.message.is_empty() {
             Shape::Text
         } else {
             Shape::Message
         }
-    } else if str_of(top, "object") == Some("error") {
-        Shape::Mistral
-    } else if top_type == Some("error") && top.contains_key("error") {
+    } else if top_type == Some("error") && top.error.is_some() {
         Shape::Anthropic
-    } else if f
-        .status
-        .is_some_and(|s| s.bytes().all(|c| c.is_ascii_uppercase() || c == b'_'))
-    {
-        if in_array {
+    } else if google_status {
+        if body.in_array {
             Shape::GoogleArray
         } else {
             Shape::Google
         }
-    } else if (string_code && f.number.is_some()) || err.contains_key("innererror") {
+    } else if (matches!(err.code, Leaf::Str(_)) && f.number.is_some()) || err.inner_code.is_some() {
         Shape::Azure
     } else if f.number.is_some() {
         Shape::OpenRouter
@@ -209,56 +198,24 @@ pub(crate) fn from_value(v: &Value) -> ErrorFacts<'_> {
     f
 }
 
-fn read_details<'a>(err: &'a Map<String, Value>, f: &mut ErrorFacts<'a>) {
-    match err.get("details") {
-        // Anthropic: `details.error_code`.
-        Some(Value::Object(d)) => f.detail = str_of(d, "error_code"),
-        // Google: typed details.
-        Some(Value::Array(items)) => {
-            for d in items.iter().filter_map(Value::as_object) {
-                let ty = str_of(d, "@type").unwrap_or_default();
-                if ty.ends_with("ErrorInfo") {
-                    f.info_reason = f.info_reason.or(str_of(d, "reason"));
-                } else if ty.ends_with("QuotaFailure") {
-                    let violations = d.get("violations").and_then(Value::as_array);
-                    f.per_day |= violations.into_iter().flatten().any(|v| {
-                        v.get("quotaId")
-                            .and_then(Value::as_str)
-                            .is_some_and(|id| id.contains("PerDay"))
-                    });
-                } else if ty.ends_with("RetryInfo") {
-                    f.retry_delay = str_of(d, "retryDelay").and_then(proto_duration);
-                }
-            }
-        }
-        _ => {}
-    }
-    if f.detail.is_none() {
-        // Azure: `innererror.code` (`ResponsibleAIPolicyViolation`).
-        f.detail = err
-            .get("innererror")
-            .and_then(|i| i.get("code"))
-            .and_then(Value::as_str);
-    }
-}
-
 // === text fallback ===
 
-/// The raw value of the first `"key": <value>` in `text` that `accept`s it:
-/// a string's contents up to its closing quote (or the end of a truncated
-/// text), or a bare literal up to the next delimiter.
+/// The raw value of the first `"key": <value>` in `text` that `accept`s it
+/// (`key` is the quoted key, e.g. `needle!("\"type\"")`): a string's
+/// contents up to its closing quote (or the end of a truncated text), or a
+/// bare literal up to the next delimiter.
 pub(crate) fn field<'a>(
     text: &'a str,
-    key: &str,
+    key: &'static Needle,
     accept: impl Fn(&str) -> bool,
 ) -> Option<&'a str> {
     let b = text.as_bytes();
-    for (at, _) in text.match_indices(key) {
-        let end = at + key.len();
-        if at == 0 || b[at - 1] != b'"' || b.get(end) != Some(&b'"') {
+    for at in key.find_all(text) {
+        // `\"key\"` is text inside a string, not a key.
+        if at > 0 && b[at - 1] == b'\\' {
             continue;
         }
-        let mut i = end + 1;
+        let mut i = at + key.len();
         i += b[i..]
             .iter()
             .take_while(|c| c.is_ascii_whitespace())
@@ -312,24 +269,24 @@ fn scan(text: &str) -> ErrorFacts<'_> {
             ..ErrorFacts::default()
         };
     }
-    let code = field(text, "code", any);
+    let code = field(text, needle!("\"code\""), any);
     let to_u16 = |s: &str| s.parse::<u16>().ok().filter(|n| (100..=999).contains(n));
     let mut f = ErrorFacts {
-        has_error: text.contains("\"error\"") || text.contains("\"type\":\"error\""),
-        detail: field(text, "error_code", any),
-        info_reason: field(text, "reason", any),
-        aws_type: field(text, "__type", any),
+        has_error: needle!("\"error\"").is_in(text),
+        detail: field(text, needle!("\"error_code\""), any),
+        info_reason: field(text, needle!("\"reason\""), any),
+        aws_type: field(text, needle!("\"__type\""), any),
         code: code.filter(|c| !is_number(c)),
-        kind: field(text, "type", |t| t != "error" && !t.is_empty()),
-        status: field(text, "status", |s| !is_number(s)),
+        kind: field(text, needle!("\"type\""), |t| t != "error" && !t.is_empty()),
+        status: field(text, needle!("\"status\""), |s| !is_number(s)),
         number: code.filter(|c| is_number(c)).and_then(to_u16),
-        original_status: field(text, "originalStatusCode", is_number).and_then(to_u16),
-        message: field(text, "message", any).unwrap_or(text),
-        per_day: text.contains("PerDay"),
-        retry_delay: field(text, "retryDelay", any).and_then(proto_duration),
+        original_status: field(text, needle!("\"originalStatusCode\""), is_number).and_then(to_u16),
+        message: field(text, needle!("\"message\""), any).unwrap_or(text),
+        per_day: needle!("PerDay").is_in(text),
+        retry_delay: field(text, needle!("\"retryDelay\""), any).and_then(proto_duration),
         shape: Shape::Text,
     };
-    f.shape = if text.contains("\"object\":\"error\"") {
+    f.shape = if field(text, needle!("\"object\""), |o| o == "error").is_some() {
         Shape::Mistral
     } else if f.status.is_some() && f.number.is_some() {
         Shape::Google
