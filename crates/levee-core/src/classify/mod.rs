@@ -18,23 +18,22 @@
 //! # The body decides before the status
 //!
 //! Providers reuse statuses: a `429` is a spend cap when its code is
-//! `insufficient_quota` or `*_spend_limit_exceeded` and a bad request when it
-//! says "Request too large … must be reduced"; Anthropic's spend limit is a
-//! `400 invalid_request_error`, Gemini's rejected key a `400
-//! INVALID_ARGUMENT` with `ErrorInfo.reason = API_KEY_INVALID`, Bedrock's
-//! `429 ModelNotReadyException` a model still loading. So the classifier
-//! reads, in order: the AWS exception name (`x-amzn-ErrorType`); the body's
-//! codes, most specific first; the phrases providers put behind generic codes
-//! ("usage limit", "credits are depleted", "credit balance is too low"); and
-//! only then the status. A 5xx stays availability whatever its body. The
-//! body is a bounded peek (16 KiB by default) taken only for non-2xx
-//! responses; a 2xx is classified without reading anything, and a body cut
-//! at the bound or not UTF-8 still classifies from what is readable.
+//! `insufficient_quota` or `*_spend_limit_exceeded`, and a bad request when
+//! it says "Request too large … must be reduced"; Anthropic's spend limit is
+//! a `400`, Gemini's rejected key a `400 INVALID_ARGUMENT` with `ErrorInfo`
+//! `API_KEY_INVALID`, Bedrock's `429 ModelNotReadyException` a model still
+//! loading. So the classifier reads the AWS exception name
+//! (`x-amzn-ErrorType`), then the body's codes (most specific first), then
+//! the phrases providers put behind generic codes ("usage limit", "credits
+//! are depleted"), and only then the status. A 5xx stays availability
+//! whatever its body. The body is a bounded peek (16 KiB by default) of
+//! non-2xx responses only: a 2xx is classified without reading anything,
+//! and a cut or non-UTF-8 body still classifies from what is readable.
 //!
 //! # Wait hints, first usable match wins
 //!
 //! 1. `retry-after-ms`, `x-ms-retry-after-ms`, `retry-after` (seconds,
-//!    fractional seconds, or an HTTP-date measured from the response's `Date`);
+//!    fractional seconds, or an HTTP-date measured from the `Date` header);
 //! 2. the body: Gemini's `RetryInfo.retryDelay`, then the message ("try again
 //!    in 1m26.4s", "retry after 60 seconds", "regain access on 2026-09-01 at
 //!    00:00 UTC");
@@ -42,44 +41,42 @@
 //!    (`x-ratelimit-reset-tokens` when `x-ratelimit-remaining-tokens: 0`,
 //!    `anthropic-ratelimit-*-reset`).
 //!
-//! Zero, negative, past and unparsable values are skipped, waits are rounded
-//! up to the millisecond and capped by a sanity bound
-//! ([`ProviderClassifier::DEFAULT_MAX_WAIT`], 366 days): the wait is reported
-//! as the provider meant it, and the gate and retry layers apply their own
-//! caps. See [`hints`].
+//! Zero, negative, past and garbage values are skipped; waits are rounded up
+//! to the millisecond and reported as the provider meant them, under a
+//! sanity cap ([`ProviderClassifier::DEFAULT_MAX_WAIT`], 366 days). The gate
+//! and retry layers apply their own caps. See [`hints`].
 //!
 //! # A throttle that will not lift is a quota
 //!
 //! A throttle whose wait exceeds [`quota_after`](ProviderClassifierBuilder::quota_after)
 //! (one hour by default, the longest window providers rate-limit over), or
-//! that names a per-day or per-month limit with no short wait, is reported
-//! as [`Verdict::Quota`] with its wait kept: Azure's "Please retry after
-//! 86400 seconds" is a deployment with no quota left, and Gemini's `PerDay`
-//! quota violation an allowance gone until tomorrow. The rule lives here,
-//! not in the gate, because it is a fact about the response (what kind of
-//! limit was hit), while the gate's cap is an operational choice of how
-//! long to hold traffic.
+//! that names a per-day or per-month limit with no short wait, is a
+//! [`Verdict::Quota`] with its wait kept: Azure's "retry after 86400
+//! seconds" is a deployment with no quota left, a Gemini `PerDay` violation
+//! an allowance gone until tomorrow. This is a fact about the response
+//! (which kind of limit was hit), so it lives here; how long the gate holds
+//! traffic before parking is the gate's own policy. Conversely a throttle
+//! that lifts within `quota_after` is never a cap: its message is not
+//! searched for one.
 //!
 //! # Reasons
 //!
-//! [`Reason`]s are short and stable: `<dialect>:<code>` with the provider's
-//! own code when one decided (`openai:insufficient_quota`,
-//! `anthropic:overloaded_error`, `gemini:RESOURCE_EXHAUSTED`,
-//! `bedrock:ThrottlingException`); `<dialect>:<rule>` when a Levee rule over
-//! the message or wait did (`spend_limit`, `usage_limit`,
+//! Short and stable: `<dialect>:<code>` with the provider's code when one
+//! decided (`openai:insufficient_quota`, `anthropic:overloaded_error`,
+//! `gemini:RESOURCE_EXHAUSTED`, `bedrock:ThrottlingException`);
+//! `<dialect>:<rule>` when a Levee rule did (`spend_limit`, `usage_limit`,
 //! `credits_exhausted`, `per_day`, `per_month`, `long_wait`,
 //! `request_too_large`, `moderation`, `location_unsupported`,
 //! `invalid_api_key`, `finish_reason_error`); `status:<n>` when only the
-//! status spoke; `transport:<kind>`; `stream:eof_before_done` and
-//! `stream:error`; and `success`, which allocates nothing. The dialect is the
-//! caller's hint, else read from headers and the body's envelope
-//! ([`Dialect::as_str`]).
+//! status spoke; `transport:<kind>`, `stream:eof_before_done`,
+//! `stream:error`; `success` (no allocation). The dialect is the caller's
+//! hint, else read from headers and the body ([`Dialect::as_str`]).
 //!
 //! # Streams
 //!
-//! A `200` stream can fail after its status line. [`Classify::stream_scanner`]
-//! returns a [`StreamScanner`] for 2xx streaming responses, which reads the
-//! chunks as they pass and reports in-band errors and cut streams.
+//! A `200` stream can still fail: [`Classify::stream_scanner`] returns a
+//! [`StreamScanner`] that reads a 2xx stream's chunks as they pass and
+//! reports in-band errors and cut streams.
 //!
 //! ```
 //! use http::{HeaderMap, StatusCode};

@@ -16,7 +16,7 @@ use super::{Classification, Classify, Dialect, ResponseView, dialect, hints};
 /// providers (see the [module docs](super) for the rules).
 ///
 /// ```
-/// use std::time::{Duration, SystemTime};
+/// use std::time::Duration;
 /// use levee_core::classify::ProviderClassifier;
 ///
 /// let c = ProviderClassifier::builder()
@@ -25,7 +25,7 @@ use super::{Classification, Classify, Dialect, ResponseView, dialect, hints};
 ///     .build();
 /// assert_eq!(c.max_wait(), Duration::from_secs(7 * 24 * 3600));
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct ProviderClassifier {
     pub(crate) limits: Limits,
 }
@@ -79,14 +79,6 @@ impl Limits {
             wait,
             should_retry: None,
             reason: d.why.reason(dialect),
-        }
-    }
-}
-
-impl Default for ProviderClassifier {
-    fn default() -> Self {
-        ProviderClassifier {
-            limits: Limits::default(),
         }
     }
 }

@@ -10,6 +10,8 @@ use std::fmt;
 
 use serde_core::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+pub(super) use super::details::Details;
+
 /// A JSON leaf the rules read: a string, a non-negative integer, or
 /// anything else (skipped).
 #[derive(Debug, Default)]
@@ -56,32 +58,17 @@ pub(super) struct Obj<'de> {
     pub(super) details: Details<'de>,
 }
 
-/// What `details` holds: Anthropic's `{error_code}`, or Google's typed list.
-#[derive(Debug, Default)]
-pub(super) struct Details<'de> {
-    pub(super) error_code: Leaf<'de>,
-    pub(super) info_reason: Leaf<'de>,
-    pub(super) per_day: bool,
-    pub(super) retry_delay: Leaf<'de>,
-}
-
 /// A whole body: an object, or Vertex's array whose first item is one.
+#[derive(Default)]
 pub(super) struct Body<'de> {
     pub(super) obj: Option<Box<Obj<'de>>>,
     pub(super) in_array: bool,
 }
 
-impl Body<'_> {
-    const EMPTY: Body<'static> = Body {
-        obj: None,
-        in_array: false,
-    };
-}
-
 // === keys ===
 
 /// Member names the rules read, matched without allocating.
-enum Key {
+pub(super) enum Key {
     Error,
     Response,
     InnerError,
@@ -137,10 +124,10 @@ impl<'de> Deserialize<'de> for Key {
     }
 }
 
-// === leaves ===
+// === visitors ===
 
-/// Implements the visits every "anything goes" visitor shares: scalars
-/// become `$other`, containers are drained.
+/// The visits every tolerant visitor shares: a value of an unexpected type
+/// is skipped, not an error, so one odd member does not lose the body.
 macro_rules! tolerant {
     ($other:expr) => {
         fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
@@ -161,15 +148,56 @@ macro_rules! tolerant {
     };
 }
 
-fn drain_map<'de, A: MapAccess<'de>>(mut m: A) -> Result<(), A::Error> {
-    while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-    Ok(())
+/// `Deserialize` for a type read from a JSON object by `$map` and from an
+/// array by `$seq`; any scalar gives its `Default`.
+macro_rules! container {
+    ($ty:ident, map: $map:path, seq: $seq:path) => {
+        impl<'de> Deserialize<'de> for $ty<'de> {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl<'de> Visitor<'de> for V {
+                    type Value = $ty<'de>;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        f.write_str(stringify!($ty))
+                    }
+                    tolerant!(Default::default());
+                    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                        Ok(Default::default())
+                    }
+                    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                        Ok(Default::default())
+                    }
+                    fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Self::Value, A::Error> {
+                        $map(m)
+                    }
+                    fn visit_seq<A: SeqAccess<'de>>(self, s: A) -> Result<Self::Value, A::Error> {
+                        $seq(s)
+                    }
+                }
+                d.deserialize_any(V)
+            }
+        }
+    };
 }
 
-fn drain_seq<'de, A: SeqAccess<'de>>(mut s: A) -> Result<(), A::Error> {
-    while s.next_element::<IgnoredAny>()?.is_some() {}
-    Ok(())
+pub(super) use {container, tolerant};
+
+pub(super) fn drain_map<'de, A: MapAccess<'de>, T: Default>(mut m: A) -> Result<T, A::Error> {
+    while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+    Ok(T::default())
 }
+
+pub(super) fn drain_seq<'de, A: SeqAccess<'de>, T: Default>(mut s: A) -> Result<T, A::Error> {
+    while s.next_element::<IgnoredAny>()?.is_some() {}
+    Ok(T::default())
+}
+
+/// Skips a member's value.
+pub(super) fn skip<'de, A: MapAccess<'de>>(m: &mut A) -> Result<(), A::Error> {
+    m.next_value::<IgnoredAny>().map(drop)
+}
+
+// === leaves ===
 
 impl<'de> Deserialize<'de> for Leaf<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -190,10 +218,40 @@ impl<'de> Deserialize<'de> for Leaf<'de> {
                 Ok(Leaf::Str(Cow::Owned(s.to_owned())))
             }
             fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Leaf<'de>, A::Error> {
-                drain_map(m).map(|()| Leaf::Other)
+                drain_map(m)
             }
             fn visit_seq<A: SeqAccess<'de>>(self, s: A) -> Result<Leaf<'de>, A::Error> {
-                drain_seq(s).map(|()| Leaf::Other)
+                drain_seq(s)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for ErrorField<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // The same visit as a leaf, but an object is read.
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ErrorField<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an error object or message")
+            }
+            tolerant!(ErrorField::Other);
+            fn visit_u64<E>(self, _: u64) -> Result<ErrorField<'de>, E> {
+                Ok(ErrorField::Other)
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<ErrorField<'de>, E> {
+                Ok(ErrorField::Str(Cow::Borrowed(s)))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<ErrorField<'de>, E> {
+                Ok(ErrorField::Str(Cow::Owned(s.to_owned())))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<ErrorField<'de>, A::Error> {
+                boxed_obj(m).map(ErrorField::Obj)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, s: A) -> Result<ErrorField<'de>, A::Error> {
+                drain_seq::<_, ()>(s).map(|()| ErrorField::Other)
             }
         }
         d.deserialize_any(V)
@@ -219,9 +277,7 @@ fn read_obj<'de, A: MapAccess<'de>>(mut m: A, obj: &mut Obj<'de>) -> Result<(), 
             Key::Status => obj.status = m.next_value()?,
             Key::OriginalStatus => obj.original_status = m.next_value()?,
             Key::Details => obj.details = m.next_value()?,
-            _ => {
-                m.next_value::<IgnoredAny>()?;
-            }
+            _ => skip(&mut m)?,
         }
     }
     Ok(())
@@ -234,237 +290,32 @@ fn boxed_obj<'de, A: MapAccess<'de>>(m: A) -> Result<Box<Obj<'de>>, A::Error> {
     Ok(obj)
 }
 
-/// An object member that may be an object (read) or anything else (skipped).
+/// A member that may be an object (read) or anything else (skipped).
+#[derive(Default)]
 struct Nested<'de>(Option<Box<Obj<'de>>>);
 
-impl<'de> Deserialize<'de> for Nested<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Nested<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object")
-            }
-            tolerant!(Nested(None));
-            fn visit_u64<E>(self, _: u64) -> Result<Nested<'de>, E> {
-                Ok(Nested(None))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Nested<'de>, E> {
-                Ok(Nested(None))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Nested<'de>, A::Error> {
-                boxed_obj(m).map(|o| Nested(Some(o)))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, s: A) -> Result<Nested<'de>, A::Error> {
-                drain_seq(s).map(|()| Nested(None))
-            }
-        }
-        d.deserialize_any(V)
-    }
+fn nested_map<'de, A: MapAccess<'de>>(m: A) -> Result<Nested<'de>, A::Error> {
+    Ok(Nested(Some(boxed_obj(m)?)))
 }
 
-impl<'de> Deserialize<'de> for ErrorField<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = ErrorField<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an error object or message")
-            }
-            tolerant!(ErrorField::Other);
-            fn visit_u64<E>(self, _: u64) -> Result<ErrorField<'de>, E> {
-                Ok(ErrorField::Other)
-            }
-            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<ErrorField<'de>, E> {
-                Ok(ErrorField::Str(Cow::Borrowed(s)))
-            }
-            fn visit_str<E>(self, s: &str) -> Result<ErrorField<'de>, E> {
-                Ok(ErrorField::Str(Cow::Owned(s.to_owned())))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<ErrorField<'de>, A::Error> {
-                boxed_obj(m).map(ErrorField::Obj)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, s: A) -> Result<ErrorField<'de>, A::Error> {
-                drain_seq(s).map(|()| ErrorField::Other)
-            }
-        }
-        d.deserialize_any(V)
-    }
+container!(Nested, map: nested_map, seq: drain_seq);
+
+fn body_map<'de, A: MapAccess<'de>>(m: A) -> Result<Body<'de>, A::Error> {
+    let obj = Some(boxed_obj(m)?);
+    Ok(Body {
+        obj,
+        in_array: false,
+    })
 }
 
-impl<'de> Deserialize<'de> for Body<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Body<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON body")
-            }
-            tolerant!(Body::EMPTY);
-            fn visit_u64<E>(self, _: u64) -> Result<Body<'de>, E> {
-                Ok(Body::EMPTY)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Body<'de>, E> {
-                Ok(Body::EMPTY)
-            }
-            fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Body<'de>, A::Error> {
-                let obj = Some(boxed_obj(m)?);
-                Ok(Body {
-                    obj,
-                    in_array: false,
-                })
-            }
-            // Vertex wraps the error in an array: read the first item.
-            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Body<'de>, A::Error> {
-                let obj = s.next_element::<Nested<'de>>()?.and_then(|n| n.0);
-                drain_seq(s)?;
-                Ok(Body {
-                    obj,
-                    in_array: true,
-                })
-            }
-        }
-        d.deserialize_any(V)
-    }
+/// Vertex wraps the error in an array: read the first item.
+fn body_seq<'de, A: SeqAccess<'de>>(mut s: A) -> Result<Body<'de>, A::Error> {
+    let obj = s.next_element::<Nested<'de>>()?.and_then(|n| n.0);
+    drain_seq::<_, ()>(s)?;
+    Ok(Body {
+        obj,
+        in_array: true,
+    })
 }
 
-// === details ===
-
-impl<'de> Deserialize<'de> for Details<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Details<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("error details")
-            }
-            tolerant!(Details::default());
-            fn visit_u64<E>(self, _: u64) -> Result<Details<'de>, E> {
-                Ok(Details::default())
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Details<'de>, E> {
-                Ok(Details::default())
-            }
-            // Anthropic: `{"error_code": ..}`.
-            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Details<'de>, A::Error> {
-                let mut d = Details::default();
-                while let Some(key) = m.next_key::<Key>()? {
-                    match key {
-                        Key::ErrorCode => d.error_code = m.next_value()?,
-                        _ => {
-                            m.next_value::<IgnoredAny>()?;
-                        }
-                    }
-                }
-                Ok(d)
-            }
-            // Google: `[{"@type": "…ErrorInfo", "reason"}, {"@type": "…QuotaFailure",
-            // "violations": [{"quotaId"}]}, {"@type": "…RetryInfo", "retryDelay"}]`.
-            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Details<'de>, A::Error> {
-                let mut d = Details::default();
-                while let Some(item) = s.next_element::<DetailItem<'de>>()? {
-                    let ty = item.ty.as_str().unwrap_or_default();
-                    if ty.ends_with("ErrorInfo") && d.info_reason.as_str().is_none() {
-                        d.info_reason = item.reason;
-                    } else if ty.ends_with("QuotaFailure") {
-                        d.per_day |= item.per_day;
-                    } else if ty.ends_with("RetryInfo") {
-                        d.retry_delay = item.retry_delay;
-                    }
-                }
-                Ok(d)
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// One of Google's typed details; its `@type` may come after its fields.
-#[derive(Default)]
-struct DetailItem<'de> {
-    ty: Leaf<'de>,
-    reason: Leaf<'de>,
-    retry_delay: Leaf<'de>,
-    /// A `QuotaFailure` violation whose `quotaId` is per day.
-    per_day: bool,
-}
-
-impl<'de> Deserialize<'de> for DetailItem<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = DetailItem<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a typed detail")
-            }
-            tolerant!(DetailItem::default());
-            fn visit_u64<E>(self, _: u64) -> Result<DetailItem<'de>, E> {
-                Ok(DetailItem::default())
-            }
-            fn visit_str<E>(self, _: &str) -> Result<DetailItem<'de>, E> {
-                Ok(DetailItem::default())
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<DetailItem<'de>, A::Error> {
-                let mut item = DetailItem::default();
-                while let Some(key) = m.next_key::<Key>()? {
-                    match key {
-                        Key::AtType => item.ty = m.next_value()?,
-                        Key::Reason => item.reason = m.next_value()?,
-                        Key::RetryDelay => item.retry_delay = m.next_value()?,
-                        Key::Violations => item.per_day = m.next_value::<PerDay>()?.0,
-                        _ => {
-                            m.next_value::<IgnoredAny>()?;
-                        }
-                    }
-                }
-                Ok(item)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, s: A) -> Result<DetailItem<'de>, A::Error> {
-                drain_seq(s).map(|()| DetailItem::default())
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// Whether any violation (or nested member) has a per-day `quotaId`.
-struct PerDay(bool);
-
-impl<'de> Deserialize<'de> for PerDay {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = PerDay;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("quota violations")
-            }
-            tolerant!(PerDay(false));
-            fn visit_u64<E>(self, _: u64) -> Result<PerDay, E> {
-                Ok(PerDay(false))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<PerDay, E> {
-                Ok(PerDay(false))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<PerDay, A::Error> {
-                let mut per_day = false;
-                while let Some(key) = m.next_key::<Key>()? {
-                    if let Key::QuotaId = key {
-                        let id = m.next_value::<Leaf<'de>>()?;
-                        per_day |= id.as_str().is_some_and(|id| id.contains("PerDay"));
-                    } else {
-                        m.next_value::<IgnoredAny>()?;
-                    }
-                }
-                Ok(PerDay(per_day))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<PerDay, A::Error> {
-                let mut per_day = false;
-                while let Some(v) = s.next_element::<PerDay>()? {
-                    per_day |= v.0;
-                }
-                Ok(PerDay(per_day))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
+container!(Body, map: body_map, seq: body_seq);

@@ -9,6 +9,7 @@
 //! and then the same facts are picked out of the readable text by substring
 //! scans, so a truncated body still classifies.
 
+mod details;
 mod json;
 
 use std::time::Duration;

@@ -80,10 +80,10 @@ pub(super) fn sse_event(ctx: &mut Ctx, name: &[u8], data: &[u8]) -> Signal {
     }
     let t = text(data);
     let error_event = matches!(name, b"error" | b"response.failed");
-    if error_event || needle!("error").is_in(t) {
-        if let Some(c) = error_in(ctx, data, error_event) {
-            return Signal::Error(c);
-        }
+    if (error_event || needle!("error").is_in(t))
+        && let Some(c) = error_in(ctx, data, error_event)
+    {
+        return Signal::Error(c);
     }
     if TERMINAL_NAMES.iter().any(|t| t.as_bytes() == name) {
         return Signal::Terminal;
@@ -103,10 +103,10 @@ pub(super) fn json_doc(ctx: &mut Ctx, doc: &[u8]) -> Signal {
     if needle!("\"eventstream_frame\"").is_in(t) {
         return aws_frame(ctx, doc, t);
     }
-    if needle!("error").is_in(t) {
-        if let Some(c) = error_in(ctx, doc, false) {
-            return Signal::Error(c);
-        }
+    if needle!("error").is_in(t)
+        && let Some(c) = error_in(ctx, doc, false)
+    {
+        return Signal::Error(c);
     }
     // NDJSON ends: Ollama's `done`, Cohere v1's `is_finished` / `stream-end`.
     let done = |key| field(t, key, |v| v == "true").is_some();

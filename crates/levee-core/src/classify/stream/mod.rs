@@ -374,10 +374,10 @@ impl Sse {
 
     /// End of stream: what is still open is judged as if it had ended.
     fn finish(&mut self, ctx: &mut Ctx) -> Signal {
-        if let Some((doc, _)) = self.raw.take() {
-            if let s @ (Signal::Error(_) | Signal::Terminal) = event::json_doc(ctx, &doc) {
-                return s;
-            }
+        if let Some((doc, _)) = self.raw.take()
+            && let s @ (Signal::Error(_) | Signal::Terminal) = event::json_doc(ctx, &doc)
+        {
+            return s;
         }
         self.dispatch(ctx)
     }

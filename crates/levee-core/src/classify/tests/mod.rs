@@ -3,13 +3,15 @@
 
 mod hints;
 mod providers;
+mod providers_cloud;
+mod robustness;
 mod stream;
 
 use std::time::{Duration, SystemTime};
 
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
-use super::{Classification, Classify, ProviderClassifier, ResponseView};
+use super::{Classification, Classify, ProviderClassifier, ResponseView, Verdict};
 
 /// `Sun, 23 Aug 2026 12:00:00 GMT`, the `Date` the tests' responses carry.
 pub(super) fn noon() -> SystemTime {
@@ -50,4 +52,22 @@ pub(super) fn classify_with(
 
 pub(super) fn ms(n: u64) -> Option<Duration> {
     Some(Duration::from_millis(n))
+}
+
+pub(super) const JSON: (&str, &str) = ("content-type", "application/json");
+pub(super) const DATE: (&str, &str) = ("date", "Sun, 23 Aug 2026 12:00:00 GMT");
+
+pub(super) const OPENAI_RPM: &str = r#"{"error":{"message":"Rate limit reached for gpt-4o in organization org-x on requests per min (RPM): Limit 500, Used 500, Requested 1.","type":"requests","param":null,"code":"rate_limit_exceeded"}}"#;
+
+pub(super) fn assert_is(
+    c: &Classification,
+    verdict: Verdict,
+    wait: Option<Duration>,
+    reason: &str,
+) {
+    assert_eq!(
+        (c.verdict, c.wait, c.reason.as_str()),
+        (verdict, wait, reason),
+        "{c:?}"
+    );
 }

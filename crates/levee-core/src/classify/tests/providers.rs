@@ -1,25 +1,10 @@
-//! Provider rules, mostly on responses that are not in the shared sample.
+//! Provider rules (statuses, OpenAI and compatibles, Azure, Anthropic),
+//! mostly on responses that are not in the shared sample.
 
 use std::time::Duration;
 
-use super::{classify, classify_with, ms};
-use crate::classify::{
-    Classification, Classify, Dialect, ProviderClassifier, ResponseView, TransportFailure, Verdict,
-};
-use http::{HeaderMap, StatusCode};
-
-const JSON: (&str, &str) = ("content-type", "application/json");
-const DATE: (&str, &str) = ("date", "Sun, 23 Aug 2026 12:00:00 GMT");
-
-fn assert_is(c: &Classification, verdict: Verdict, wait: Option<Duration>, reason: &str) {
-    assert_eq!(
-        (c.verdict, c.wait, c.reason.as_str()),
-        (verdict, wait, reason),
-        "{c:?}"
-    );
-}
-
-const OPENAI_RPM: &str = r#"{"error":{"message":"Rate limit reached for gpt-4o in organization org-x on requests per min (RPM): Limit 500, Used 500, Requested 1.","type":"requests","param":null,"code":"rate_limit_exceeded"}}"#;
+use super::{DATE, JSON, OPENAI_RPM, assert_is, classify, classify_with, ms};
+use crate::classify::{Classification, Classify, ProviderClassifier, TransportFailure, Verdict};
 
 // === success, transport, status fallbacks ===
 
@@ -319,182 +304,20 @@ fn anthropic_credit_balance_too_low_400_is_quota() {
     );
 }
 
-// === Google ===
-
 #[test]
-fn gemini_per_day_violation_is_quota_even_with_a_retry_delay() {
-    let body = r#"{"error":{"code":429,"message":"Quota exceeded.","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaId":"GenerateRequestsPerDayPerProjectPerModel-FreeTier"}]},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"30s"}]}}"#;
+fn a_throttle_that_lifts_soon_is_not_searched_for_a_cap() {
+    let body = r#"{"error":{"message":"You have hit your monthly spend limit for this key.","type":"requests","code":"rate_limit_exceeded"}}"#;
+    let c = classify(429, &[JSON, ("retry-after", "5")], body);
     assert_is(
-        &classify(429, &[JSON], body),
-        Verdict::Quota,
-        ms(30_000),
-        "gemini:per_day",
-    );
-}
-
-#[test]
-fn gemini_unsupported_location_is_credential() {
-    let body = r#"{"error":{"code":400,"message":"User location is not supported for the API use.","status":"FAILED_PRECONDITION"}}"#;
-    assert_is(
-        &classify(400, &[JSON], body),
-        Verdict::Credential,
-        None,
-        "gemini:location_unsupported",
-    );
-}
-
-#[test]
-fn gemini_permission_denied_is_credential() {
-    let body = r#"{"error":{"code":403,"message":"Permission denied on resource project x.","status":"PERMISSION_DENIED"}}"#;
-    assert_is(
-        &classify(403, &[JSON], body),
-        Verdict::Credential,
-        None,
-        "gemini:PERMISSION_DENIED",
-    );
-}
-
-// === Bedrock and other AWS JSON ===
-
-#[test]
-fn bedrock_model_error_takes_the_model_status() {
-    let h = [
-        JSON,
-        (
-            "x-amzn-errortype",
-            "ModelErrorException:http://internal.amazon.com/coral/com.amazon.bedrock/",
-        ),
-    ];
-    let c = classify(
-        424,
-        &h,
-        r#"{"message":"bad input","originalStatusCode":400}"#,
-    );
-    assert_is(&c, Verdict::Request, None, "bedrock:ModelErrorException");
-    let c = classify(424, &h, r#"{"message":"The request failed."}"#);
-    assert_eq!(c.verdict, Verdict::Availability);
-}
-
-#[test]
-fn aws_type_in_the_body_dispatches_without_the_header() {
-    let body =
-        r#"{"__type":"com.amazon.coral.service#ThrottlingException","message":"Rate exceeded"}"#;
-    assert_is(
-        &classify(400, &[JSON], body),
+        &c,
         Verdict::Throttled,
-        None,
-        "generic:ThrottlingException",
+        ms(5000),
+        "openai:rate_limit_exceeded",
     );
-}
-
-// === Mistral, Cohere ===
-
-#[test]
-fn mistral_503_is_availability() {
-    let body = r#"{"object":"error","message":"Service unavailable.","type":"service_unavailable","param":null,"code":"1000"}"#;
-    assert_is(
-        &classify(503, &[JSON], body),
-        Verdict::Availability,
-        None,
-        "mistral:service_unavailable",
-    );
-}
-
-#[test]
-fn cohere_500_is_availability() {
-    let c = classify(
-        500,
-        &[JSON],
-        r#"{"id":"f1c2","message":"internal server error, this has been reported to our developers"}"#,
-    );
-    assert_is(&c, Verdict::Availability, None, "status:500");
-}
-
-// === robustness and dialect ===
-
-#[test]
-fn a_truncated_body_still_classifies_from_its_readable_part() {
-    let full = r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}"#;
-    let cut = &full[..full.find("\"param\"").unwrap() + 3];
-    assert_is(
-        &classify(429, &[JSON], cut),
-        Verdict::Quota,
-        None,
-        "openai:insufficient_quota",
-    );
-    let throttle = r#"{"error":{"message":"Rate limit reached. Please try again in 1m26.4s. Visit https://platform.openai.com/acc"#;
-    assert_is(
-        &classify(429, &[JSON], throttle),
-        Verdict::Throttled,
-        ms(86_400),
-        "status:429",
-    );
-}
-
-#[test]
-fn non_utf8_and_html_bodies_fall_back_to_the_status() {
-    let c = classify_with(
-        &ProviderClassifier::default(),
-        429,
-        &[],
-        b"\xff\xfe{\"error\":\xc3",
-    );
-    assert_eq!(c.verdict, Verdict::Throttled);
-    let html = "<html><body><h1>502 Bad Gateway</h1></body></html>";
-    assert_is(
-        &classify(502, &[("content-type", "text/html")], html),
-        Verdict::Availability,
-        None,
-        "status:502",
-    );
-}
-
-#[test]
-fn the_dialect_hint_wins_over_detection() {
-    let h = HeaderMap::new();
-    let view = ResponseView::new(StatusCode::TOO_MANY_REQUESTS, &h, OPENAI_RPM.as_bytes())
-        .with_dialect(Some(Dialect::Groq));
-    let c = ProviderClassifier::default().classify_response(&view);
-    assert_eq!(c.reason.as_str(), "groq:rate_limit_exceeded");
-}
-
-#[test]
-fn headers_name_the_dialect() {
-    let reason = |h: &[(&str, &str)]| classify(429, h, OPENAI_RPM).reason;
+    // A cap named by a code still wins over any wait.
+    let coded = r#"{"error":{"message":"x","code":"insufficient_quota"}}"#;
     assert_eq!(
-        reason(&[("openai-processing-ms", "12")]).as_str(),
-        "openai:rate_limit_exceeded"
+        classify(429, &[JSON, ("retry-after", "5")], coded).verdict,
+        Verdict::Quota
     );
-    assert_eq!(
-        reason(&[("apim-request-id", "x"), ("openai-version", "1")]).as_str(),
-        "azure:rate_limit_exceeded"
-    );
-    assert_eq!(
-        reason(&[("x-groq-region", "us"), ("openai-version", "1")]).as_str(),
-        "groq:rate_limit_exceeded"
-    );
-    assert_eq!(
-        reason(&[("anthropic-ratelimit-requests-limit", "50")]).as_str(),
-        "anthropic:rate_limit_exceeded"
-    );
-}
-
-#[test]
-fn reasons_are_one_short_token() {
-    let body = r#"{"error":{"code":"weird code/with spaces and a very long tail that keeps going and going on","message":"x"}}"#;
-    let c = classify(418, &[], body);
-    assert_eq!(
-        c.reason.as_str(),
-        "openai:weird_code_with_spaces_and_a_very_long_tail_that_keeps_going_and"
-    );
-}
-
-#[test]
-fn dialect_names_round_trip_and_accept_aliases() {
-    for d in Dialect::ALL {
-        assert_eq!(Dialect::from_name(d.as_str()), Some(d));
-    }
-    assert_eq!(Dialect::from_name("Azure-OpenAI"), Some(Dialect::Azure));
-    assert_eq!(Dialect::from_name("vertex-ai"), Some(Dialect::Vertex));
-    assert_eq!(Dialect::from_name("nope"), None);
 }
