@@ -5,13 +5,13 @@
 //! are found by a scan for one field, so a healthy stream costs a few
 //! substring searches per event.
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use serde_json::Value;
 
 use super::super::body::{self, ErrorFacts, field};
 use super::super::provider::Limits;
-use super::super::rules::{self, Decision, Why};
+use super::super::rules::{self, Why};
 use super::super::text::needle;
 use super::super::{Classification, Dialect, Verdict};
 
@@ -49,17 +49,10 @@ impl Ctx {
             })
     }
 
-    fn fixed(&self, verdict: Verdict, rule: &'static str) -> Classification {
-        let d = Decision {
-            verdict,
-            why: Why::Rule(rule),
-        };
-        Classification {
-            verdict: d.verdict,
-            wait: None::<Duration>,
-            should_retry: None,
-            reason: d.why.reason(self.dialect.unwrap_or(Dialect::Generic)),
-        }
+    /// A verdict a Levee rule reached: `<dialect>:<rule>`.
+    fn rule(&self, verdict: Verdict, rule: &'static str) -> Classification {
+        let dialect = self.dialect.unwrap_or(Dialect::Generic);
+        Classification::new(verdict, Why::Rule(rule).reason(dialect))
     }
 }
 
@@ -152,7 +145,7 @@ fn payload(ctx: &mut Ctx, t: &str) -> Signal {
     }
     match non_null(t, needle!("\"finish_reason\"")) {
         // OpenRouter ends a failed stream with `finish_reason: "error"`.
-        Some("error") => Signal::Error(ctx.fixed(Verdict::Availability, "finish_reason_error")),
+        Some("error") => Signal::Error(ctx.rule(Verdict::Availability, "finish_reason_error")),
         Some(_) => {
             ctx.finished = true;
             Signal::Nothing

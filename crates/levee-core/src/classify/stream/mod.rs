@@ -315,9 +315,8 @@ impl Sse {
             Some(b':') => {
                 if ctx.dialect.is_none()
                     && line
-                        .to_ascii_lowercase()
                         .windows(10)
-                        .any(|w| w == b"openrouter")
+                        .any(|w| w.eq_ignore_ascii_case(b"openrouter"))
                 {
                     ctx.dialect = Some(Dialect::OpenRouter);
                 }
