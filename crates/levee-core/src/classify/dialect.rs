@@ -82,23 +82,21 @@ pub(crate) fn from_headers(headers: &HeaderMap) -> Option<Dialect> {
 /// Anthropic, `x-ms-*`/`azureml-*`/`apim-request-id` Azure, `x-groq-*` Groq,
 /// `mistral-*` Mistral, `openai-*` OpenAI.
 pub(crate) fn marker(name: &str) -> Option<Dialect> {
-    let d = if name.starts_with("x-amzn-") {
-        Dialect::Bedrock
-    } else if name.starts_with("anthropic-") {
-        Dialect::Anthropic
-    } else if name.starts_with("x-ms-") || name.starts_with("azureml-") || name == "apim-request-id"
-    {
-        Dialect::Azure
-    } else if name.starts_with("x-groq-") {
-        Dialect::Groq
-    } else if name.starts_with("mistral-") {
-        Dialect::Mistral
-    } else if name.starts_with("openai-") {
-        Dialect::OpenAi
-    } else {
-        return None;
+    // Every response carries a dozen headers: dispatch on two bytes before
+    // comparing any prefix.
+    let b = name.as_bytes();
+    let (d, prefix) = match (b.first(), b.get(2)) {
+        (Some(b'x'), Some(b'a')) => (Dialect::Bedrock, "x-amzn-"),
+        (Some(b'x'), Some(b'm')) => (Dialect::Azure, "x-ms-"),
+        (Some(b'x'), Some(b'g')) => (Dialect::Groq, "x-groq-"),
+        (Some(b'a'), Some(b't')) => (Dialect::Anthropic, "anthropic-"),
+        (Some(b'a'), Some(b'u')) => (Dialect::Azure, "azureml-"),
+        (Some(b'a'), Some(b'i')) => (Dialect::Azure, "apim-request-id"),
+        (Some(b'o'), Some(b'e')) => (Dialect::OpenAi, "openai-"),
+        (Some(b'm'), Some(b's')) => (Dialect::Mistral, "mistral-"),
+        _ => return None,
     };
-    Some(d)
+    name.starts_with(prefix).then_some(d)
 }
 
 /// The stronger of two markers. Azure and the OpenAI-compatible providers
