@@ -8,7 +8,7 @@
 //!
 //! [`Breaker`] classifies every response (a bounded peek of non-2xx bodies,
 //! handed back whole) and feeds one of three mechanisms, each keyed by its own
-//! [scope](scope):
+//! [`scope`]:
 //!
 //! - **availability** failures (timeouts, connect errors, 5xx, 529) and
 //!   **credential** rejections count toward the failure domain's breaker,
