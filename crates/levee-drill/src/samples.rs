@@ -1,5 +1,5 @@
 //! Real provider responses, one per condition Levee tells apart, classified
-//! in a table by `levee-drill` with no argument.
+//! in a table by `levee-drill samples`.
 
 use std::fmt::Write as _;
 use std::time::Duration;

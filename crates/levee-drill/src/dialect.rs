@@ -1,0 +1,184 @@
+//! What each provider answers: status codes, headers and bodies taken from
+//! real captures (`signals/provider-signals.json`), per dialect.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Response, StatusCode};
+use http_body_util::Full;
+
+/// The response body type of the simulated provider.
+pub type SimBody = Full<Bytes>;
+
+fn respond(status: u16, headers: &[(&str, String)], body: String) -> Response<SimBody> {
+    let mut b = Response::builder()
+        .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR));
+    for (k, v) in headers {
+        b = b.header(*k, v.as_str());
+    }
+    b.body(Full::new(Bytes::from(body)))
+        .expect("static header names and values are valid")
+}
+
+fn json() -> (&'static str, String) {
+    ("content-type", "application/json".into())
+}
+
+fn amzn(kind: &str) -> (&'static str, String) {
+    (
+        "x-amzn-ErrorType",
+        format!("{kind}:http://internal.amazon.com/coral/com.amazon.bedrock/"),
+    )
+}
+
+/// A successful answer, streamed as SSE (or an AWS event stream) when `stream`.
+pub fn success(dialect: &str, model: &str, stream: bool) -> Response<SimBody> {
+    if !stream {
+        let body = match dialect {
+            "anthropic" => format!(
+                r#"{{"id":"msg_1","type":"message","role":"assistant","model":"{model}","content":[{{"type":"text","text":"Okay"}}],"stop_reason":"end_turn"}}"#
+            ),
+            "gemini" => format!(
+                r#"{{"candidates":[{{"content":{{"parts":[{{"text":"Okay"}}],"role":"model"}},"finishReason":"STOP"}}],"modelVersion":"{model}"}}"#
+            ),
+            "bedrock" => r#"{"output":{"message":{"role":"assistant","content":[{"text":"Okay"}]}},"stopReason":"end_turn"}"#.into(),
+            _ => format!(
+                r#"{{"id":"chatcmpl-1","object":"chat.completion","model":"{model}","choices":[{{"index":0,"message":{{"role":"assistant","content":"Okay"}},"finish_reason":"stop"}}]}}"#
+            ),
+        };
+        return respond(200, &[json()], body);
+    }
+    let (ct, body) = match dialect {
+        "anthropic" => ("text/event-stream", format!(
+            "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"{model}\"}}}}\n\n\
+             event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"Okay\"}}}}\n\n\
+             event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"end_turn\"}}}}\n\n\
+             event: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n")),
+        "gemini" => ("text/event-stream", format!(
+            "data: {{\"candidates\": [{{\"content\": {{\"parts\": [{{\"text\": \"Okay\"}}],\"role\": \"model\"}},\"finishReason\": \"STOP\"}}],\"modelVersion\": \"{model}\"}}\n\n")),
+        "bedrock" => ("application/vnd.amazon.eventstream",
+            r#"{"eventstream_frame":{"headers":{":message-type":"event",":event-type":"messageStop",":content-type":"application/json"},"payload":{"stopReason":"end_turn"}}}"#.to_string()),
+        _ => ("text/event-stream", format!(
+            "data: {{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"model\":\"{model}\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"Okay\"}},\"finish_reason\":null}}]}}\n\n\
+             data: {{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"model\":\"{model}\",\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"stop\"}}]}}\n\n\
+             data: [DONE]\n\n")),
+    };
+    respond(200, &[("content-type", ct.into())], body)
+}
+
+/// A stream that starts well and then carries the provider's in-band error.
+pub fn midstream_error(dialect: &str, model: &str) -> Response<SimBody> {
+    let (ct, body) = match dialect {
+        "anthropic" => ("text/event-stream", format!(
+            "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"{model}\"}}}}\n\n\
+             event: error\ndata: {{\"type\": \"error\", \"error\": {{\"type\": \"overloaded_error\", \"message\": \"Overloaded\"}}}}\n\n")),
+        "gemini" => ("text/event-stream", format!(
+            "data: {{\"candidates\": [{{\"content\": {{\"parts\": [{{\"text\": \"Okay\"}}],\"role\": \"model\"}}}}],\"modelVersion\": \"{model}\"}}\n\n\
+             {{\n  \"error\": {{\n    \"code\": 503,\n    \"message\": \"The model is overloaded. Please try again later.\",\n    \"status\": \"UNAVAILABLE\"\n  }}\n}}\n")),
+        "bedrock" => ("application/vnd.amazon.eventstream",
+            r#"{"eventstream_frame":{"headers":{":message-type":"exception",":exception-type":"modelStreamErrorException",":content-type":"application/json"},"payload":{"message":"An error occurred while streaming the response. Retry your request.","originalStatusCode":500,"originalMessage":"upstream error"}}}"#.to_string()),
+        _ => ("text/event-stream", format!(
+            "data: {{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"model\":\"{model}\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"The\"}},\"finish_reason\":null}}]}}\n\n\
+             data: {{\"error\": {{\"message\": \"The server had an error while processing your request. Sorry about that!\", \"type\": \"server_error\"}}}}\n\n")),
+    };
+    respond(200, &[("content-type", ct.into())], body)
+}
+
+fn go_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else {
+        format!("{:.3}s", d.as_secs_f64())
+    }
+}
+
+/// A rate-limit answer with the dialect's wait hint (`wait` until a request
+/// token is available again).
+pub fn throttle(dialect: &str, model: &str, wait: Duration, rpm: u32) -> Response<SimBody> {
+    let ceil_secs = wait.as_millis().div_ceil(1000).max(1);
+    match dialect {
+        "azure" => respond(
+            429,
+            &[
+                json(),
+                ("retry-after", ceil_secs.to_string()),
+                ("retry-after-ms", wait.as_millis().max(1).to_string()),
+                ("x-ratelimit-remaining-requests", "0".into()),
+            ],
+            format!(r#"{{"error":{{"code":"429","message":"Rate limit is exceeded. Try again in {ceil_secs} seconds."}}}}"#),
+        ),
+        "anthropic" => respond(
+            429,
+            &[
+                json(),
+                ("retry-after", ceil_secs.to_string()),
+                ("x-should-retry", "true".into()),
+                ("anthropic-ratelimit-requests-limit", rpm.to_string()),
+                ("anthropic-ratelimit-requests-remaining", "0".into()),
+            ],
+            format!(r#"{{"type":"error","error":{{"type":"rate_limit_error","message":"This request would exceed your organization's rate limit of {rpm} requests per minute (model: {model}). For details, refer to: https://docs.claude.com/en/api/rate-limits."}},"request_id":"req_011drill"}}"#),
+        ),
+        "gemini" => respond(
+            429,
+            &[json()],
+            format!(r#"{{"error":{{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED","details":[{{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{{"quotaMetric":"generativelanguage.googleapis.com/generate_content_paid_tier_requests","quotaId":"GenerateRequestsPerMinutePerProjectPerModel","quotaDimensions":{{"location":"global","model":"{model}"}},"quotaValue":"{rpm}"}}]}},{{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"{ceil_secs}s"}}]}}}}"#),
+        ),
+        "bedrock" => respond(
+            429,
+            &[json(), amzn("ThrottlingException")],
+            r#"{"message":"Too many requests, please wait before trying again."}"#.into(),
+        ),
+        _ => respond(
+            429,
+            &[
+                json(),
+                ("x-ratelimit-limit-requests", rpm.to_string()),
+                ("x-ratelimit-remaining-requests", "0".into()),
+                ("x-ratelimit-reset-requests", go_duration(wait)),
+            ],
+            format!(r#"{{"error":{{"message":"Rate limit reached for {model} in organization org-drill on requests per min (RPM): Limit {rpm}, Used {rpm}, Requested 1. Please try again in {}. Visit https://platform.openai.com/account/rate-limits to learn more.","type":"requests","param":null,"code":"rate_limit_exceeded"}}}}"#, go_duration(wait)),
+        ),
+    }
+}
+
+/// A server error (`outage`, default 500) or overload (`overload`, default
+/// 529 for Anthropic, 503 elsewhere), with `status` overriding the code.
+pub fn server_error(dialect: &str, overload: bool, status: Option<u16>) -> Response<SimBody> {
+    let default = match (dialect, overload) {
+        ("anthropic", true) => 529,
+        (_, true) => 503,
+        (_, false) => 500,
+    };
+    let status = status.unwrap_or(default);
+    match dialect {
+        "anthropic" if overload => respond(status, &[json()], r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#.into()),
+        "anthropic" => respond(status, &[json()], r#"{"type":"error","error":{"type":"api_error","message":"Internal server error"},"request_id":"req_011drill"}"#.into()),
+        "gemini" if overload => respond(status, &[json()], format!(r#"{{"error":{{"code":{status},"message":"This model is currently experiencing high demand. Spikes in demand are usually temporary. Please try again later.","status":"UNAVAILABLE"}}}}"#)),
+        "gemini" => respond(status, &[json()], format!(r#"{{"error":{{"code":{status},"message":"An internal error has occurred. Please retry or report in https://developers.generativeai.google/guide/troubleshooting","status":"INTERNAL"}}}}"#)),
+        "bedrock" if overload => respond(status, &[json(), amzn("ServiceUnavailableException")], r#"{"message":"Too many connections, please wait before trying again."}"#.into()),
+        "bedrock" => respond(status, &[json(), amzn("InternalServerException")], r#"{"message":"The server encountered an internal error while processing the request."}"#.into()),
+        _ if overload => respond(status, &[json()], r#"{"error":{"type":"service_unavailable_error","code":"server_is_overloaded","message":"Our servers are currently overloaded."}}"#.into()),
+        _ => respond(status, &[json()], r#"{"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}"#.into()),
+    }
+}
+
+/// A rejected credential (the key was revoked).
+pub fn revoked(dialect: &str) -> Response<SimBody> {
+    match dialect {
+        "anthropic" => respond(401, &[json()], r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#.into()),
+        "azure" => respond(401, &[json()], r#"{"error":{"code":"401","message":"Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource."}}"#.into()),
+        "gemini" => respond(400, &[json()], r#"{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com","metadata":{"service":"generativelanguage.googleapis.com"}}]}}"#.into()),
+        "bedrock" => respond(403, &[json(), amzn("AccessDeniedException")], r#"{"message":"You don't have access to the model with the specified model ID."}"#.into()),
+        _ => respond(401, &[json()], r#"{"error":{"message":"Incorrect API key provided: sk-proj-...sQoA. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#.into()),
+    }
+}
+
+/// An exhausted spend cap or quota.
+pub fn spend_cap(dialect: &str) -> Response<SimBody> {
+    match dialect {
+        "anthropic" => respond(402, &[json()], r#"{"type":"error","error":{"type":"billing_error","message":"There's an issue with your billing or payment information."},"request_id":"req_011drill"}"#.into()),
+        "gemini" => respond(402, &[json()], r#"{"error":{"code":402,"message":"Your prepayment credits are depleted. Please go to AI Studio at    https://ai.studio/projects to manage your project and billing. Learn more at https://ai.google.dev/gemini-api/docs/billing#prepay.","status":"RESOURCE_EXHAUSTED"}}"#.into()),
+        _ => respond(429, &[json()], r#"{"error":{"message":"Your project has reached its monthly spend limit.","type":"insufficient_quota","param":null,"code":"project_spend_limit_exceeded"}}"#.into()),
+    }
+}

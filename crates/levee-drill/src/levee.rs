@@ -1,0 +1,251 @@
+//! The `levee` stack: RetryBudget → failover → Bulkhead → Breaker →
+//! per-attempt timeout → provider, from the defaults and the scenario's
+//! `[levee]` overrides.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use levee_core::breaker::{BreakerConfig, Cooldown, Jitter};
+use levee_core::gate::GateConfig;
+use levee_core::park::ParkConfig;
+use tokio::time::Instant;
+use tower::util::BoxCloneSyncService;
+use tower::{Layer, Service, ServiceExt};
+use tower_levee::body::ResponseBody;
+use tower_levee::breaker::Scope;
+use tower_levee::retry::{Deadline, Retry, RetryOutcome, Stop};
+use tower_levee::{BoxError, BreakerLayer, BulkheadLayer, RetryBudget, RetryBudgetLayer};
+
+use crate::dialect::SimBody;
+use crate::outcome::{Fail, TransitionRecord, is_timeout, rejection_kind, rejection_retry_after, response_failure};
+use crate::provider::{Provider, StreamCheck, TargetIndex};
+use crate::scenario::{LeveeConfig, Scenario};
+
+type TargetSvc = BoxCloneSyncService<Request<Bytes>, Response<ResponseBody<SimBody>>, BoxError>;
+
+/// Which target served a response (set by the router).
+#[derive(Clone, Copy, Debug)]
+pub struct ServedBy(pub usize);
+
+/// Set by the router when every target refused a request for different reasons.
+#[derive(Clone, Debug, Default)]
+pub struct NoTargetFlag(pub Arc<AtomicBool>);
+
+/// STAND-IN for `tower_levee::failover::Failover` (issue 5), to be replaced
+/// when it lands on main: sends to the first target whose layers admit the
+/// request; when every target refuses and all only for throttling, waits
+/// for the earliest reopen if it fits the caller's deadline.
+#[derive(Clone)]
+pub struct StandInRouter {
+    targets: Arc<[(TargetSvc, Scope)]>,
+}
+
+impl std::fmt::Debug for StandInRouter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StandInRouter").field("targets", &self.targets.len()).finish()
+    }
+}
+
+type RouterFuture = Pin<Box<dyn Future<Output = Result<Response<ResponseBody<SimBody>>, BoxError>> + Send>>;
+
+impl Service<Request<Bytes>> for StandInRouter {
+    type Response = Response<ResponseBody<SimBody>>;
+    type Error = BoxError;
+    type Future = RouterFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<Bytes>) -> RouterFuture {
+        let targets = self.targets.clone();
+        let (parts, body) = req.into_parts();
+        let deadline = parts.extensions.get::<Deadline>().copied();
+        let flag = parts.extensions.get::<NoTargetFlag>().cloned();
+        Box::pin(async move {
+            loop {
+                let mut refusals: Vec<BoxError> = Vec::new();
+                for (i, (svc, scope)) in targets.iter().enumerate() {
+                    let mut r = Request::new(body.clone());
+                    *r.method_mut() = parts.method.clone();
+                    *r.uri_mut() = parts.uri.clone();
+                    r.extensions_mut().insert(scope.clone());
+                    r.extensions_mut().insert(TargetIndex(i));
+                    match svc.clone().oneshot(r).await {
+                        Ok(mut res) => {
+                            res.extensions_mut().insert(ServedBy(i));
+                            return Ok(res);
+                        }
+                        Err(e) if rejection_kind(&*e).is_some() => refusals.push(e),
+                        Err(e) => return Err(e),
+                    }
+                }
+                let earliest = refusals.iter().filter_map(|e| rejection_retry_after(&**e)).min();
+                let only_throttled = refusals.iter().all(|e| e.is::<tower_levee::Throttled>());
+                if only_throttled
+                    && let Some(wait) = earliest
+                    && deadline.is_none_or(|d| Instant::now() + wait <= d.0)
+                {
+                    tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
+                    continue;
+                }
+                let first = refusals.remove(0);
+                let kind = rejection_kind(&*first);
+                if refusals.iter().any(|e| rejection_kind(&**e) != kind)
+                    && let Some(f) = &flag
+                {
+                    f.0.store(true, Ordering::Relaxed);
+                }
+                return Err(first);
+            }
+        })
+    }
+}
+
+/// The Levee stack of one run.
+pub struct LeveeStack {
+    svc: Retry<StandInRouter>,
+    budget: Arc<RetryBudget>,
+    timeout: Duration,
+    events: Arc<Mutex<Vec<TransitionRecord>>>,
+}
+
+impl std::fmt::Debug for LeveeStack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeveeStack").finish_non_exhaustive()
+    }
+}
+
+/// The breaker configuration: defaults with the scenario's overrides.
+pub fn breaker_config(cfg: &LeveeConfig) -> Result<BreakerConfig, BoxError> {
+    let o = &cfg.breaker;
+    let d = BreakerConfig::default();
+    let mut b = BreakerConfig::builder();
+    if let Some(t) = o.threshold {
+        b = b.threshold(t);
+    }
+    if o.cooldown.is_some() || o.max_cooldown.is_some() {
+        let base = o.cooldown.unwrap_or(Duration::from_secs(30));
+        let max = o.max_cooldown.unwrap_or(Duration::from_secs(15 * 60)).max(base);
+        b = b.cooldown(Cooldown::exponential(base, 2.0, max));
+    }
+    if let Some(c) = o.credential_cooldown {
+        b = b.credential_cooldown(Cooldown::Exponential { base: c, multiplier: 2.0, max: c.max(Duration::from_secs(3600)), jitter: Jitter::Equal });
+    }
+    b = b.slow_call(o.slow_call.or(d.slow_call));
+    if let Some(p) = o.half_open_probes {
+        b = b.half_open_probes(p);
+    }
+    if let Some(c) = o.credential_threshold {
+        b = b.credential_threshold(c);
+    }
+    b.build().map_err(|e| format!("[levee.breaker]: {e}").into())
+}
+
+impl LeveeStack {
+    /// Builds the stack over `provider`, recording transitions.
+    pub fn new(sc: &Scenario, provider: &Provider, start: Instant) -> Result<Self, BoxError> {
+        let cfg = &sc.levee;
+        let mut gate = GateConfig::builder();
+        if let Some(w) = cfg.gate.default_wait {
+            gate = gate.default_wait(w);
+        }
+        if let Some(m) = cfg.gate.max_wait {
+            gate = gate.max_wait(m);
+        }
+        let mut park = ParkConfig::builder();
+        if let Some(p) = cfg.park.default_park {
+            park = park.default_park(p);
+        }
+        let events: Arc<Mutex<Vec<TransitionRecord>>> = Arc::default();
+        let sink = events.clone();
+        let names: Vec<(String, String)> = sc.targets.iter().map(|t| (t.name.clone(), t.account.clone())).collect();
+        let breaker = BreakerLayer::builder()
+            .breaker(breaker_config(cfg)?)
+            .gate(gate.build().map_err(|e| format!("[levee.gate]: {e}"))?)
+            .park(park.build().map_err(|e| format!("[levee.park]: {e}"))?)
+            .seed(sc.seed)
+            .on_event(move |ev| {
+                let scope = ev.scope();
+                let target = names
+                    .iter()
+                    .find(|(n, _)| scope == n || scope.starts_with(n.as_str()) && !scope[n.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '-' || c == '_'))
+                    .or_else(|| names.iter().find(|(_, a)| a == scope))
+                    .map_or_else(|| scope.to_owned(), |(n, _)| n.clone());
+                sink.lock().expect("events").push(TransitionRecord {
+                    t_ms: (Instant::now() - start).as_millis() as u64,
+                    target,
+                    scope: scope.to_owned(),
+                    mechanism: ev.mechanism().as_str().to_owned(),
+                    from: ev.from().to_owned(),
+                    to: ev.to().to_owned(),
+                    reason: ev.reason().to_owned(),
+                });
+            })
+            .build()
+            .map_err(|e| format!("[levee.breaker]: {e}"))?;
+        let attempt_timeout = cfg.attempt_timeout.unwrap_or(sc.load.timeout / 3);
+        let max_concurrent = cfg.bulkhead.max_concurrent.unwrap_or(256);
+        let targets: Vec<(TargetSvc, Scope)> = sc
+            .targets
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let inner = tower::timeout::Timeout::new(StreamCheck(provider.target(i)), attempt_timeout);
+                let svc = BulkheadLayer::named(t.name.clone(), max_concurrent).layer(breaker.layer(inner));
+                let scope = Scope::new().domain(t.name.clone()).model(sc.load.model.clone()).billing(t.account.clone());
+                (BoxCloneSyncService::new(svc), scope)
+            })
+            .collect();
+        let r = &cfg.retry;
+        let budget = Arc::new(RetryBudget::new(Duration::from_secs(10), r.min_per_sec.unwrap_or(10), r.retry_ratio.unwrap_or(0.1)));
+        let mut layer = RetryBudgetLayer::new(budget.clone())
+            .max_attempts(r.max_attempts.unwrap_or(3))
+            .timeout(sc.load.timeout)
+            .seed(sc.seed);
+        if let Some(w) = r.max_wait {
+            layer = layer.max_wait(w);
+        }
+        let svc = layer.layer(StandInRouter { targets: targets.into() });
+        Ok(LeveeStack { svc, budget, timeout: sc.load.timeout, events })
+    }
+
+    /// The transitions recorded so far.
+    pub fn transitions(&self) -> Vec<TransitionRecord> {
+        self.events.lock().expect("events").clone()
+    }
+
+    /// Retries the budget granted and refused so far.
+    pub fn budget(&self) -> &RetryBudget {
+        &self.budget
+    }
+
+    /// One request through the stack (the caller's deadline is applied by the runner).
+    pub async fn call(&self) -> Result<usize, Fail> {
+        let mut req = Request::post("https://drill.invalid/v1/chat/completions").body(Bytes::new()).expect("static request");
+        let flag = NoTargetFlag::default();
+        req.extensions_mut().insert(Deadline(Instant::now() + self.timeout));
+        req.extensions_mut().insert(flag.clone());
+        match self.svc.clone().oneshot(req).await {
+            Ok(res) if res.status().is_success() => Ok(res.extensions().get::<ServedBy>().map_or(0, |s| s.0)),
+            Ok(res) => {
+                if res.extensions().get::<RetryOutcome>().is_some_and(|o| o.stop == Stop::BudgetExhausted) {
+                    return Err(Fail::BudgetExhausted);
+                }
+                Err(response_failure(&res, b""))
+            }
+            Err(e) => Err(match rejection_kind(&*e) {
+                Some(_) if flag.0.load(Ordering::Relaxed) => Fail::NoTarget,
+                Some(kind) => kind,
+                None if is_timeout(&*e) => Fail::Timeout,
+                None => Fail::Upstream,
+            }),
+        }
+    }
+}

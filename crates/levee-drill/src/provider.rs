@@ -1,0 +1,286 @@
+//! The simulated LLM provider: a tower service answering as each target's
+//! dialect would, with per-account rate limits, spend caps and the
+//! scenario's faults on their timeline. Latency is `tokio::time::sleep`, so
+//! under a paused clock an hour passes in seconds.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full};
+use levee_core::classify::{StreamScanner, Verdict};
+use tokio::time::Instant;
+use tower::Service;
+use tower_levee::BoxError;
+
+use crate::dialect::{self, SimBody};
+use crate::scenario::{Fault, Scenario};
+
+/// Which target a request is for: set by the stack on every attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TargetIndex(pub usize);
+
+/// Upstream call counts, read after a run.
+#[derive(Clone, Debug, Default)]
+pub struct CallStats {
+    /// Calls that reached the provider, per target name.
+    pub by_target: BTreeMap<String, u64>,
+    /// Calls the provider did not answer with a success (error status,
+    /// transport error, hang, mid-stream error): wasted calls.
+    pub rejected: u64,
+}
+
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+struct State {
+    buckets: HashMap<(String, String), Bucket>,
+    spent: HashMap<String, u64>,
+    stats: CallStats,
+    rng: fastrand::Rng,
+}
+
+/// The simulated provider shared by every target of one run.
+#[derive(Clone)]
+pub struct Provider {
+    scenario: Arc<Scenario>,
+    start: Instant,
+    state: Arc<Mutex<State>>,
+}
+
+impl std::fmt::Debug for Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Provider").field("scenario", &self.scenario.name).finish()
+    }
+}
+
+/// A connection refused by the (simulated) network.
+fn connect_error() -> BoxError {
+    Box::new(io::Error::new(io::ErrorKind::ConnectionRefused, "connection refused"))
+}
+
+/// The outcome the provider decided for one call, before its latency.
+enum Answer {
+    Respond(Response<SimBody>, Duration),
+    Fail(BoxError, Duration),
+    Hang,
+}
+
+impl Provider {
+    /// A provider for `scenario`, its timeline starting now.
+    pub fn new(scenario: Arc<Scenario>) -> Self {
+        let seed = scenario.seed ^ 0x5eed_0f_d7_11;
+        Provider {
+            scenario,
+            start: Instant::now(),
+            state: Arc::new(Mutex::new(State {
+                buckets: HashMap::new(),
+                spent: HashMap::new(),
+                stats: CallStats::default(),
+                rng: fastrand::Rng::with_seed(seed),
+            })),
+        }
+    }
+
+    /// The call counts so far.
+    pub fn stats(&self) -> CallStats {
+        self.state.lock().expect("provider state").stats.clone()
+    }
+
+    fn active<'a>(&'a self, target: &'a str, t: Duration) -> impl Iterator<Item = &'a Fault> + 'a {
+        self.scenario.faults.iter().filter(move |f| f.active(target, t))
+    }
+
+    fn decide(&self, idx: usize) -> Answer {
+        let sc = &*self.scenario;
+        let target = &sc.targets[idx];
+        let d = target.dialect.as_str();
+        let model = sc.load.model.as_str();
+        let now = Instant::now();
+        let t = now - self.start;
+        let mut st = self.state.lock().expect("provider state");
+        *st.stats.by_target.entry(target.name.clone()).or_default() += 1;
+        let jitter = 0.8 + 0.4 * st.rng.f64();
+        let mut latency = target.latency.mul_f64(jitter);
+        let quick = Duration::from_millis(30);
+        let mut midstream = false;
+        let mut answer = None;
+        for f in self.active(&target.name, t) {
+            answer = match f.kind.as_str() {
+                "outage" => Some(Answer::Respond(dialect::server_error(d, false, f.status), Duration::from_millis(50))),
+                "overload" | "flap" => Some(Answer::Respond(dialect::server_error(d, true, f.status), Duration::from_millis(50))),
+                "hang" => Some(Answer::Hang),
+                "connect_error" => Some(Answer::Fail(connect_error(), Duration::from_millis(5))),
+                "revoke_key" => Some(Answer::Respond(dialect::revoked(d), quick)),
+                "spend_cap" => Some(Answer::Respond(dialect::spend_cap(d), quick)),
+                "throttle" => {
+                    let wait = (f.to - t).min(Duration::from_secs(20));
+                    Some(Answer::Respond(dialect::throttle(d, model, wait, target.rpm), quick))
+                }
+                "brownout" => {
+                    latency = latency.mul_f64(f.factor);
+                    None
+                }
+                "midstream_error" => {
+                    midstream = true;
+                    None
+                }
+                _ => None,
+            };
+            if answer.is_some() {
+                break;
+            }
+        }
+        if answer.is_none() && target.spend_cap > 0 && st.spent.get(&target.account).copied().unwrap_or(0) >= target.spend_cap {
+            answer = Some(Answer::Respond(dialect::spend_cap(d), quick));
+        }
+        if answer.is_none() && target.rpm > 0 {
+            let rate = f64::from(target.rpm) / 60.0;
+            let cap = rate.max(1.0);
+            let b = st
+                .buckets
+                .entry((target.account.clone(), model.to_owned()))
+                .or_insert(Bucket { tokens: cap, at: now });
+            b.tokens = (b.tokens + (now - b.at).as_secs_f64() * rate).min(cap);
+            b.at = now;
+            if b.tokens >= 1.0 {
+                b.tokens -= 1.0;
+            } else {
+                let wait = Duration::from_secs_f64((1.0 - b.tokens) / rate);
+                answer = Some(Answer::Respond(dialect::throttle(d, model, wait, target.rpm), quick));
+            }
+        }
+        let answer = answer.unwrap_or_else(|| {
+            *st.spent.entry(target.account.clone()).or_default() += 1;
+            if midstream {
+                if sc.load.stream {
+                    Answer::Respond(dialect::midstream_error(d, model), latency / 2)
+                } else {
+                    Answer::Fail(Box::new(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed before the body ended")), latency / 2)
+                }
+            } else {
+                Answer::Respond(dialect::success(d, model, sc.load.stream), latency)
+            }
+        });
+        let wasted = match &answer {
+            Answer::Respond(r, _) => !r.status().is_success() || midstream,
+            _ => true,
+        };
+        if wasted {
+            st.stats.rejected += 1;
+        }
+        answer
+    }
+
+    /// The service answering for target `idx`.
+    pub fn target(&self, idx: usize) -> TargetService {
+        TargetService { provider: self.clone(), idx }
+    }
+}
+
+/// The boxed future of the simulated services.
+pub type SimFuture = Pin<Box<dyn Future<Output = Result<Response<SimBody>, BoxError>> + Send>>;
+
+/// One target of the simulated provider, as a tower service.
+#[derive(Clone, Debug)]
+pub struct TargetService {
+    provider: Provider,
+    idx: usize,
+}
+
+impl<B> Service<Request<B>> for TargetService {
+    type Response = Response<SimBody>;
+    type Error = BoxError;
+    type Future = SimFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _req: Request<B>) -> SimFuture {
+        let answer = self.provider.decide(self.idx);
+        Box::pin(async move {
+            match answer {
+                Answer::Respond(r, after) => {
+                    tokio::time::sleep(after).await;
+                    Ok(r)
+                }
+                Answer::Fail(e, after) => {
+                    tokio::time::sleep(after).await;
+                    Err(e)
+                }
+                Answer::Hang => std::future::pending().await,
+            }
+        })
+    }
+}
+
+/// A stream that failed after its `200` (an in-band error event or a cut).
+/// Its source is an `UnexpectedEof` I/O error, which Levee reads as a reset.
+#[derive(Debug)]
+pub struct MidStreamError {
+    reason: String,
+    source: io::Error,
+}
+
+impl std::fmt::Display for MidStreamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "stream failed mid-way: {}", self.reason)
+    }
+}
+
+impl std::error::Error for MidStreamError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// Reads a streamed body to its end with a [`StreamScanner`], as a client
+/// consuming the stream would, and turns an in-band error into a
+/// [`MidStreamError`]. (A stand-in until tower-levee watches streams itself.)
+#[derive(Clone, Debug)]
+pub struct StreamCheck<S>(pub S);
+
+impl<S, B> Service<Request<B>> for StreamCheck<S>
+where
+    S: Service<Request<B>, Response = Response<SimBody>, Error = BoxError>,
+    S::Future: Send + 'static,
+{
+    type Response = Response<SimBody>;
+    type Error = BoxError;
+    type Future = SimFuture;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> SimFuture {
+        let fut = self.0.call(req);
+        Box::pin(async move {
+            let res = fut.await?;
+            let Some(mut scanner) = StreamScanner::for_response(res.status(), res.headers()) else {
+                return Ok(res);
+            };
+            let (parts, body) = res.into_parts();
+            let bytes: Bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+            scanner.feed(&bytes);
+            let verdict = scanner.finish();
+            if verdict.verdict != Verdict::Success {
+                let e: BoxError = Box::new(MidStreamError {
+                    reason: verdict.reason.as_str().to_owned(),
+                    source: io::Error::new(io::ErrorKind::UnexpectedEof, "stream error"),
+                });
+                return Err(e);
+            }
+            Ok(Response::from_parts(parts, Full::new(bytes)))
+        })
+    }
+}

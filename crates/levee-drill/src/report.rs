@@ -1,0 +1,231 @@
+//! The report: the `--json` object of DESIGN.md, and the terminal table.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::outcome::{Fail, Record, TransitionRecord};
+use crate::run::StackRun;
+use crate::scenario::Scenario;
+
+/// One scenario's report: `{"scenario":..,"results":[..]}`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScenarioReport {
+    /// The scenario's name.
+    pub scenario: String,
+    /// One result per stack, in the scenario's order.
+    pub results: Vec<StackResult>,
+}
+
+/// Failed requests by cause: exactly the eight keys of the contract.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Failed {
+    /// Refused by an open breaker.
+    pub circuit_open: u64,
+    /// Refused by a gate or answered with a throttling 429.
+    pub throttled: u64,
+    /// Refused by a parked account.
+    pub parked: u64,
+    /// Refused by a full bulkhead.
+    pub bulkhead_full: u64,
+    /// The retry budget refused the retry.
+    pub budget_exhausted: u64,
+    /// Every target refused, for different reasons.
+    pub no_target: u64,
+    /// The provider's last answer was an error.
+    pub upstream: u64,
+    /// The caller's deadline passed.
+    pub timeout: u64,
+}
+
+impl Failed {
+    /// The sum of every cause.
+    pub fn total(&self) -> u64 {
+        self.circuit_open + self.throttled + self.parked + self.bulkhead_full + self.budget_exhausted + self.no_target + self.upstream + self.timeout
+    }
+
+    fn add(&mut self, f: Fail) {
+        let slot = match f {
+            Fail::CircuitOpen => &mut self.circuit_open,
+            Fail::Throttled => &mut self.throttled,
+            Fail::Parked => &mut self.parked,
+            Fail::BulkheadFull => &mut self.bulkhead_full,
+            Fail::BudgetExhausted => &mut self.budget_exhausted,
+            Fail::NoTarget => &mut self.no_target,
+            Fail::Upstream => &mut self.upstream,
+            Fail::Timeout => &mut self.timeout,
+        };
+        *slot += 1;
+    }
+}
+
+/// Latency percentiles in milliseconds, over every request (succeeded or failed).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Latency {
+    /// Median.
+    pub p50: u64,
+    /// 99th percentile.
+    pub p99: u64,
+}
+
+/// One stack's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct StackResult {
+    /// `unprotected`, `naive` or `levee`.
+    pub stack: String,
+    /// Requests offered.
+    pub requests: u64,
+    /// Requests that got a successful answer.
+    pub succeeded: u64,
+    /// Failed requests by cause; `requests = succeeded + Σ failed`.
+    pub failed: Failed,
+    /// Calls that reached the provider.
+    pub upstream_calls: u64,
+    /// Calls that reached the provider, per target.
+    pub upstream_calls_by_target: BTreeMap<String, u64>,
+    /// Calls the provider did not answer with a success (wasted calls).
+    pub upstream_rejected_calls: u64,
+    /// Succeeded requests served by a target other than the first, over succeeded requests.
+    pub fallback_share: f64,
+    /// Latency percentiles.
+    pub latency_ms: Latency,
+    /// Every transition of every breaker, gate and park.
+    pub transitions: Vec<TransitionRecord>,
+    /// Time from the first fault's start to the first mechanism reacting on its target.
+    #[serde(skip)]
+    pub detect: Option<Duration>,
+    /// Time from the first fault's end to the first request served by its target.
+    #[serde(skip)]
+    pub recover: Option<Duration>,
+    /// The per-request records, for the timeline picture.
+    #[serde(skip)]
+    pub records: Vec<Record>,
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+impl StackResult {
+    /// Summarizes a run.
+    pub fn from_run(sc: &Scenario, run: StackRun) -> StackResult {
+        let mut failed = Failed::default();
+        let mut succeeded = 0u64;
+        let mut fallback = 0u64;
+        for r in &run.records {
+            match r.result {
+                Ok(i) => {
+                    succeeded += 1;
+                    if i != 0 {
+                        fallback += 1;
+                    }
+                }
+                Err(f) => failed.add(f),
+            }
+        }
+        let mut lat: Vec<u64> = run.records.iter().map(|r| r.latency.as_millis() as u64).collect();
+        lat.sort_unstable();
+        let (detect, recover) = timings(sc, &run);
+        StackResult {
+            stack: run.stack,
+            requests: run.records.len() as u64,
+            succeeded,
+            failed,
+            upstream_calls: run.calls.by_target.values().sum(),
+            upstream_calls_by_target: sc.targets.iter().map(|t| (t.name.clone(), run.calls.by_target.get(&t.name).copied().unwrap_or(0))).collect(),
+            upstream_rejected_calls: run.calls.rejected,
+            fallback_share: if succeeded == 0 { 0.0 } else { ((fallback as f64 / succeeded as f64) * 10_000.0).round() / 10_000.0 },
+            latency_ms: Latency { p50: percentile(&lat, 0.50), p99: percentile(&lat, 0.99) },
+            transitions: run.transitions,
+            detect,
+            recover,
+            records: run.records,
+        }
+    }
+
+    /// Succeeded over requests.
+    pub fn success_rate(&self) -> f64 {
+        if self.requests == 0 { 1.0 } else { self.succeeded as f64 / self.requests as f64 }
+    }
+
+    /// Breaker transitions to `open`.
+    pub fn breaker_opens(&self) -> usize {
+        self.transitions.iter().filter(|t| t.mechanism == "breaker" && t.to == "open").count()
+    }
+}
+
+fn timings(sc: &Scenario, run: &StackRun) -> (Option<Duration>, Option<Duration>) {
+    let Some(fault) = sc.faults.first() else { return (None, None) };
+    let on_target = |name: &str| fault.target == "*" || fault.target == name;
+    let from_ms = fault.from.as_millis() as u64;
+    let detect = run
+        .transitions
+        .iter()
+        .find(|t| t.t_ms >= from_ms && on_target(&t.target) && matches!(t.to.as_str(), "open" | "gated" | "parked"))
+        .map(|t| Duration::from_millis(t.t_ms - from_ms));
+    let recover = if fault.to >= sc.duration {
+        None
+    } else {
+        run.records
+            .iter()
+            .filter(|r| r.at >= fault.to)
+            .find(|r| matches!(r.result, Ok(i) if on_target(&sc.targets[i].name)))
+            .map(|r| r.at + r.latency - fault.to)
+    };
+    (detect, recover)
+}
+
+fn secs(d: Option<Duration>) -> String {
+    d.map_or_else(|| "-".into(), |d| format!("{:.1}s", d.as_secs_f64()))
+}
+
+/// The terminal table of one scenario.
+pub fn table(report: &ScenarioReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "scenario: {}", report.scenario);
+    let _ = writeln!(
+        s,
+        "  {:<12} {:>8} {:>8} {:>9} {:>7} {:>9} {:>7} {:>7} {:>6} {:>8}  failures",
+        "stack", "requests", "success", "upstream", "wasted", "fallback", "p50", "p99", "detect", "recover"
+    );
+    for r in &report.results {
+        let fails: Vec<String> = Fail::ALL
+            .iter()
+            .filter_map(|f| {
+                let n = match f {
+                    Fail::CircuitOpen => r.failed.circuit_open,
+                    Fail::Throttled => r.failed.throttled,
+                    Fail::Parked => r.failed.parked,
+                    Fail::BulkheadFull => r.failed.bulkhead_full,
+                    Fail::BudgetExhausted => r.failed.budget_exhausted,
+                    Fail::NoTarget => r.failed.no_target,
+                    Fail::Upstream => r.failed.upstream,
+                    Fail::Timeout => r.failed.timeout,
+                };
+                (n > 0).then(|| format!("{}={n}", f.as_str()))
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "  {:<12} {:>8} {:>7.2}% {:>9} {:>7} {:>8.1}% {:>5}ms {:>5}ms {:>6} {:>8}  {}",
+            r.stack,
+            r.requests,
+            r.success_rate() * 100.0,
+            r.upstream_calls,
+            r.upstream_rejected_calls,
+            r.fallback_share * 100.0,
+            r.latency_ms.p50,
+            r.latency_ms.p99,
+            secs(r.detect),
+            secs(r.recover),
+            if fails.is_empty() { "-".into() } else { fails.join(" ") }
+        );
+    }
+    s
+}

@@ -1,0 +1,389 @@
+//! Scenario files: the TOML a user writes down (accounts, load, faults), parsed
+//! and validated with errors naming the field.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The three stacks a scenario can compare.
+pub const STACKS: [&str; 3] = ["unprotected", "naive", "levee"];
+
+/// The fault kinds a scenario can script.
+pub const FAULT_KINDS: [&str; 10] = [
+    "outage",
+    "overload",
+    "hang",
+    "connect_error",
+    "brownout",
+    "throttle",
+    "spend_cap",
+    "revoke_key",
+    "midstream_error",
+    "flap",
+];
+
+/// The dialects the simulated provider speaks.
+pub const DIALECTS: [&str; 5] = ["openai", "azure", "anthropic", "gemini", "bedrock"];
+
+/// A parsed, validated scenario.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// The scenario's name, used in reports.
+    pub name: String,
+    /// How long traffic arrives.
+    pub duration: Duration,
+    /// Seeds arrivals, latency jitter and every stack's jitter.
+    pub seed: u64,
+    /// The stacks to run, in report order.
+    pub stacks: Vec<String>,
+    /// The offered load.
+    pub load: Load,
+    /// The targets, in failover order.
+    pub targets: Vec<Target>,
+    /// The scripted faults.
+    pub faults: Vec<Fault>,
+    /// Overrides of the Levee stack's default configuration.
+    pub levee: LeveeConfig,
+}
+
+/// The offered load.
+#[derive(Clone, Debug)]
+pub struct Load {
+    /// Requests per second (Poisson arrivals).
+    pub rate: f64,
+    /// The model every request names.
+    pub model: String,
+    /// Whether responses stream (SSE).
+    pub stream: bool,
+    /// The caller's overall deadline per request.
+    pub timeout: Duration,
+}
+
+/// One target: an account (or deployment, region) at one provider.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The target's name (also its failure domain).
+    pub name: String,
+    /// Which provider's status codes, headers and bodies it answers with.
+    pub dialect: String,
+    /// The account: the rate limit and spend cap are per account (× model).
+    pub account: String,
+    /// Normal latency of a call.
+    pub latency: Duration,
+    /// Requests per minute per account × model (0 = unlimited).
+    pub rpm: u32,
+    /// Requests until the spend cap is exhausted (0 = none).
+    pub spend_cap: u64,
+}
+
+/// One scripted fault.
+#[derive(Clone, Debug)]
+pub struct Fault {
+    /// A target's name, or `*` for every target.
+    pub target: String,
+    /// One of [`FAULT_KINDS`].
+    pub kind: String,
+    /// When the fault starts, from the scenario's start.
+    pub from: Duration,
+    /// When it ends.
+    pub to: Duration,
+    /// The status code, for kinds that answer with one.
+    pub status: Option<u16>,
+    /// The latency multiplier of a brownout.
+    pub factor: f64,
+    /// The half-period of a flap.
+    pub period: Duration,
+}
+
+impl Fault {
+    /// Whether this fault applies to `target` at `t` from the start.
+    pub fn active(&self, target: &str, t: Duration) -> bool {
+        if !(self.target == "*" || self.target == target) || t < self.from || t >= self.to {
+            return false;
+        }
+        if self.kind == "flap" {
+            let half = self.period.as_nanos().max(1);
+            return ((t - self.from).as_nanos() / half) % 2 == 0;
+        }
+        true
+    }
+}
+
+/// The `[levee]` table: overrides of the Levee stack's defaults.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeveeConfig {
+    /// `[levee.breaker]`.
+    #[serde(default)]
+    pub breaker: BreakerOverrides,
+    /// `[levee.gate]`.
+    #[serde(default)]
+    pub gate: GateOverrides,
+    /// `[levee.park]`.
+    #[serde(default)]
+    pub park: ParkOverrides,
+    /// `[levee.retry]`.
+    #[serde(default)]
+    pub retry: RetryOverrides,
+    /// `[levee.bulkhead]`.
+    #[serde(default)]
+    pub bulkhead: BulkheadOverrides,
+    /// The per-attempt timeout (default: a third of the caller's timeout).
+    #[serde(default, with = "opt_dur")]
+    pub attempt_timeout: Option<Duration>,
+}
+
+/// `[levee.breaker]` keys.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BreakerOverrides {
+    /// Consecutive availability failures that open the breaker.
+    pub threshold: Option<u32>,
+    /// Base cool-off (doubles on each reopen, up to `max_cooldown`).
+    #[serde(default, with = "opt_dur")]
+    pub cooldown: Option<Duration>,
+    /// Cap of the growing cool-off.
+    #[serde(default, with = "opt_dur")]
+    pub max_cooldown: Option<Duration>,
+    /// Latency over which a success counts as a failure.
+    #[serde(default, with = "opt_dur")]
+    pub slow_call: Option<Duration>,
+    /// Trial calls per half-open round.
+    pub half_open_probes: Option<u32>,
+    /// Credential failures that open the breaker.
+    pub credential_threshold: Option<u32>,
+    /// Base cool-off after a credential trip.
+    #[serde(default, with = "opt_dur")]
+    pub credential_cooldown: Option<Duration>,
+}
+
+/// `[levee.gate]` keys.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateOverrides {
+    /// The wait when a 429 carries no hint.
+    #[serde(default, with = "opt_dur")]
+    pub default_wait: Option<Duration>,
+    /// A throttle wait beyond this parks the scope instead.
+    #[serde(default, with = "opt_dur")]
+    pub max_wait: Option<Duration>,
+}
+
+/// `[levee.park]` keys.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParkOverrides {
+    /// How long to park when the provider names no reset.
+    #[serde(default, with = "opt_dur")]
+    pub default_park: Option<Duration>,
+}
+
+/// `[levee.retry]` keys.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetryOverrides {
+    /// Attempts per request, the first included.
+    pub max_attempts: Option<u32>,
+    /// Share of traffic that may be retries.
+    pub retry_ratio: Option<f64>,
+    /// Retries per second always allowed.
+    pub min_per_sec: Option<u32>,
+    /// The longest wait slept before a retry.
+    #[serde(default, with = "opt_dur")]
+    pub max_wait: Option<Duration>,
+}
+
+/// `[levee.bulkhead]` keys.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BulkheadOverrides {
+    /// Calls in flight per target before failing fast.
+    pub max_concurrent: Option<usize>,
+}
+
+/// A scenario that failed to parse or validate, naming the field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScenarioError(pub String);
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+fn err(field: &str, msg: impl fmt::Display) -> ScenarioError {
+    ScenarioError(format!("`{field}`: {msg}"))
+}
+
+mod opt_dur {
+    use serde::{Deserialize, Deserializer};
+    use std::time::Duration;
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        let s = Option::<String>::deserialize(d)?;
+        s.map(|s| humantime::parse_duration(&s).map_err(|e| serde::de::Error::custom(format!("{s:?}: {e}"))))
+            .transpose()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    name: String,
+    duration: String,
+    #[serde(default)]
+    seed: u64,
+    stacks: Option<Vec<String>>,
+    load: RawLoad,
+    #[serde(default)]
+    target: Vec<RawTarget>,
+    #[serde(default)]
+    fault: Vec<RawFault>,
+    #[serde(default)]
+    levee: LeveeConfig,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLoad {
+    rate: f64,
+    model: String,
+    #[serde(default)]
+    stream: bool,
+    timeout: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTarget {
+    name: String,
+    dialect: String,
+    account: Option<String>,
+    latency: Option<String>,
+    #[serde(default)]
+    rpm: u32,
+    #[serde(default)]
+    spend_cap: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFault {
+    target: String,
+    kind: String,
+    from: Option<String>,
+    to: Option<String>,
+    status: Option<u16>,
+    factor: Option<f64>,
+    period: Option<String>,
+}
+
+fn dur(field: &str, s: &str) -> Result<Duration, ScenarioError> {
+    humantime::parse_duration(s).map_err(|e| err(field, format!("{s:?} is not a duration ({e}); write e.g. \"250ms\", \"30s\", \"2m\"")))
+}
+
+impl Scenario {
+    /// Parses and validates a scenario from TOML text.
+    pub fn from_toml(text: &str) -> Result<Scenario, ScenarioError> {
+        let raw: RawScenario = toml::from_str(text).map_err(|e| ScenarioError(e.to_string()))?;
+        let duration = dur("duration", &raw.duration)?;
+        if duration.is_zero() {
+            return Err(err("duration", "must be above zero"));
+        }
+        let stacks = raw.stacks.unwrap_or_else(|| STACKS.iter().map(|s| s.to_string()).collect());
+        for (i, s) in stacks.iter().enumerate() {
+            if !STACKS.contains(&s.as_str()) {
+                return Err(err(&format!("stacks[{i}]"), format!("unknown stack {s:?}; expected one of {STACKS:?}")));
+            }
+        }
+        if !(raw.load.rate > 0.0 && raw.load.rate.is_finite()) {
+            return Err(err("load.rate", format!("must be a positive number of requests/s, got {}", raw.load.rate)));
+        }
+        let timeout = match &raw.load.timeout {
+            Some(t) => dur("load.timeout", t)?,
+            None => Duration::from_secs(30),
+        };
+        if timeout.is_zero() {
+            return Err(err("load.timeout", "must be above zero"));
+        }
+        if raw.target.is_empty() {
+            return Err(err("target", "at least one [[target]] is required"));
+        }
+        let mut targets = Vec::new();
+        for (i, t) in raw.target.into_iter().enumerate() {
+            if !DIALECTS.contains(&t.dialect.as_str()) {
+                return Err(err(&format!("target[{i}].dialect"), format!("unknown dialect {:?}; expected one of {DIALECTS:?}", t.dialect)));
+            }
+            if t.name.is_empty() || t.name == "*" || targets.iter().any(|o: &Target| o.name == t.name) {
+                return Err(err(&format!("target[{i}].name"), format!("{:?} must be non-empty, not \"*\", and unique", t.name)));
+            }
+            let latency = match &t.latency {
+                Some(l) => dur(&format!("target[{i}].latency"), l)?,
+                None => Duration::from_millis(400),
+            };
+            targets.push(Target {
+                account: t.account.unwrap_or_else(|| t.name.clone()),
+                name: t.name,
+                dialect: t.dialect,
+                latency,
+                rpm: t.rpm,
+                spend_cap: t.spend_cap,
+            });
+        }
+        let mut faults = Vec::new();
+        for (i, f) in raw.fault.into_iter().enumerate() {
+            let field = |k: &str| format!("fault[{i}].{k}");
+            if f.target != "*" && !targets.iter().any(|t| t.name == f.target) {
+                return Err(err(&field("target"), format!("no target named {:?}", f.target)));
+            }
+            if !FAULT_KINDS.contains(&f.kind.as_str()) {
+                return Err(err(&field("kind"), format!("unknown kind {:?}; expected one of {FAULT_KINDS:?}", f.kind)));
+            }
+            let from = f.from.as_deref().map_or(Ok(Duration::ZERO), |s| dur(&field("from"), s))?;
+            let to = f.to.as_deref().map_or(Ok(duration), |s| dur(&field("to"), s))?;
+            if to <= from {
+                return Err(err(&field("to"), format!("must be after `from` ({from:?}), got {to:?}")));
+            }
+            if let Some(s) = f.status
+                && !(100..=599).contains(&s)
+            {
+                return Err(err(&field("status"), format!("{s} is not an HTTP status")));
+            }
+            let factor = f.factor.unwrap_or(10.0);
+            if !(factor >= 1.0 && factor.is_finite()) {
+                return Err(err(&field("factor"), format!("must be at least 1, got {factor}")));
+            }
+            let period = f.period.as_deref().map_or(Ok(Duration::from_secs(5)), |s| dur(&field("period"), s))?;
+            if period.is_zero() {
+                return Err(err(&field("period"), "must be above zero"));
+            }
+            faults.push(Fault { target: f.target, kind: f.kind, from, to, status: f.status, factor, period });
+        }
+        let levee = raw.levee;
+        if levee.breaker.threshold == Some(0) {
+            return Err(err("levee.breaker.threshold", "must be at least 1"));
+        }
+        if levee.breaker.half_open_probes == Some(0) {
+            return Err(err("levee.breaker.half_open_probes", "must be at least 1"));
+        }
+        if levee.retry.max_attempts == Some(0) {
+            return Err(err("levee.retry.max_attempts", "must be at least 1 (the first attempt counts)"));
+        }
+        if levee.bulkhead.max_concurrent == Some(0) {
+            return Err(err("levee.bulkhead.max_concurrent", "must be at least 1"));
+        }
+        Ok(Scenario {
+            name: raw.name,
+            duration,
+            seed: raw.seed,
+            stacks,
+            load: Load { rate: raw.load.rate, model: raw.load.model, stream: raw.load.stream, timeout },
+            targets,
+            faults,
+            levee,
+        })
+    }
+}
