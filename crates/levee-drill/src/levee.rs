@@ -12,6 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Request, Response};
 use levee_core::breaker::{BreakerConfig, Cooldown, Jitter};
+use levee_core::classify::{Classification, Verdict};
 use levee_core::gate::GateConfig;
 use levee_core::park::ParkConfig;
 use tokio::time::Instant;
@@ -69,8 +70,9 @@ impl Service<Request<Bytes>> for StandInRouter {
         let deadline = parts.extensions.get::<Deadline>().copied();
         let flag = parts.extensions.get::<NoTargetFlag>().cloned();
         Box::pin(async move {
-            loop {
+            for round in 1.. {
                 let mut refusals: Vec<BoxError> = Vec::new();
+                let mut last_429 = None;
                 for (i, (svc, scope)) in targets.iter().enumerate() {
                     let mut r = Request::new(body.clone());
                     *r.method_mut() = parts.method.clone();
@@ -78,6 +80,9 @@ impl Service<Request<Bytes>> for StandInRouter {
                     r.extensions_mut().insert(scope.clone());
                     r.extensions_mut().insert(TargetIndex(i));
                     match svc.clone().oneshot(r).await {
+                        // A throttling 429 moves the request to the next
+                        // target (seed 000): its gate is closed now anyway.
+                        Ok(res) if is_throttled(&res) => last_429 = Some(res),
                         Ok(mut res) => {
                             res.extensions_mut().insert(ServedBy(i));
                             return Ok(res);
@@ -86,14 +91,27 @@ impl Service<Request<Bytes>> for StandInRouter {
                         Err(e) => return Err(e),
                     }
                 }
-                let earliest = refusals.iter().filter_map(|e| rejection_retry_after(&**e)).min();
+                // Every target is only throttled: wait for the earliest
+                // reopen when it fits the deadline (a fresh 429 closed its
+                // gate just now: look again at once to learn its reopen).
                 let only_throttled = refusals.iter().all(|e| e.is::<tower_levee::Throttled>());
+                let wait = if last_429.is_some() {
+                    Some(Duration::ZERO)
+                } else {
+                    refusals.iter().filter_map(|e| rejection_retry_after(&**e)).min()
+                };
                 if only_throttled
-                    && let Some(wait) = earliest
+                    && round < MAX_ROUNDS
+                    && let Some(wait) = wait
                     && deadline.is_none_or(|d| Instant::now() + wait <= d.0)
                 {
-                    tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
+                    if !wait.is_zero() {
+                        tokio::time::sleep(wait).await;
+                    }
                     continue;
+                }
+                if let Some(res) = last_429 {
+                    return Ok(res);
                 }
                 let first = refusals.remove(0);
                 let kind = rejection_kind(&*first);
@@ -104,8 +122,16 @@ impl Service<Request<Bytes>> for StandInRouter {
                 }
                 return Err(first);
             }
+            unreachable!("the rounds are bounded")
         })
     }
+}
+
+/// Rounds of the stand-in router before it gives up waiting on throttles.
+const MAX_ROUNDS: u32 = 20;
+
+fn is_throttled<B>(res: &Response<B>) -> bool {
+    res.extensions().get::<Classification>().is_some_and(|c| c.verdict == Verdict::Throttled)
 }
 
 /// The Levee stack of one run.
