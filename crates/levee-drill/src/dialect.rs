@@ -106,7 +106,9 @@ pub fn throttle(dialect: &str, model: &str, wait: Duration, rpm: u32) -> Respons
                 ("retry-after-ms", wait.as_millis().max(1).to_string()),
                 ("x-ratelimit-remaining-requests", "0".into()),
             ],
-            format!(r#"{{"error":{{"code":"429","message":"Rate limit is exceeded. Try again in {ceil_secs} seconds."}}}}"#),
+            format!(
+                r#"{{"error":{{"code":"429","message":"Rate limit is exceeded. Try again in {ceil_secs} seconds."}}}}"#
+            ),
         ),
         "anthropic" => respond(
             429,
@@ -117,12 +119,16 @@ pub fn throttle(dialect: &str, model: &str, wait: Duration, rpm: u32) -> Respons
                 ("anthropic-ratelimit-requests-limit", rpm.to_string()),
                 ("anthropic-ratelimit-requests-remaining", "0".into()),
             ],
-            format!(r#"{{"type":"error","error":{{"type":"rate_limit_error","message":"This request would exceed your organization's rate limit of {rpm} requests per minute (model: {model}). For details, refer to: https://docs.claude.com/en/api/rate-limits."}},"request_id":"req_011drill"}}"#),
+            format!(
+                r#"{{"type":"error","error":{{"type":"rate_limit_error","message":"This request would exceed your organization's rate limit of {rpm} requests per minute (model: {model}). For details, refer to: https://docs.claude.com/en/api/rate-limits."}},"request_id":"req_011drill"}}"#
+            ),
         ),
         "gemini" => respond(
             429,
             &[json()],
-            format!(r#"{{"error":{{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED","details":[{{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{{"quotaMetric":"generativelanguage.googleapis.com/generate_content_paid_tier_requests","quotaId":"GenerateRequestsPerMinutePerProjectPerModel","quotaDimensions":{{"location":"global","model":"{model}"}},"quotaValue":"{rpm}"}}]}},{{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"{ceil_secs}s"}}]}}}}"#),
+            format!(
+                r#"{{"error":{{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED","details":[{{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{{"quotaMetric":"generativelanguage.googleapis.com/generate_content_paid_tier_requests","quotaId":"GenerateRequestsPerMinutePerProjectPerModel","quotaDimensions":{{"location":"global","model":"{model}"}},"quotaValue":"{rpm}"}}]}},{{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"{ceil_secs}s"}}]}}}}"#
+            ),
         ),
         "bedrock" => respond(
             429,
@@ -137,7 +143,10 @@ pub fn throttle(dialect: &str, model: &str, wait: Duration, rpm: u32) -> Respons
                 ("x-ratelimit-remaining-requests", "0".into()),
                 ("x-ratelimit-reset-requests", go_duration(wait)),
             ],
-            format!(r#"{{"error":{{"message":"Rate limit reached for {model} in organization org-drill on requests per min (RPM): Limit {rpm}, Used {rpm}, Requested 1. Please try again in {}. Visit https://platform.openai.com/account/rate-limits to learn more.","type":"requests","param":null,"code":"rate_limit_exceeded"}}}}"#, go_duration(wait)),
+            format!(
+                r#"{{"error":{{"message":"Rate limit reached for {model} in organization org-drill on requests per min (RPM): Limit {rpm}, Used {rpm}, Requested 1. Please try again in {}. Visit https://platform.openai.com/account/rate-limits to learn more.","type":"requests","param":null,"code":"rate_limit_exceeded"}}}}"#,
+                go_duration(wait)
+            ),
         ),
     }
 }

@@ -24,7 +24,9 @@ use tower_levee::retry::{Deadline, Retry, RetryOutcome, Stop};
 use tower_levee::{BoxError, BreakerLayer, BulkheadLayer, RetryBudget, RetryBudgetLayer};
 
 use crate::dialect::SimBody;
-use crate::outcome::{Fail, TransitionRecord, is_timeout, rejection_kind, rejection_retry_after, response_failure};
+use crate::outcome::{
+    Fail, TransitionRecord, is_timeout, rejection_kind, rejection_retry_after, response_failure,
+};
 use crate::provider::{Provider, StreamCheck, TargetIndex};
 use crate::scenario::{LeveeConfig, Scenario};
 
@@ -49,11 +51,14 @@ pub struct StandInRouter {
 
 impl std::fmt::Debug for StandInRouter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StandInRouter").field("targets", &self.targets.len()).finish()
+        f.debug_struct("StandInRouter")
+            .field("targets", &self.targets.len())
+            .finish()
     }
 }
 
-type RouterFuture = Pin<Box<dyn Future<Output = Result<Response<ResponseBody<SimBody>>, BoxError>> + Send>>;
+type RouterFuture =
+    Pin<Box<dyn Future<Output = Result<Response<ResponseBody<SimBody>>, BoxError>> + Send>>;
 
 impl Service<Request<Bytes>> for StandInRouter {
     type Response = Response<ResponseBody<SimBody>>;
@@ -98,7 +103,10 @@ impl Service<Request<Bytes>> for StandInRouter {
                 let wait = if last_429.is_some() {
                     Some(Duration::ZERO)
                 } else {
-                    refusals.iter().filter_map(|e| rejection_retry_after(&**e)).min()
+                    refusals
+                        .iter()
+                        .filter_map(|e| rejection_retry_after(&**e))
+                        .min()
                 };
                 if only_throttled
                     && round < MAX_ROUNDS
@@ -131,7 +139,9 @@ impl Service<Request<Bytes>> for StandInRouter {
 const MAX_ROUNDS: u32 = 20;
 
 fn is_throttled<B>(res: &Response<B>) -> bool {
-    res.extensions().get::<Classification>().is_some_and(|c| c.verdict == Verdict::Throttled)
+    res.extensions()
+        .get::<Classification>()
+        .is_some_and(|c| c.verdict == Verdict::Throttled)
 }
 
 /// The Levee stack of one run.
@@ -158,11 +168,19 @@ pub fn breaker_config(cfg: &LeveeConfig) -> Result<BreakerConfig, BoxError> {
     }
     if o.cooldown.is_some() || o.max_cooldown.is_some() {
         let base = o.cooldown.unwrap_or(Duration::from_secs(30));
-        let max = o.max_cooldown.unwrap_or(Duration::from_secs(15 * 60)).max(base);
+        let max = o
+            .max_cooldown
+            .unwrap_or(Duration::from_secs(15 * 60))
+            .max(base);
         b = b.cooldown(Cooldown::exponential(base, 2.0, max));
     }
     if let Some(c) = o.credential_cooldown {
-        b = b.credential_cooldown(Cooldown::Exponential { base: c, multiplier: 2.0, max: c.max(Duration::from_secs(3600)), jitter: Jitter::Equal });
+        b = b.credential_cooldown(Cooldown::Exponential {
+            base: c,
+            multiplier: 2.0,
+            max: c.max(Duration::from_secs(3600)),
+            jitter: Jitter::Equal,
+        });
     }
     b = b.slow_call(o.slow_call.or(d.slow_call));
     if let Some(p) = o.half_open_probes {
@@ -171,7 +189,8 @@ pub fn breaker_config(cfg: &LeveeConfig) -> Result<BreakerConfig, BoxError> {
     if let Some(c) = o.credential_threshold {
         b = b.credential_threshold(c);
     }
-    b.build().map_err(|e| format!("[levee.breaker]: {e}").into())
+    b.build()
+        .map_err(|e| format!("[levee.breaker]: {e}").into())
 }
 
 impl LeveeStack {
@@ -191,7 +210,11 @@ impl LeveeStack {
         }
         let events: Arc<Mutex<Vec<TransitionRecord>>> = Arc::default();
         let sink = events.clone();
-        let names: Vec<(String, String)> = sc.targets.iter().map(|t| (t.name.clone(), t.account.clone())).collect();
+        let names: Vec<(String, String)> = sc
+            .targets
+            .iter()
+            .map(|t| (t.name.clone(), t.account.clone()))
+            .collect();
         let breaker = BreakerLayer::builder()
             .breaker(breaker_config(cfg)?)
             .gate(gate.build().map_err(|e| format!("[levee.gate]: {e}"))?)
@@ -201,7 +224,13 @@ impl LeveeStack {
                 let scope = ev.scope();
                 let target = names
                     .iter()
-                    .find(|(n, _)| scope == n || scope.starts_with(n.as_str()) && !scope[n.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '-' || c == '_'))
+                    .find(|(n, _)| {
+                        scope == n
+                            || scope.starts_with(n.as_str())
+                                && !scope[n.len()..].starts_with(|c: char| {
+                                    c.is_alphanumeric() || c == '-' || c == '_'
+                                })
+                    })
                     .or_else(|| names.iter().find(|(_, a)| a == scope))
                     .map_or_else(|| scope.to_owned(), |(n, _)| n.clone());
                 sink.lock().expect("events").push(TransitionRecord {
@@ -223,14 +252,23 @@ impl LeveeStack {
             .iter()
             .enumerate()
             .map(|(i, t)| {
-                let inner = tower::timeout::Timeout::new(StreamCheck(provider.target(i)), attempt_timeout);
-                let svc = BulkheadLayer::named(t.name.clone(), max_concurrent).layer(breaker.layer(inner));
-                let scope = Scope::new().domain(t.name.clone()).model(sc.load.model.clone()).billing(t.account.clone());
+                let inner =
+                    tower::timeout::Timeout::new(StreamCheck(provider.target(i)), attempt_timeout);
+                let svc = BulkheadLayer::named(t.name.clone(), max_concurrent)
+                    .layer(breaker.layer(inner));
+                let scope = Scope::new()
+                    .domain(t.name.clone())
+                    .model(sc.load.model.clone())
+                    .billing(t.account.clone());
                 (BoxCloneSyncService::new(svc), scope)
             })
             .collect();
         let r = &cfg.retry;
-        let budget = Arc::new(RetryBudget::new(Duration::from_secs(10), r.min_per_sec.unwrap_or(10), r.retry_ratio.unwrap_or(0.1)));
+        let budget = Arc::new(RetryBudget::new(
+            Duration::from_secs(10),
+            r.min_per_sec.unwrap_or(10),
+            r.retry_ratio.unwrap_or(0.1),
+        ));
         let mut layer = RetryBudgetLayer::new(budget.clone())
             .max_attempts(r.max_attempts.unwrap_or(3))
             .timeout(sc.load.timeout)
@@ -238,8 +276,15 @@ impl LeveeStack {
         if let Some(w) = r.max_wait {
             layer = layer.max_wait(w);
         }
-        let svc = layer.layer(StandInRouter { targets: targets.into() });
-        Ok(LeveeStack { svc, budget, timeout: sc.load.timeout, events })
+        let svc = layer.layer(StandInRouter {
+            targets: targets.into(),
+        });
+        Ok(LeveeStack {
+            svc,
+            budget,
+            timeout: sc.load.timeout,
+            events,
+        })
     }
 
     /// The transitions recorded so far.
@@ -254,14 +299,23 @@ impl LeveeStack {
 
     /// One request through the stack (the caller's deadline is applied by the runner).
     pub async fn call(&self) -> Result<usize, Fail> {
-        let mut req = Request::post("https://drill.invalid/v1/chat/completions").body(Bytes::new()).expect("static request");
+        let mut req = Request::post("https://drill.invalid/v1/chat/completions")
+            .body(Bytes::new())
+            .expect("static request");
         let flag = NoTargetFlag::default();
-        req.extensions_mut().insert(Deadline(Instant::now() + self.timeout));
+        req.extensions_mut()
+            .insert(Deadline(Instant::now() + self.timeout));
         req.extensions_mut().insert(flag.clone());
         match self.svc.clone().oneshot(req).await {
-            Ok(res) if res.status().is_success() => Ok(res.extensions().get::<ServedBy>().map_or(0, |s| s.0)),
+            Ok(res) if res.status().is_success() => {
+                Ok(res.extensions().get::<ServedBy>().map_or(0, |s| s.0))
+            }
             Ok(res) => {
-                if res.extensions().get::<RetryOutcome>().is_some_and(|o| o.stop == Stop::BudgetExhausted) {
+                if res
+                    .extensions()
+                    .get::<RetryOutcome>()
+                    .is_some_and(|o| o.stop == Stop::BudgetExhausted)
+                {
                     return Err(Fail::BudgetExhausted);
                 }
                 Err(response_failure(&res, b""))

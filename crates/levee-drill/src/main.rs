@@ -49,14 +49,18 @@ fn run_suite(json: Option<&str>, svg_dir: Option<&str>) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(e, 1),
     };
-    println!("Levee drill: the built-in suite, {} scenarios in virtual time\n", scenarios.len());
+    println!(
+        "Levee drill: the built-in suite, {} scenarios in virtual time\n",
+        scenarios.len()
+    );
     let mut reports = Vec::new();
     for sc in &scenarios {
         match run::run_scenario(sc) {
             Ok(r) => {
                 println!("{}", table(&r));
                 if let Some(dir) = svg_dir
-                    && let Err(e) = std::fs::write(format!("{dir}/{}.svg", sc.name), svg::render(sc, &r))
+                    && let Err(e) =
+                        std::fs::write(format!("{dir}/{}.svg", sc.name), svg::render(sc, &r))
                 {
                     return fail(format!("{dir}: {e}"), 1);
                 }
@@ -70,7 +74,10 @@ fn run_suite(json: Option<&str>, svg_dir: Option<&str>) -> ExitCode {
     {
         return fail(format!("{path}: {e}"), 1);
     }
-    println!("suite ran in {:.1}s (wall clock)", began.elapsed().as_secs_f64());
+    println!(
+        "suite ran in {:.1}s (wall clock)",
+        began.elapsed().as_secs_f64()
+    );
     ExitCode::SUCCESS
 }
 
@@ -90,9 +97,14 @@ fn run_file(args: &[&str]) -> ExitCode {
             other => return fail(format!("run: unexpected argument {other:?}\n\n{USAGE}"), 2),
         }
     }
-    let Some(file) = file else { return fail(format!("run: a scenario file is required\n\n{USAGE}"), 2) };
+    let Some(file) = file else {
+        return fail(format!("run: a scenario file is required\n\n{USAGE}"), 2);
+    };
     if live {
-        return fail("run --live: not yet supported (the loopback hyper server lands later); run without --live for virtual time", 2);
+        return fail(
+            "run --live: not yet supported (the loopback hyper server lands later); run without --live for virtual time",
+            2,
+        );
     }
     let text = match std::fs::read_to_string(file) {
         Ok(t) => t,
@@ -153,14 +165,22 @@ fn main() -> ExitCode {
                 match *a {
                     "--json" => json = it.next().copied(),
                     "--svg-dir" => dir = it.next().copied(),
-                    other => return fail(format!("suite: unexpected argument {other:?}\n\n{USAGE}"), 2),
+                    other => {
+                        return fail(
+                            format!("suite: unexpected argument {other:?}\n\n{USAGE}"),
+                            2,
+                        );
+                    }
                 }
             }
             run_suite(json, dir)
         }
         ["run", rest @ ..] => run_file(rest),
         _ => {
-            let _ = write!(io::stderr(), "levee-drill: unknown arguments {args:?}\n\n{USAGE}");
+            let _ = write!(
+                io::stderr(),
+                "levee-drill: unknown arguments {args:?}\n\n{USAGE}"
+            );
             ExitCode::from(2)
         }
     }

@@ -112,7 +112,8 @@ pub fn rejection_retry_after(err: &(dyn Error + 'static)) -> Option<Duration> {
     } else if let Some(e) = err.downcast_ref::<Parked>() {
         Some(e.retry_after())
     } else {
-        err.downcast_ref::<BulkheadFull>().map(BulkheadFull::retry_after)
+        err.downcast_ref::<BulkheadFull>()
+            .map(BulkheadFull::retry_after)
     }
 }
 

@@ -58,13 +58,18 @@ pub struct Provider {
 
 impl std::fmt::Debug for Provider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Provider").field("scenario", &self.scenario.name).finish()
+        f.debug_struct("Provider")
+            .field("scenario", &self.scenario.name)
+            .finish()
     }
 }
 
 /// A connection refused by the (simulated) network.
 fn connect_error() -> BoxError {
-    Box::new(io::Error::new(io::ErrorKind::ConnectionRefused, "connection refused"))
+    Box::new(io::Error::new(
+        io::ErrorKind::ConnectionRefused,
+        "connection refused",
+    ))
 }
 
 /// The outcome the provider decided for one call, before its latency.
@@ -77,7 +82,7 @@ enum Answer {
 impl Provider {
     /// A provider for `scenario`, its timeline starting now.
     pub fn new(scenario: Arc<Scenario>) -> Self {
-        let seed = scenario.seed ^ 0x5eed_0f_d7_11;
+        let seed = scenario.seed ^ 0x005e_ed0f_d711;
         Provider {
             scenario,
             start: Instant::now(),
@@ -96,7 +101,10 @@ impl Provider {
     }
 
     fn active<'a>(&'a self, target: &'a str, t: Duration) -> impl Iterator<Item = &'a Fault> + 'a {
-        self.scenario.faults.iter().filter(move |f| f.active(target, t))
+        self.scenario
+            .faults
+            .iter()
+            .filter(move |f| f.active(target, t))
     }
 
     fn decide(&self, idx: usize) -> Answer {
@@ -115,15 +123,24 @@ impl Provider {
         let mut answer = None;
         for f in self.active(&target.name, t) {
             answer = match f.kind.as_str() {
-                "outage" => Some(Answer::Respond(dialect::server_error(d, false, f.status), Duration::from_millis(50))),
-                "overload" | "flap" => Some(Answer::Respond(dialect::server_error(d, true, f.status), Duration::from_millis(50))),
+                "outage" => Some(Answer::Respond(
+                    dialect::server_error(d, false, f.status),
+                    Duration::from_millis(50),
+                )),
+                "overload" | "flap" => Some(Answer::Respond(
+                    dialect::server_error(d, true, f.status),
+                    Duration::from_millis(50),
+                )),
                 "hang" => Some(Answer::Hang),
                 "connect_error" => Some(Answer::Fail(connect_error(), Duration::from_millis(5))),
                 "revoke_key" => Some(Answer::Respond(dialect::revoked(d), quick)),
                 "spend_cap" => Some(Answer::Respond(dialect::spend_cap(d), quick)),
                 "throttle" => {
                     let wait = (f.to - t).min(Duration::from_secs(20));
-                    Some(Answer::Respond(dialect::throttle(d, model, wait, target.rpm), quick))
+                    Some(Answer::Respond(
+                        dialect::throttle(d, model, wait, target.rpm),
+                        quick,
+                    ))
                 }
                 "brownout" => {
                     latency = latency.mul_f64(f.factor);
@@ -139,7 +156,10 @@ impl Provider {
                 break;
             }
         }
-        if answer.is_none() && target.spend_cap > 0 && st.spent.get(&target.account).copied().unwrap_or(0) >= target.spend_cap {
+        if answer.is_none()
+            && target.spend_cap > 0
+            && st.spent.get(&target.account).copied().unwrap_or(0) >= target.spend_cap
+        {
             answer = Some(Answer::Respond(dialect::spend_cap(d), quick));
         }
         if answer.is_none() && target.rpm > 0 {
@@ -148,14 +168,20 @@ impl Provider {
             let b = st
                 .buckets
                 .entry((target.account.clone(), model.to_owned()))
-                .or_insert(Bucket { tokens: cap, at: now });
+                .or_insert(Bucket {
+                    tokens: cap,
+                    at: now,
+                });
             b.tokens = (b.tokens + (now - b.at).as_secs_f64() * rate).min(cap);
             b.at = now;
             if b.tokens >= 1.0 {
                 b.tokens -= 1.0;
             } else {
                 let wait = Duration::from_secs_f64((1.0 - b.tokens) / rate);
-                answer = Some(Answer::Respond(dialect::throttle(d, model, wait, target.rpm), quick));
+                answer = Some(Answer::Respond(
+                    dialect::throttle(d, model, wait, target.rpm),
+                    quick,
+                ));
             }
         }
         let answer = answer.unwrap_or_else(|| {
@@ -164,7 +190,13 @@ impl Provider {
                 if sc.load.stream {
                     Answer::Respond(dialect::midstream_error(d, model), latency / 2)
                 } else {
-                    Answer::Fail(Box::new(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed before the body ended")), latency / 2)
+                    Answer::Fail(
+                        Box::new(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "connection closed before the body ended",
+                        )),
+                        latency / 2,
+                    )
                 }
             } else {
                 Answer::Respond(dialect::success(d, model, sc.load.stream), latency)
@@ -182,7 +214,10 @@ impl Provider {
 
     /// The service answering for target `idx`.
     pub fn target(&self, idx: usize) -> TargetService {
-        TargetService { provider: self.clone(), idx }
+        TargetService {
+            provider: self.clone(),
+            idx,
+        }
     }
 }
 
@@ -270,7 +305,11 @@ where
                 return Ok(res);
             };
             let (parts, body) = res.into_parts();
-            let bytes: Bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+            let bytes: Bytes = body
+                .collect()
+                .await
+                .map(|c| c.to_bytes())
+                .unwrap_or_default();
             scanner.feed(&bytes);
             let verdict = scanner.finish();
             if verdict.verdict != Verdict::Success {

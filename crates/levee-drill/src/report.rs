@@ -43,7 +43,14 @@ pub struct Failed {
 impl Failed {
     /// The sum of every cause.
     pub fn total(&self) -> u64 {
-        self.circuit_open + self.throttled + self.parked + self.bulkhead_full + self.budget_exhausted + self.no_target + self.upstream + self.timeout
+        self.circuit_open
+            + self.throttled
+            + self.parked
+            + self.bulkhead_full
+            + self.budget_exhausted
+            + self.no_target
+            + self.upstream
+            + self.timeout
     }
 
     fn add(&mut self, f: Fail) {
@@ -129,7 +136,11 @@ impl StackResult {
                 Err(f) => failed.add(f),
             }
         }
-        let mut lat: Vec<u64> = run.records.iter().map(|r| r.latency.as_millis() as u64).collect();
+        let mut lat: Vec<u64> = run
+            .records
+            .iter()
+            .map(|r| r.latency.as_millis() as u64)
+            .collect();
         lat.sort_unstable();
         let (detect, recover) = timings(sc, &run);
         StackResult {
@@ -138,10 +149,26 @@ impl StackResult {
             succeeded,
             failed,
             upstream_calls: run.calls.by_target.values().sum(),
-            upstream_calls_by_target: sc.targets.iter().map(|t| (t.name.clone(), run.calls.by_target.get(&t.name).copied().unwrap_or(0))).collect(),
+            upstream_calls_by_target: sc
+                .targets
+                .iter()
+                .map(|t| {
+                    (
+                        t.name.clone(),
+                        run.calls.by_target.get(&t.name).copied().unwrap_or(0),
+                    )
+                })
+                .collect(),
             upstream_rejected_calls: run.calls.rejected,
-            fallback_share: if succeeded == 0 { 0.0 } else { ((fallback as f64 / succeeded as f64) * 10_000.0).round() / 10_000.0 },
-            latency_ms: Latency { p50: percentile(&lat, 0.50), p99: percentile(&lat, 0.99) },
+            fallback_share: if succeeded == 0 {
+                0.0
+            } else {
+                ((fallback as f64 / succeeded as f64) * 10_000.0).round() / 10_000.0
+            },
+            latency_ms: Latency {
+                p50: percentile(&lat, 0.50),
+                p99: percentile(&lat, 0.99),
+            },
             transitions: run.transitions,
             detect,
             recover,
@@ -151,23 +178,36 @@ impl StackResult {
 
     /// Succeeded over requests.
     pub fn success_rate(&self) -> f64 {
-        if self.requests == 0 { 1.0 } else { self.succeeded as f64 / self.requests as f64 }
+        if self.requests == 0 {
+            1.0
+        } else {
+            self.succeeded as f64 / self.requests as f64
+        }
     }
 
     /// Breaker transitions to `open`.
     pub fn breaker_opens(&self) -> usize {
-        self.transitions.iter().filter(|t| t.mechanism == "breaker" && t.to == "open").count()
+        self.transitions
+            .iter()
+            .filter(|t| t.mechanism == "breaker" && t.to == "open")
+            .count()
     }
 }
 
 fn timings(sc: &Scenario, run: &StackRun) -> (Option<Duration>, Option<Duration>) {
-    let Some(fault) = sc.faults.first() else { return (None, None) };
+    let Some(fault) = sc.faults.first() else {
+        return (None, None);
+    };
     let on_target = |name: &str| fault.target == "*" || fault.target == name;
     let from_ms = fault.from.as_millis() as u64;
     let detect = run
         .transitions
         .iter()
-        .find(|t| t.t_ms >= from_ms && on_target(&t.target) && matches!(t.to.as_str(), "open" | "gated" | "parked"))
+        .find(|t| {
+            t.t_ms >= from_ms
+                && on_target(&t.target)
+                && matches!(t.to.as_str(), "open" | "gated" | "parked")
+        })
         .map(|t| Duration::from_millis(t.t_ms - from_ms));
     let recover = if fault.to >= sc.duration {
         None
@@ -192,7 +232,16 @@ pub fn table(report: &ScenarioReport) -> String {
     let _ = writeln!(
         s,
         "  {:<12} {:>8} {:>8} {:>9} {:>7} {:>9} {:>7} {:>7} {:>6} {:>8}  failures",
-        "stack", "requests", "success", "upstream", "wasted", "fallback", "p50", "p99", "detect", "recover"
+        "stack",
+        "requests",
+        "success",
+        "upstream",
+        "wasted",
+        "fallback",
+        "p50",
+        "p99",
+        "detect",
+        "recover"
     );
     for r in &report.results {
         let fails: Vec<String> = Fail::ALL
@@ -224,7 +273,11 @@ pub fn table(report: &ScenarioReport) -> String {
             r.latency_ms.p99,
             secs(r.detect),
             secs(r.recover),
-            if fails.is_empty() { "-".into() } else { fails.join(" ") }
+            if fails.is_empty() {
+                "-".into()
+            } else {
+                fails.join(" ")
+            }
         );
     }
     s

@@ -47,8 +47,15 @@ pub struct StackRun {
 }
 
 /// Runs one stack over the scenario's arrivals in virtual time.
-pub fn run_stack(sc: &Arc<Scenario>, stack: &str, arrivals: &[Duration]) -> Result<StackRun, BoxError> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build()?;
+pub fn run_stack(
+    sc: &Arc<Scenario>,
+    stack: &str,
+    arrivals: &[Duration],
+) -> Result<StackRun, BoxError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()?;
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, drive(sc.clone(), stack.to_owned(), arrivals.to_vec()))
 }
@@ -59,22 +66,38 @@ enum Stack {
     Levee(LeveeStack),
 }
 
-async fn drive(sc: Arc<Scenario>, name: String, arrivals: Vec<Duration>) -> Result<StackRun, BoxError> {
+async fn drive(
+    sc: Arc<Scenario>,
+    name: String,
+    arrivals: Vec<Duration>,
+) -> Result<StackRun, BoxError> {
     let start = Instant::now();
     let provider = Provider::new(sc.clone());
     let transitions: Rc<RefCell<Vec<TransitionRecord>>> = Rc::default();
     let stack = Rc::new(match name.as_str() {
         "unprotected" => Stack::Unprotected,
-        "naive" => Stack::Naive(Naive::new(sc.targets.iter().map(|t| t.name.clone()).collect(), start, transitions.clone())),
+        "naive" => Stack::Naive(Naive::new(
+            sc.targets.iter().map(|t| t.name.clone()).collect(),
+            start,
+            transitions.clone(),
+        )),
         "levee" => Stack::Levee(LeveeStack::new(&sc, &provider, start)?),
         other => return Err(format!("unknown stack {other:?}").into()),
     });
-    let rng = Rc::new(RefCell::new(fastrand::Rng::with_seed(sc.seed.wrapping_add(17))));
-    let records: Rc<RefCell<Vec<Option<Record>>>> = Rc::new(RefCell::new(vec![None; arrivals.len()]));
+    let rng = Rc::new(RefCell::new(fastrand::Rng::with_seed(
+        sc.seed.wrapping_add(17),
+    )));
+    let records: Rc<RefCell<Vec<Option<Record>>>> =
+        Rc::new(RefCell::new(vec![None; arrivals.len()]));
     let mut tasks = Vec::with_capacity(arrivals.len());
     for (i, at) in arrivals.iter().copied().enumerate() {
         tokio::time::sleep_until(start + at).await;
-        let (stack, provider, rng, records) = (stack.clone(), provider.clone(), rng.clone(), records.clone());
+        let (stack, provider, rng, records) = (
+            stack.clone(),
+            provider.clone(),
+            rng.clone(),
+            records.clone(),
+        );
         let timeout = sc.load.timeout;
         tasks.push(tokio::task::spawn_local(async move {
             let began = Instant::now();
@@ -85,8 +108,14 @@ async fn drive(sc: Arc<Scenario>, name: String, arrivals: Vec<Duration>) -> Resu
                     Stack::Levee(l) => l.call().await,
                 }
             };
-            let result = tokio::time::timeout(timeout, fut).await.unwrap_or(Err(Fail::Timeout));
-            records.borrow_mut()[i] = Some(Record { at, latency: Instant::now() - began, result });
+            let result = tokio::time::timeout(timeout, fut)
+                .await
+                .unwrap_or(Err(Fail::Timeout));
+            records.borrow_mut()[i] = Some(Record {
+                at,
+                latency: Instant::now() - began,
+                result,
+            });
         }));
     }
     for t in tasks {
@@ -96,8 +125,17 @@ async fn drive(sc: Arc<Scenario>, name: String, arrivals: Vec<Duration>) -> Resu
     if let Stack::Levee(l) = &*stack {
         transitions.extend(l.transitions());
     }
-    let records = records.borrow_mut().drain(..).map(|r| r.expect("every request finishes")).collect();
-    Ok(StackRun { stack: name, records, calls: provider.stats(), transitions })
+    let records = records
+        .borrow_mut()
+        .drain(..)
+        .map(|r| r.expect("every request finishes"))
+        .collect();
+    Ok(StackRun {
+        stack: name,
+        records,
+        calls: provider.stats(),
+        transitions,
+    })
 }
 
 /// Runs every stack the scenario names and builds its report.
@@ -109,5 +147,8 @@ pub fn run_scenario(sc: &Scenario) -> Result<ScenarioReport, BoxError> {
         let run = run_stack(&sc, stack, &arrivals)?;
         results.push(StackResult::from_run(&sc, run));
     }
-    Ok(ScenarioReport { scenario: sc.name.clone(), results })
+    Ok(ScenarioReport {
+        scenario: sc.name.clone(),
+        results,
+    })
 }

@@ -104,7 +104,7 @@ impl Fault {
         }
         if self.kind == "flap" {
             let half = self.period.as_nanos().max(1);
-            return ((t - self.from).as_nanos() / half) % 2 == 0;
+            return ((t - self.from).as_nanos() / half).is_multiple_of(2);
         }
         true
     }
@@ -222,10 +222,15 @@ mod opt_dur {
     use serde::{Deserialize, Deserializer};
     use std::time::Duration;
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
         let s = Option::<String>::deserialize(d)?;
-        s.map(|s| humantime::parse_duration(&s).map_err(|e| serde::de::Error::custom(format!("{s:?}: {e}"))))
-            .transpose()
+        s.map(|s| {
+            humantime::parse_duration(&s)
+                .map_err(|e| serde::de::Error::custom(format!("{s:?}: {e}")))
+        })
+        .transpose()
     }
 }
 
@@ -282,7 +287,12 @@ struct RawFault {
 }
 
 fn dur(field: &str, s: &str) -> Result<Duration, ScenarioError> {
-    humantime::parse_duration(s).map_err(|e| err(field, format!("{s:?} is not a duration ({e}); write e.g. \"250ms\", \"30s\", \"2m\"")))
+    humantime::parse_duration(s).map_err(|e| {
+        err(
+            field,
+            format!("{s:?} is not a duration ({e}); write e.g. \"250ms\", \"30s\", \"2m\""),
+        )
+    })
 }
 
 impl Scenario {
@@ -293,14 +303,25 @@ impl Scenario {
         if duration.is_zero() {
             return Err(err("duration", "must be above zero"));
         }
-        let stacks = raw.stacks.unwrap_or_else(|| STACKS.iter().map(|s| s.to_string()).collect());
+        let stacks = raw
+            .stacks
+            .unwrap_or_else(|| STACKS.iter().map(|s| s.to_string()).collect());
         for (i, s) in stacks.iter().enumerate() {
             if !STACKS.contains(&s.as_str()) {
-                return Err(err(&format!("stacks[{i}]"), format!("unknown stack {s:?}; expected one of {STACKS:?}")));
+                return Err(err(
+                    &format!("stacks[{i}]"),
+                    format!("unknown stack {s:?}; expected one of {STACKS:?}"),
+                ));
             }
         }
         if !(raw.load.rate > 0.0 && raw.load.rate.is_finite()) {
-            return Err(err("load.rate", format!("must be a positive number of requests/s, got {}", raw.load.rate)));
+            return Err(err(
+                "load.rate",
+                format!(
+                    "must be a positive number of requests/s, got {}",
+                    raw.load.rate
+                ),
+            ));
         }
         let timeout = match &raw.load.timeout {
             Some(t) => dur("load.timeout", t)?,
@@ -315,10 +336,22 @@ impl Scenario {
         let mut targets = Vec::new();
         for (i, t) in raw.target.into_iter().enumerate() {
             if !DIALECTS.contains(&t.dialect.as_str()) {
-                return Err(err(&format!("target[{i}].dialect"), format!("unknown dialect {:?}; expected one of {DIALECTS:?}", t.dialect)));
+                return Err(err(
+                    &format!("target[{i}].dialect"),
+                    format!(
+                        "unknown dialect {:?}; expected one of {DIALECTS:?}",
+                        t.dialect
+                    ),
+                ));
             }
-            if t.name.is_empty() || t.name == "*" || targets.iter().any(|o: &Target| o.name == t.name) {
-                return Err(err(&format!("target[{i}].name"), format!("{:?} must be non-empty, not \"*\", and unique", t.name)));
+            if t.name.is_empty()
+                || t.name == "*"
+                || targets.iter().any(|o: &Target| o.name == t.name)
+            {
+                return Err(err(
+                    &format!("target[{i}].name"),
+                    format!("{:?} must be non-empty, not \"*\", and unique", t.name),
+                ));
             }
             let latency = match &t.latency {
                 Some(l) => dur(&format!("target[{i}].latency"), l)?,
@@ -337,15 +370,29 @@ impl Scenario {
         for (i, f) in raw.fault.into_iter().enumerate() {
             let field = |k: &str| format!("fault[{i}].{k}");
             if f.target != "*" && !targets.iter().any(|t| t.name == f.target) {
-                return Err(err(&field("target"), format!("no target named {:?}", f.target)));
+                return Err(err(
+                    &field("target"),
+                    format!("no target named {:?}", f.target),
+                ));
             }
             if !FAULT_KINDS.contains(&f.kind.as_str()) {
-                return Err(err(&field("kind"), format!("unknown kind {:?}; expected one of {FAULT_KINDS:?}", f.kind)));
+                return Err(err(
+                    &field("kind"),
+                    format!("unknown kind {:?}; expected one of {FAULT_KINDS:?}", f.kind),
+                ));
             }
-            let from = f.from.as_deref().map_or(Ok(Duration::ZERO), |s| dur(&field("from"), s))?;
-            let to = f.to.as_deref().map_or(Ok(duration), |s| dur(&field("to"), s))?;
+            let from = f
+                .from
+                .as_deref()
+                .map_or(Ok(Duration::ZERO), |s| dur(&field("from"), s))?;
+            let to =
+                f.to.as_deref()
+                    .map_or(Ok(duration), |s| dur(&field("to"), s))?;
             if to <= from {
-                return Err(err(&field("to"), format!("must be after `from` ({from:?}), got {to:?}")));
+                return Err(err(
+                    &field("to"),
+                    format!("must be after `from` ({from:?}), got {to:?}"),
+                ));
             }
             if let Some(s) = f.status
                 && !(100..=599).contains(&s)
@@ -354,13 +401,27 @@ impl Scenario {
             }
             let factor = f.factor.unwrap_or(10.0);
             if !(factor >= 1.0 && factor.is_finite()) {
-                return Err(err(&field("factor"), format!("must be at least 1, got {factor}")));
+                return Err(err(
+                    &field("factor"),
+                    format!("must be at least 1, got {factor}"),
+                ));
             }
-            let period = f.period.as_deref().map_or(Ok(Duration::from_secs(5)), |s| dur(&field("period"), s))?;
+            let period = f
+                .period
+                .as_deref()
+                .map_or(Ok(Duration::from_secs(5)), |s| dur(&field("period"), s))?;
             if period.is_zero() {
                 return Err(err(&field("period"), "must be above zero"));
             }
-            faults.push(Fault { target: f.target, kind: f.kind, from, to, status: f.status, factor, period });
+            faults.push(Fault {
+                target: f.target,
+                kind: f.kind,
+                from,
+                to,
+                status: f.status,
+                factor,
+                period,
+            });
         }
         let levee = raw.levee;
         if levee.breaker.threshold == Some(0) {
@@ -370,7 +431,10 @@ impl Scenario {
             return Err(err("levee.breaker.half_open_probes", "must be at least 1"));
         }
         if levee.retry.max_attempts == Some(0) {
-            return Err(err("levee.retry.max_attempts", "must be at least 1 (the first attempt counts)"));
+            return Err(err(
+                "levee.retry.max_attempts",
+                "must be at least 1 (the first attempt counts)",
+            ));
         }
         if levee.bulkhead.max_concurrent == Some(0) {
             return Err(err("levee.bulkhead.max_concurrent", "must be at least 1"));
@@ -380,7 +444,12 @@ impl Scenario {
             duration,
             seed: raw.seed,
             stacks,
-            load: Load { rate: raw.load.rate, model: raw.load.model, stream: raw.load.stream, timeout },
+            load: Load {
+                rate: raw.load.rate,
+                model: raw.load.model,
+                stream: raw.load.stream,
+                timeout,
+            },
             targets,
             faults,
             levee,

@@ -28,7 +28,12 @@ enum Attempt {
 }
 
 fn hint(headers: &http::HeaderMap) -> Option<Duration> {
-    let get = |k: &str| headers.get(k).and_then(|v| v.to_str().ok()).and_then(|s| s.trim().parse::<f64>().ok());
+    let get = |k: &str| {
+        headers
+            .get(k)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|s| s.trim().parse::<f64>().ok())
+    };
     if let Some(ms) = get("retry-after-ms") {
         return Some(Duration::from_secs_f64(ms.max(0.0) / 1000.0));
     }
@@ -37,14 +42,20 @@ fn hint(headers: &http::HeaderMap) -> Option<Duration> {
 
 async fn attempt(provider: &Provider, idx: usize) -> Attempt {
     let mut svc = StreamCheck(provider.target(idx));
-    let req = Request::post("/v1/chat/completions").body(Bytes::new()).expect("static request");
+    let req = Request::post("/v1/chat/completions")
+        .body(Bytes::new())
+        .expect("static request");
     match svc.call(req).await {
         Ok(res) if res.status().is_success() => Attempt::Served,
         Ok(res) => {
             let status = res.status().as_u16();
             let hint = hint(res.headers());
             let (parts, body) = res.into_parts();
-            let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+            let bytes = body
+                .collect()
+                .await
+                .map(|c| c.to_bytes())
+                .unwrap_or_default();
             let fail = response_failure(&http::Response::from_parts(parts, ()), &bytes);
             if matches!(status, 408 | 409 | 429) || status >= 500 {
                 Attempt::Retryable { hint, fail }
@@ -54,7 +65,10 @@ async fn attempt(provider: &Provider, idx: usize) -> Attempt {
         }
         // The SDKs do not retry a stream that failed after its 200.
         Err(e) if e.is::<MidStreamError>() => Attempt::Final(Fail::Upstream),
-        Err(_) => Attempt::Retryable { hint: None, fail: Fail::Upstream },
+        Err(_) => Attempt::Retryable {
+            hint: None,
+            fail: Fail::Upstream,
+        },
     }
 }
 
@@ -65,7 +79,9 @@ fn backoff(n: u32, hint: Option<Duration>, rng: &RefCell<fastrand::Rng>) -> Dura
     if let Some(h) = hint.filter(|h| *h <= MAX_HINT) {
         return h;
     }
-    let base = Duration::from_millis(500).saturating_mul(1 << (n - 1).min(8)).min(Duration::from_secs(8));
+    let base = Duration::from_millis(500)
+        .saturating_mul(1 << (n - 1).min(8))
+        .min(Duration::from_secs(8));
     base.mul_f64(1.0 - 0.25 * rng.borrow_mut().f64())
 }
 
@@ -109,7 +125,9 @@ struct NaiveInner {
 
 impl std::fmt::Debug for NaiveInner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NaiveInner").field("names", &self.names).finish()
+        f.debug_struct("NaiveInner")
+            .field("names", &self.names)
+            .finish()
     }
 }
 
@@ -120,10 +138,18 @@ const NAIVE_COOLOFF: Duration = Duration::from_secs(30);
 
 impl Naive {
     /// Breakers for `names`, recording transitions into `transitions`.
-    pub fn new(names: Vec<String>, start: Instant, transitions: Rc<RefCell<Vec<TransitionRecord>>>) -> Self {
+    pub fn new(
+        names: Vec<String>,
+        start: Instant,
+        transitions: Rc<RefCell<Vec<TransitionRecord>>>,
+    ) -> Self {
         let n = names.len();
         Naive {
-            inner: RefCell::new(NaiveInner { names, state: vec![State::Closed; n], fails: vec![0; n] }),
+            inner: RefCell::new(NaiveInner {
+                names,
+                state: vec![State::Closed; n],
+                fails: vec![0; n],
+            }),
             start,
             transitions,
         }
@@ -194,7 +220,11 @@ impl Naive {
                 }
                 inner.fails[i] = 0;
                 inner.state[i] = State::Open(now + NAIVE_COOLOFF);
-                ("closed", "open", format!("opened after {NAIVE_THRESHOLD} consecutive non-2xx"))
+                (
+                    "closed",
+                    "open",
+                    format!("opened after {NAIVE_THRESHOLD} consecutive non-2xx"),
+                )
             }
             (State::Open(_), _) => return,
         };
@@ -203,7 +233,11 @@ impl Naive {
     }
 
     /// One request through the naive stack.
-    pub async fn call(&self, provider: &Provider, rng: &RefCell<fastrand::Rng>) -> Result<usize, Fail> {
+    pub async fn call(
+        &self,
+        provider: &Provider,
+        rng: &RefCell<fastrand::Rng>,
+    ) -> Result<usize, Fail> {
         for n in 1..=ATTEMPTS {
             let Some(i) = self.admit() else {
                 return Err(Fail::CircuitOpen);

@@ -4,20 +4,40 @@ use crate::scenario::{Scenario, ScenarioError};
 
 /// The built-in scenarios: (file name, TOML text).
 pub const SUITE: [(&str, &str); 8] = [
-    ("hard-outage.toml", include_str!("../scenarios/hard-outage.toml")),
-    ("throttle-storm.toml", include_str!("../scenarios/throttle-storm.toml")),
-    ("spend-cap.toml", include_str!("../scenarios/spend-cap.toml")),
-    ("revoked-key.toml", include_str!("../scenarios/revoked-key.toml")),
-    ("api-wide-529.toml", include_str!("../scenarios/api-wide-529.toml")),
+    (
+        "hard-outage.toml",
+        include_str!("../scenarios/hard-outage.toml"),
+    ),
+    (
+        "throttle-storm.toml",
+        include_str!("../scenarios/throttle-storm.toml"),
+    ),
+    (
+        "spend-cap.toml",
+        include_str!("../scenarios/spend-cap.toml"),
+    ),
+    (
+        "revoked-key.toml",
+        include_str!("../scenarios/revoked-key.toml"),
+    ),
+    (
+        "api-wide-529.toml",
+        include_str!("../scenarios/api-wide-529.toml"),
+    ),
     ("brownout.toml", include_str!("../scenarios/brownout.toml")),
     ("flapping.toml", include_str!("../scenarios/flapping.toml")),
-    ("midstream-errors.toml", include_str!("../scenarios/midstream-errors.toml")),
+    (
+        "midstream-errors.toml",
+        include_str!("../scenarios/midstream-errors.toml"),
+    ),
 ];
 
 /// The built-in scenarios, parsed.
 pub fn scenarios() -> Result<Vec<Scenario>, ScenarioError> {
     SUITE
         .iter()
-        .map(|(file, text)| Scenario::from_toml(text).map_err(|e| ScenarioError(format!("{file}: {e}"))))
+        .map(|(file, text)| {
+            Scenario::from_toml(text).map_err(|e| ScenarioError(format!("{file}: {e}")))
+        })
         .collect()
 }

@@ -23,7 +23,9 @@ fn colour(mechanism: &str, state: &str) -> Option<&'static str> {
 }
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// The SVG document for `report`.
@@ -34,24 +36,60 @@ pub fn render(sc: &Scenario, report: &ScenarioReport) -> String {
     let block = 30.0 + lane * sc.targets.len() as f64 + 50.0;
     let height = 40.0 + block * report.results.len() as f64;
     let mut s = String::new();
-    let _ = writeln!(s, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" font-family="sans-serif" font-size="11">"#);
-    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/><text x="10" y="20" font-size="14">{} — breaker (red open, orange half-open), gate (blue gated), park (purple parked); outcomes per second (green first target, teal fallback, red failed)</text>"#, esc(&report.scenario));
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" font-family="sans-serif" font-size="11">"#
+    );
+    let _ = writeln!(
+        s,
+        r#"<rect width="100%" height="100%" fill="white"/><text x="10" y="20" font-size="14">{} — breaker (red open, orange half-open), gate (blue gated), park (purple parked); outcomes per second (green first target, teal fallback, red failed)</text>"#,
+        esc(&report.scenario)
+    );
     for f in &sc.faults {
-        let _ = writeln!(s, r##"<rect x="{:.1}" y="28" width="{:.1}" height="{:.1}" fill="#f2e6c9" opacity="0.5"><title>{} {} on {}</title></rect>"##, x(f.from.as_millis() as f64), (x(f.to.as_millis() as f64) - x(f.from.as_millis() as f64)).max(1.0), height - 30.0, esc(&f.kind), esc(&format!("{:?}-{:?}", f.from, f.to)), esc(&f.target));
+        let _ = writeln!(
+            s,
+            r##"<rect x="{:.1}" y="28" width="{:.1}" height="{:.1}" fill="#f2e6c9" opacity="0.5"><title>{} {} on {}</title></rect>"##,
+            x(f.from.as_millis() as f64),
+            (x(f.to.as_millis() as f64) - x(f.from.as_millis() as f64)).max(1.0),
+            height - 30.0,
+            esc(&f.kind),
+            esc(&format!("{:?}-{:?}", f.from, f.to)),
+            esc(&f.target)
+        );
     }
     for (b, r) in report.results.iter().enumerate() {
         let y0 = 40.0 + block * b as f64;
-        let _ = writeln!(s, r#"<text x="10" y="{:.1}" font-weight="bold">{}: {:.2}% served</text>"#, y0 + 12.0, esc(&r.stack), r.success_rate() * 100.0);
+        let _ = writeln!(
+            s,
+            r#"<text x="10" y="{:.1}" font-weight="bold">{}: {:.2}% served</text>"#,
+            y0 + 12.0,
+            esc(&r.stack),
+            r.success_rate() * 100.0
+        );
         for (ti, t) in sc.targets.iter().enumerate() {
             let ty = y0 + 20.0 + lane * ti as f64;
-            let _ = writeln!(s, r#"<text x="10" y="{:.1}">{}</text>"#, ty + 2.0 * BAND, esc(&t.name));
+            let _ = writeln!(
+                s,
+                r#"<text x="10" y="{:.1}">{}</text>"#,
+                ty + 2.0 * BAND,
+                esc(&t.name)
+            );
             for (mi, mech) in ["breaker", "gate", "park"].iter().enumerate() {
                 let my = ty + BAND * mi as f64;
-                let _ = writeln!(s, r##"<rect x="{LEFT}" y="{my:.1}" width="{:.1}" height="{:.1}" fill="#eeeeee"/>"##, W - LEFT - 10.0, BAND - 1.0);
+                let _ = writeln!(
+                    s,
+                    r##"<rect x="{LEFT}" y="{my:.1}" width="{:.1}" height="{:.1}" fill="#eeeeee"/>"##,
+                    W - LEFT - 10.0,
+                    BAND - 1.0
+                );
                 // Each scope of this mechanism on this target: state from its transitions.
                 let mut open: Vec<(String, String, u64)> = Vec::new();
                 let mut spans: Vec<(u64, u64, &'static str)> = Vec::new();
-                for tr in r.transitions.iter().filter(|tr| tr.target == t.name && tr.mechanism == *mech) {
+                for tr in r
+                    .transitions
+                    .iter()
+                    .filter(|tr| tr.target == t.name && tr.mechanism == *mech)
+                {
                     if let Some(pos) = open.iter().position(|(sc, _, _)| *sc == tr.scope) {
                         let (_, state, since) = open.remove(pos);
                         if let Some(c) = colour(mech, &state) {
@@ -66,7 +104,13 @@ pub fn render(sc: &Scenario, report: &ScenarioReport) -> String {
                     }
                 }
                 for (a, z, c) in spans {
-                    let _ = writeln!(s, r#"<rect x="{:.1}" y="{my:.1}" width="{:.1}" height="{:.1}" fill="{c}"/>"#, x(a as f64), (x(z as f64) - x(a as f64)).max(0.8), BAND - 1.0);
+                    let _ = writeln!(
+                        s,
+                        r#"<rect x="{:.1}" y="{my:.1}" width="{:.1}" height="{:.1}" fill="{c}"/>"#,
+                        x(a as f64),
+                        (x(z as f64) - x(a as f64)).max(0.8),
+                        BAND - 1.0
+                    );
                 }
             }
         }
@@ -81,9 +125,18 @@ pub fn render(sc: &Scenario, report: &ScenarioReport) -> String {
                 Err(_) => b.2 += 1,
             }
         }
-        let max = buckets.iter().map(|b| b.0 + b.1 + b.2).max().unwrap_or(1).max(1) as f64;
+        let max = buckets
+            .iter()
+            .map(|b| b.0 + b.1 + b.2)
+            .max()
+            .unwrap_or(1)
+            .max(1) as f64;
         let base = y0 + 20.0 + lane * sc.targets.len() as f64 + 40.0;
-        let _ = writeln!(s, r#"<text x="10" y="{:.1}">requests/s</text>"#, base - 10.0);
+        let _ = writeln!(
+            s,
+            r#"<text x="10" y="{:.1}">requests/s</text>"#,
+            base - 10.0
+        );
         let bw = (W - LEFT - 10.0) / secs as f64;
         for (i, (ok, fb, bad)) in buckets.iter().enumerate().take(secs) {
             let mut y = base;
@@ -93,7 +146,12 @@ pub fn render(sc: &Scenario, report: &ScenarioReport) -> String {
                 }
                 let h = 36.0 * f64::from(n) / max;
                 y -= h;
-                let _ = writeln!(s, r#"<rect x="{:.1}" y="{y:.1}" width="{:.1}" height="{h:.1}" fill="{c}"/>"#, LEFT + bw * i as f64, bw.max(0.5));
+                let _ = writeln!(
+                    s,
+                    r#"<rect x="{:.1}" y="{y:.1}" width="{:.1}" height="{h:.1}" fill="{c}"/>"#,
+                    LEFT + bw * i as f64,
+                    bw.max(0.5)
+                );
             }
         }
     }

@@ -128,8 +128,8 @@ fn every_committed_signal_classifies_as_expected_through_the_command() {
 }
 
 #[test]
-fn no_argument_prints_the_sample_table() {
-    let out = drill(&[], "");
+fn samples_prints_the_sample_table() {
+    let out = drill(&["samples"], "");
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     for word in [

@@ -1,0 +1,103 @@
+//! The binary's contract: no argument runs the suite; `run FILE.toml`
+//! writes the JSON report; `--live` is refused clearly for now.
+
+use std::process::Command;
+
+fn drill(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_levee-drill"))
+        .args(args)
+        .output()
+        .expect("runs")
+}
+
+#[test]
+fn no_argument_runs_the_builtin_suite() {
+    let out = drill(&[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    for name in [
+        "hard-outage",
+        "throttle-storm",
+        "spend-cap",
+        "revoked-key",
+        "api-wide-529",
+        "brownout",
+        "flapping",
+        "midstream-errors",
+    ] {
+        assert!(
+            text.contains(&format!("scenario: {name}")),
+            "{name} missing from:\n{text}"
+        );
+    }
+    for stack in ["unprotected", "naive", "levee"] {
+        assert!(text.contains(stack));
+    }
+}
+
+#[test]
+fn run_writes_the_json_report_and_the_svg() {
+    let dir = std::env::temp_dir().join(format!("levee-drill-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let scenario = dir.join("s.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"tiny\"\nduration = \"20s\"\nseed = 1\n[load]\nrate = 5\nmodel = \"gpt-4o\"\n\
+         [[target]]\nname = \"a\"\ndialect = \"openai\"\n[[target]]\nname = \"b\"\ndialect = \"anthropic\"\n\
+         [[fault]]\ntarget = \"a\"\nkind = \"outage\"\nfrom = \"5s\"\nto = \"15s\"\n",
+    )
+    .unwrap();
+    let (json, svg) = (dir.join("o.json"), dir.join("o.svg"));
+    let out = drill(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["scenario"], "tiny");
+    assert_eq!(v["results"].as_array().unwrap().len(), 3);
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+    let first = std::fs::read(&json).unwrap();
+    assert!(
+        drill(&[
+            "run",
+            scenario.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap()
+        ])
+        .status
+        .success()
+    );
+    assert_eq!(
+        first,
+        std::fs::read(&json).unwrap(),
+        "same seed, same bytes"
+    );
+
+    let live = drill(&["run", scenario.to_str().unwrap(), "--live"]);
+    assert_eq!(live.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&live.stderr).contains("not yet supported"));
+
+    std::fs::write(
+        &scenario,
+        "name = \"bad\"\nduration = \"soon\"\n[load]\nrate = 1\nmodel = \"m\"\n",
+    )
+    .unwrap();
+    let bad = drill(&["run", scenario.to_str().unwrap()]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("duration"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

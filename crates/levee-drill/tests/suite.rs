@@ -1,0 +1,263 @@
+//! The built-in scenarios in virtual time: the outcomes the design promises,
+//! with the numbers printed (`cargo test -p levee-drill -- --nocapture`).
+
+use std::time::Duration;
+
+use levee_drill::report::{ScenarioReport, StackResult, table};
+use levee_drill::run::run_scenario;
+use levee_drill::scenario::Scenario;
+use levee_drill::suite;
+
+/// A built-in scenario by name, cut to `secs` seconds (debug builds are slow).
+fn builtin(name: &str, secs: u64) -> Scenario {
+    let mut sc = suite::scenarios()
+        .expect("the built-in scenarios parse")
+        .into_iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no built-in scenario {name}"));
+    sc.duration = Duration::from_secs(secs);
+    sc
+}
+
+fn run(sc: &Scenario) -> ScenarioReport {
+    let report = run_scenario(sc).expect("the scenario runs");
+    print!("{}", table(&report));
+    report
+}
+
+fn stack<'a>(r: &'a ScenarioReport, name: &str) -> &'a StackResult {
+    r.results
+        .iter()
+        .find(|s| s.stack == name)
+        .expect("stack ran")
+}
+
+fn assert_accounted(r: &ScenarioReport) {
+    for s in &r.results {
+        assert_eq!(
+            s.requests,
+            s.succeeded + s.failed.total(),
+            "{}/{}: requests = succeeded + Σ failed",
+            r.scenario,
+            s.stack
+        );
+        assert!(s.requests > 0, "{}/{}: no traffic", r.scenario, s.stack);
+    }
+}
+
+#[test]
+fn throttle_storm_levee_opens_no_breaker_and_serves_99_percent() {
+    let r = run(&builtin("throttle-storm", 60));
+    assert_accounted(&r);
+    let levee = stack(&r, "levee");
+    let naive = stack(&r, "naive");
+    println!(
+        "levee: {:.2}% served, {} breaker opens; naive: {:.2}% served, {} breaker opens",
+        levee.success_rate() * 100.0,
+        levee.breaker_opens(),
+        naive.success_rate() * 100.0,
+        naive.breaker_opens()
+    );
+    assert_eq!(
+        levee.breaker_opens(),
+        0,
+        "a 429 never trips Levee's breaker"
+    );
+    assert!(levee.success_rate() >= 0.99, "levee serves >= 99%");
+    assert!(
+        naive.success_rate() < levee.success_rate(),
+        "naive serves less"
+    );
+    assert!(naive.breaker_opens() > 0, "naive's breakers cascade open");
+}
+
+#[test]
+fn hard_outage_levee_spares_the_dead_primary_and_unprotected_hammers_it() {
+    // The primary is down for the whole (shortened) run.
+    let mut sc = builtin("hard-outage", 60);
+    sc.faults[0].from = Duration::ZERO;
+    sc.faults[0].to = sc.duration + Duration::from_secs(60);
+    let r = run(&sc);
+    assert_accounted(&r);
+    let levee = stack(&r, "levee");
+    let unprotected = stack(&r, "unprotected");
+    let threshold = 5; // the default consecutive-failure threshold
+    let probes = levee
+        .transitions
+        .iter()
+        .filter(|t| t.target == "primary" && t.mechanism == "breaker" && t.to == "half_open")
+        .count() as u64;
+    let levee_calls = levee.upstream_calls_by_target["primary"];
+    let unprotected_calls = unprotected.upstream_calls_by_target["primary"];
+    println!(
+        "levee: {levee_calls} calls to the dead primary (threshold {threshold} + {probes} probes); \
+         unprotected: {unprotected_calls} calls for {} requests",
+        unprotected.requests
+    );
+    // Plus at most one call already in flight when the fifth failure came
+    // back (arrivals are 50 ms apart on average, the 503 takes 50 ms).
+    assert!(
+        levee_calls <= threshold + probes + 1,
+        "levee stays within threshold + probes"
+    );
+    assert!(
+        unprotected_calls >= 3 * unprotected.requests,
+        "unprotected retries every request twice"
+    );
+    assert!(
+        levee.success_rate() > 0.99,
+        "levee serves from the secondary"
+    );
+}
+
+#[test]
+fn every_builtin_scenario_accounts_for_every_request() {
+    for sc in suite::scenarios().expect("the built-in scenarios parse") {
+        let mut sc = sc;
+        sc.duration = sc.duration.min(Duration::from_secs(90));
+        let r = run(&sc);
+        assert_accounted(&r);
+        let levee = stack(&r, "levee");
+        let unprotected = stack(&r, "unprotected");
+        assert!(
+            levee.success_rate() >= unprotected.success_rate(),
+            "{}: levee serves at least as much as unprotected",
+            r.scenario
+        );
+    }
+}
+
+#[test]
+fn same_seed_gives_identical_json() {
+    let sc = builtin("api-wide-529", 40);
+    let a = serde_json::to_string(&run_scenario(&sc).expect("runs")).expect("json");
+    let b = serde_json::to_string(&run_scenario(&sc).expect("runs")).expect("json");
+    assert_eq!(a, b);
+    let mut other = sc.clone();
+    other.seed += 1;
+    let c = serde_json::to_string(&run_scenario(&other).expect("runs")).expect("json");
+    assert_ne!(a, c, "another seed, other arrivals");
+}
+
+#[test]
+fn json_report_has_the_contract_shape() {
+    let r = run_scenario(&builtin("spend-cap", 80)).expect("runs");
+    let v: serde_json::Value = serde_json::to_value(&r).expect("json");
+    assert_eq!(v["scenario"], "spend-cap");
+    for res in v["results"].as_array().expect("results") {
+        let mut failed: Vec<&str> = res["failed"]
+            .as_object()
+            .expect("failed")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        failed.sort_unstable();
+        assert_eq!(
+            failed,
+            [
+                "budget_exhausted",
+                "bulkhead_full",
+                "circuit_open",
+                "no_target",
+                "parked",
+                "throttled",
+                "timeout",
+                "upstream"
+            ]
+        );
+        for key in [
+            "stack",
+            "requests",
+            "succeeded",
+            "upstream_calls",
+            "upstream_calls_by_target",
+            "upstream_rejected_calls",
+            "fallback_share",
+            "latency_ms",
+            "transitions",
+        ] {
+            assert!(res.get(key).is_some(), "missing {key}");
+        }
+        assert!(res["latency_ms"]["p50"].is_u64() && res["latency_ms"]["p99"].is_u64());
+        for t in res["transitions"].as_array().expect("transitions") {
+            for key in [
+                "t_ms",
+                "target",
+                "scope",
+                "mechanism",
+                "from",
+                "to",
+                "reason",
+            ] {
+                assert!(t.get(key).is_some(), "transition missing {key}");
+            }
+        }
+    }
+    // The spend cap parks the primary under Levee.
+    let levee = r
+        .results
+        .iter()
+        .find(|s| s.stack == "levee")
+        .expect("levee");
+    assert!(
+        levee
+            .transitions
+            .iter()
+            .any(|t| t.mechanism == "park" && t.to == "parked"),
+        "{:?}",
+        levee.transitions
+    );
+}
+
+#[test]
+fn scenario_errors_name_the_field() {
+    let base = "name = \"x\"\nduration = \"10s\"\n[load]\nrate = 1\nmodel = \"m\"\n[[target]]\nname = \"a\"\ndialect = \"openai\"\n";
+    assert!(Scenario::from_toml(base).is_ok());
+    let cases = [
+        (base.replace("\"10s\"", "\"ten\""), "duration"),
+        (base.replace("\"openai\"", "\"acme\""), "target[0].dialect"),
+        (
+            format!("{base}[[fault]]\ntarget = \"b\"\nkind = \"outage\"\n"),
+            "fault[0].target",
+        ),
+        (
+            format!("{base}[[fault]]\ntarget = \"a\"\nkind = \"meteor\"\n"),
+            "fault[0].kind",
+        ),
+        (
+            format!(
+                "{base}[[fault]]\ntarget = \"a\"\nkind = \"outage\"\nfrom = \"5s\"\nto = \"2s\"\n"
+            ),
+            "fault[0].to",
+        ),
+        (
+            format!("{base}[levee.breaker]\nthreshold = 0\n"),
+            "levee.breaker.threshold",
+        ),
+        (base.replace("rate = 1", "rate = -1"), "load.rate"),
+    ];
+    for (text, field) in cases {
+        let e = Scenario::from_toml(&text).expect_err(field).to_string();
+        assert!(e.contains(field), "{e:?} should name {field}");
+    }
+    let e = Scenario::from_toml(&format!("{base}[levee.breaker]\ncooldown = \"soon\"\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cooldown"), "{e}");
+}
+
+#[test]
+fn levee_overrides_reach_the_breaker() {
+    let mut sc = builtin("hard-outage", 40);
+    sc.stacks = vec!["levee".into()];
+    sc.faults[0].from = Duration::ZERO;
+    sc.levee =
+        toml::from_str("[breaker]\nthreshold = 2\ncooldown = \"10s\"\n").expect("levee table");
+    let r = run(&sc);
+    let open = r.results[0]
+        .transitions
+        .iter()
+        .find(|t| t.to == "open")
+        .expect("opens");
+    assert!(open.reason.contains('2'), "{}", open.reason);
+}
