@@ -4,7 +4,7 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use levee_drill::report::{ScenarioReport, table};
+use levee_drill::report::{ScenarioReport, summary, table};
 use levee_drill::scenario::Scenario;
 use levee_drill::{classify_cmd, run, samples, suite, svg};
 
@@ -74,6 +74,8 @@ fn run_suite(json: Option<&str>, svg_dir: Option<&str>) -> ExitCode {
     {
         return fail(format!("{path}: {e}"), 1);
     }
+    println!("summary: requests served, and calls that reached the provider\n");
+    println!("{}", summary(&reports));
     println!(
         "suite ran in {:.1}s (wall clock)",
         began.elapsed().as_secs_f64()

@@ -282,3 +282,30 @@ pub fn table(report: &ScenarioReport) -> String {
     }
     s
 }
+
+/// One line per scenario: each stack's success rate and upstream calls.
+pub fn summary(reports: &[ScenarioReport]) -> String {
+    let mut s = String::new();
+    let stacks = ["unprotected", "naive", "levee"];
+    let _ = writeln!(
+        s,
+        "| scenario | {} |",
+        stacks
+            .map(|st| format!("{st}: served (upstream calls)"))
+            .join(" | ")
+    );
+    let _ = writeln!(s, "|---|{}", "---|".repeat(stacks.len()));
+    for r in reports {
+        let cells: Vec<String> = stacks
+            .iter()
+            .map(|st| {
+                r.results.iter().find(|x| x.stack == *st).map_or_else(
+                    || "-".to_owned(),
+                    |x| format!("{:.2}% ({})", x.success_rate() * 100.0, x.upstream_calls),
+                )
+            })
+            .collect();
+        let _ = writeln!(s, "| {} | {} |", r.scenario, cells.join(" | "));
+    }
+    s
+}
