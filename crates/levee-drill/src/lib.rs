@@ -14,6 +14,7 @@
 //! (`levee-drill samples`).
 
 pub mod classify_cmd;
+pub mod config;
 pub mod dialect;
 pub mod levee;
 pub mod outcome;
