@@ -17,6 +17,7 @@ pub mod classify_cmd;
 pub mod config;
 pub mod dialect;
 pub mod levee;
+pub mod live;
 pub mod outcome;
 pub mod provider;
 pub mod report;

@@ -85,7 +85,7 @@ fn run_suite(json: Option<&str>, svg_dir: Option<&str>) -> ExitCode {
 
 fn run_file(args: &[&str]) -> ExitCode {
     let mut file = None;
-    let (mut json, mut svg_out, mut live) = (None, None, false);
+    let (mut json, mut svg_out, mut live, mut scale) = (None, None, false, 1.0);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match *a {
@@ -93,7 +93,10 @@ fn run_file(args: &[&str]) -> ExitCode {
             "--svg" => svg_out = it.next().copied(),
             "--live" => live = true,
             "--time-scale" => {
-                let _ = it.next();
+                match levee_drill::live::parse_scale(it.next().copied().unwrap_or("")) {
+                    Ok(v) => scale = v,
+                    Err(e) => return fail(e, 2),
+                }
             }
             f if file.is_none() && !f.starts_with("--") => file = Some(f),
             other => return fail(format!("run: unexpected argument {other:?}\n\n{USAGE}"), 2),
@@ -102,12 +105,6 @@ fn run_file(args: &[&str]) -> ExitCode {
     let Some(file) = file else {
         return fail(format!("run: a scenario file is required\n\n{USAGE}"), 2);
     };
-    if live {
-        return fail(
-            "run --live: not yet supported (the loopback hyper server lands later); run without --live for virtual time",
-            2,
-        );
-    }
     let text = match std::fs::read_to_string(file) {
         Ok(t) => t,
         Err(e) => return fail(format!("{file}: {e}"), 1),
@@ -116,7 +113,18 @@ fn run_file(args: &[&str]) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(format!("{file}: {e}"), 2),
     };
-    let report = match run::run_scenario(&sc) {
+    if live {
+        println!(
+            "live: over HTTP on 127.0.0.1, real time compressed {scale}x (about {:.0}s); times below are wall-clock",
+            sc.duration.as_secs_f64() / scale
+        );
+    }
+    let run = if live {
+        run::run_scenario_live(&sc, scale)
+    } else {
+        run::run_scenario(&sc)
+    };
+    let report = match run {
         Ok(r) => r,
         Err(e) => return fail(format!("{file}: {e}"), 1),
     };
@@ -127,7 +135,17 @@ fn run_file(args: &[&str]) -> ExitCode {
         return fail(format!("{path}: {e}"), 1);
     }
     if let Some(path) = svg_out
-        && let Err(e) = std::fs::write(path, svg::render(&sc, &report))
+        && let Err(e) = std::fs::write(
+            path,
+            svg::render(
+                &if live {
+                    levee_drill::live::scaled(&sc, scale)
+                } else {
+                    sc.clone()
+                },
+                &report,
+            ),
+        )
     {
         return fail(format!("{path}: {e}"), 1);
     }

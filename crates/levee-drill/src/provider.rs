@@ -54,6 +54,7 @@ pub struct Provider {
     scenario: Arc<Scenario>,
     start: Instant,
     state: Arc<Mutex<State>>,
+    remote: Option<crate::live::Remote>,
 }
 
 impl std::fmt::Debug for Provider {
@@ -92,6 +93,16 @@ impl Provider {
                 stats: CallStats::default(),
                 rng: fastrand::Rng::with_seed(seed),
             })),
+            remote: None,
+        }
+    }
+
+    /// The same provider reached over HTTP through `remote` (live mode):
+    /// its targets send real requests to the loopback server.
+    pub fn over(&self, remote: crate::live::Remote) -> Provider {
+        Provider {
+            remote: Some(remote),
+            ..self.clone()
         }
     }
 
@@ -177,7 +188,8 @@ impl Provider {
             if b.tokens >= 1.0 {
                 b.tokens -= 1.0;
             } else {
-                let wait = Duration::from_secs_f64((1.0 - b.tokens) / rate);
+                // Rounded up to the millisecond: a hint never ends before the token exists.
+                let wait = Duration::from_millis(((1.0 - b.tokens) / rate * 1000.0).ceil() as u64);
                 answer = Some(Answer::Respond(
                     dialect::throttle(d, model, wait, target.rpm),
                     quick,
@@ -241,6 +253,9 @@ impl<B> Service<Request<B>> for TargetService {
     }
 
     fn call(&mut self, _req: Request<B>) -> SimFuture {
+        if let Some(remote) = &self.provider.remote {
+            return remote.send(self.idx);
+        }
         let answer = self.provider.decide(self.idx);
         Box::pin(async move {
             match answer {

@@ -57,7 +57,10 @@ pub fn run_stack(
         .start_paused(true)
         .build()?;
     let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, drive(sc.clone(), stack.to_owned(), arrivals.to_vec()))
+    local.block_on(
+        &rt,
+        drive(sc.clone(), stack.to_owned(), arrivals.to_vec(), false),
+    )
 }
 
 enum Stack {
@@ -70,9 +73,15 @@ async fn drive(
     sc: Arc<Scenario>,
     name: String,
     arrivals: Vec<Duration>,
+    live: bool,
 ) -> Result<StackRun, BoxError> {
     let start = Instant::now();
     let provider = Provider::new(sc.clone());
+    let provider = if live {
+        provider.over(crate::live::serve(provider.clone()).await?)
+    } else {
+        provider
+    };
     let transitions: Rc<RefCell<Vec<TransitionRecord>>> = Rc::default();
     let stack = Rc::new(match name.as_str() {
         "unprotected" => Stack::Unprotected,
@@ -147,6 +156,39 @@ pub fn run_scenario(sc: &Scenario) -> Result<ScenarioReport, BoxError> {
         let run = run_stack(&sc, stack, &arrivals)?;
         results.push(StackResult::from_run(&sc, run));
     }
+    Ok(ScenarioReport {
+        scenario: sc.name.clone(),
+        results,
+    })
+}
+
+/// Runs the scenario live: every stack at once, each over real HTTP to its
+/// own loopback provider server, in real time compressed `scale` times.
+pub fn run_scenario_live(sc: &Scenario, scale: f64) -> Result<ScenarioReport, BoxError> {
+    let sc = Arc::new(crate::live::scaled(sc, scale));
+    let arrivals = arrivals(&sc);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let local = tokio::task::LocalSet::new();
+    let runs = local.block_on(&rt, async {
+        let handles: Vec<_> = sc
+            .stacks
+            .iter()
+            .map(|st| {
+                tokio::task::spawn_local(drive(sc.clone(), st.clone(), arrivals.clone(), true))
+            })
+            .collect();
+        let mut runs = Vec::new();
+        for h in handles {
+            runs.push(h.await??);
+        }
+        Ok::<_, BoxError>(runs)
+    })?;
+    let results = runs
+        .into_iter()
+        .map(|run| StackResult::from_run(&sc, run))
+        .collect();
     Ok(ScenarioReport {
         scenario: sc.name.clone(),
         results,

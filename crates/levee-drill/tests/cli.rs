@@ -1,5 +1,5 @@
 //! The binary's contract: no argument runs the suite; `run FILE.toml`
-//! writes the JSON report; `--live` is refused clearly for now.
+//! writes the JSON report; bad arguments exit with 2.
 
 use std::process::Command;
 
@@ -87,9 +87,15 @@ fn run_writes_the_json_report_and_the_svg() {
         "same seed, same bytes"
     );
 
-    let live = drill(&["run", scenario.to_str().unwrap(), "--live"]);
-    assert_eq!(live.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&live.stderr).contains("not yet supported"));
+    let bad_scale = drill(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--live",
+        "--time-scale",
+        "0",
+    ]);
+    assert_eq!(bad_scale.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad_scale.stderr).contains("--time-scale"));
 
     std::fs::write(
         &scenario,

@@ -1,0 +1,124 @@
+//! `--live`: the same scenario over real HTTP. The simulated provider is
+//! served by a hyper server on 127.0.0.1 (one per stack), the stacks reach
+//! it through the hyper-util client, and the clock is the real one,
+//! optionally compressed by `--time-scale`.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+use tower::Service;
+use tower_levee::BoxError;
+
+use crate::provider::{Provider, SimFuture};
+use crate::scenario::Scenario;
+
+/// A client reaching a loopback provider server.
+#[derive(Clone, Debug)]
+pub struct Remote {
+    client: Client<HttpConnector, Full<Bytes>>,
+    addr: SocketAddr,
+}
+
+impl Remote {
+    /// Sends one call for target `idx` and reads the whole answer.
+    pub(crate) fn send(&self, idx: usize) -> SimFuture {
+        let client = self.client.clone();
+        let uri = format!("http://{}/t/{idx}/v1/chat/completions", self.addr);
+        Box::pin(async move {
+            let req = Request::post(uri).body(Full::new(Bytes::new()))?;
+            let res = client.request(req).await.map_err(|e| -> BoxError {
+                let kind = if e.is_connect() {
+                    io::ErrorKind::ConnectionRefused
+                } else {
+                    io::ErrorKind::ConnectionReset
+                };
+                Box::new(io::Error::new(kind, e))
+            })?;
+            let (parts, body) = res.into_parts();
+            let bytes = body
+                .collect()
+                .await
+                .map_err(|e| -> BoxError {
+                    Box::new(io::Error::new(io::ErrorKind::UnexpectedEof, e))
+                })?
+                .to_bytes();
+            Ok(Response::from_parts(parts, Full::new(bytes)))
+        })
+    }
+}
+
+/// Serves `provider` on a fresh loopback port until the runtime stops.
+/// A connect error or hang of the simulation closes or stalls the
+/// connection, as a real one would.
+pub async fn serve(provider: Provider) -> io::Result<Remote> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let provider = provider.clone();
+            tokio::spawn(async move {
+                let svc = service_fn(move |req: Request<hyper::body::Incoming>| {
+                    let idx = req
+                        .uri()
+                        .path()
+                        .split('/')
+                        .nth(2)
+                        .and_then(|s| s.parse::<usize>().ok())
+                        .unwrap_or(0);
+                    let fut = provider.target(idx).call(req);
+                    async move { fut.await.map_err(|e| io::Error::other(e.to_string())) }
+                });
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    let client = Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(30))
+        .build_http();
+    Ok(Remote { client, addr })
+}
+
+/// The scenario compressed `scale` times: every duration divided, rates
+/// and rate limits multiplied. Levee's own timings (cool-offs, gate
+/// defaults) are not scaled.
+pub fn scaled(sc: &Scenario, scale: f64) -> Scenario {
+    let mut s = sc.clone();
+    let d = |x: Duration| x.div_f64(scale);
+    s.duration = d(s.duration);
+    s.load.rate *= scale;
+    s.load.timeout = d(s.load.timeout);
+    for t in &mut s.targets {
+        t.latency = d(t.latency);
+        t.rpm = (f64::from(t.rpm) * scale).round() as u32;
+    }
+    for f in &mut s.faults {
+        f.from = d(f.from);
+        f.to = d(f.to);
+        f.period = d(f.period);
+    }
+    s
+}
+
+/// Checks a `--time-scale` value.
+pub fn parse_scale(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v >= 1.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("--time-scale: expected a number >= 1, got {s:?}")),
+    }
+}
+
+/// Shares nothing but the scenario: a marker so the runner knows it is live.
+pub type LiveScenario = Arc<Scenario>;
