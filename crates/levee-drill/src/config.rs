@@ -24,6 +24,9 @@ pub struct LeveeConfig {
     /// `[levee.bulkhead]`.
     #[serde(default)]
     pub bulkhead: BulkheadOverrides,
+    /// Gives each model its own breaker within a failure domain.
+    #[serde(default)]
+    pub isolate_by_model: bool,
     /// The per-attempt timeout (default: a third of the caller's timeout).
     #[serde(default, with = "opt_dur")]
     pub attempt_timeout: Option<Duration>,
@@ -35,6 +38,23 @@ pub struct LeveeConfig {
 pub struct BreakerOverrides {
     /// Consecutive availability failures that open the breaker.
     pub threshold: Option<u32>,
+    /// Rolling window instead of consecutive failures (with `min_calls`
+    /// and `failure_ratio`).
+    #[serde(default, with = "opt_dur")]
+    pub window: Option<Duration>,
+    /// Calls in the window before the ratio is judged (default 10).
+    pub min_calls: Option<u32>,
+    /// Share of failures in the window that opens (default 0.5).
+    pub failure_ratio: Option<f64>,
+    /// Growth of the cool-off per failed recovery (default 2).
+    pub multiplier: Option<f64>,
+    /// `full` (default), `equal` or `none`.
+    pub jitter: Option<String>,
+    /// Share of half-open probes that must succeed to close.
+    pub half_open_success_ratio: Option<f64>,
+    /// How long a probe holds its slot.
+    #[serde(default, with = "opt_dur")]
+    pub probe_timeout: Option<Duration>,
     /// Base cool-off (doubles on each reopen, up to `max_cooldown`).
     #[serde(default, with = "opt_dur")]
     pub cooldown: Option<Duration>,
@@ -60,6 +80,8 @@ pub struct GateOverrides {
     /// The wait when a 429 carries no hint.
     #[serde(default, with = "opt_dur")]
     pub default_wait: Option<Duration>,
+    /// Relative spread of `default_wait`, in `[0, 1)`.
+    pub jitter: Option<f64>,
     /// A throttle wait beyond this parks the scope instead.
     #[serde(default, with = "opt_dur")]
     pub max_wait: Option<Duration>,
@@ -87,6 +109,15 @@ pub struct RetryOverrides {
     /// The longest wait slept before a retry.
     #[serde(default, with = "opt_dur")]
     pub max_wait: Option<Duration>,
+    /// Backoff base when the provider gave no hint (default 500 ms).
+    #[serde(default, with = "opt_dur")]
+    pub backoff_base: Option<Duration>,
+    /// Backoff cap (default 8 s).
+    #[serde(default, with = "opt_dur")]
+    pub backoff_cap: Option<Duration>,
+    /// How long a request's deposit counts toward the budget (default 10 s).
+    #[serde(default, with = "opt_dur")]
+    pub ttl: Option<Duration>,
 }
 
 /// `[levee.bulkhead]` keys.
@@ -95,6 +126,9 @@ pub struct RetryOverrides {
 pub struct BulkheadOverrides {
     /// Calls in flight per target before failing fast.
     pub max_concurrent: Option<usize>,
+    /// How long a call may wait for a slot before failing (default: none).
+    #[serde(default, with = "opt_dur")]
+    pub max_wait: Option<Duration>,
 }
 
 mod opt_dur {

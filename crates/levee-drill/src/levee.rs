@@ -166,13 +166,48 @@ pub fn breaker_config(cfg: &LeveeConfig) -> Result<BreakerConfig, BoxError> {
     if let Some(t) = o.threshold {
         b = b.threshold(t);
     }
-    if o.cooldown.is_some() || o.max_cooldown.is_some() {
+    if let Some(window) = o.window {
+        b = b.rolling(
+            window,
+            o.min_calls.unwrap_or(10),
+            o.failure_ratio.unwrap_or(0.5),
+        );
+    } else if o.min_calls.is_some() || o.failure_ratio.is_some() {
+        return Err("[levee.breaker]: `min_calls` and `failure_ratio` need a `window`".into());
+    }
+    let jitter = match o.jitter.as_deref() {
+        None | Some("full") => Jitter::Full,
+        Some("equal") => Jitter::Equal,
+        Some("none") => Jitter::None,
+        Some(other) => {
+            return Err(format!(
+                "[levee.breaker].jitter: expected full, equal or none, got {other:?}"
+            )
+            .into());
+        }
+    };
+    if o.cooldown.is_some()
+        || o.max_cooldown.is_some()
+        || o.multiplier.is_some()
+        || o.jitter.is_some()
+    {
         let base = o.cooldown.unwrap_or(Duration::from_secs(30));
         let max = o
             .max_cooldown
             .unwrap_or(Duration::from_secs(15 * 60))
             .max(base);
-        b = b.cooldown(Cooldown::exponential(base, 2.0, max));
+        b = b.cooldown(Cooldown::Exponential {
+            base,
+            multiplier: o.multiplier.unwrap_or(2.0),
+            max,
+            jitter,
+        });
+    }
+    if let Some(r) = o.half_open_success_ratio {
+        b = b.half_open_success_ratio(r);
+    }
+    if let Some(t) = o.probe_timeout {
+        b = b.probe_timeout(t);
     }
     if let Some(c) = o.credential_cooldown {
         b = b.credential_cooldown(Cooldown::Exponential {
@@ -201,6 +236,9 @@ impl LeveeStack {
         if let Some(w) = cfg.gate.default_wait {
             gate = gate.default_wait(w);
         }
+        if let Some(j) = cfg.gate.jitter {
+            gate = gate.jitter(j);
+        }
         if let Some(m) = cfg.gate.max_wait {
             gate = gate.max_wait(m);
         }
@@ -220,6 +258,7 @@ impl LeveeStack {
             .gate(gate.build().map_err(|e| format!("[levee.gate]: {e}"))?)
             .park(park.build().map_err(|e| format!("[levee.park]: {e}"))?)
             .seed(sc.seed)
+            .isolate_by_model(cfg.isolate_by_model)
             .on_event(move |ev| {
                 let scope = ev.scope();
                 let target = names
@@ -254,8 +293,11 @@ impl LeveeStack {
             .map(|(i, t)| {
                 let inner =
                     tower::timeout::Timeout::new(StreamCheck(provider.target(i)), attempt_timeout);
-                let svc = BulkheadLayer::named(t.name.clone(), max_concurrent)
-                    .layer(breaker.layer(inner));
+                let mut bulkhead = BulkheadLayer::named(t.name.clone(), max_concurrent);
+                if let Some(w) = cfg.bulkhead.max_wait {
+                    bulkhead = bulkhead.max_wait(w);
+                }
+                let svc = bulkhead.layer(breaker.layer(inner));
                 let scope = Scope::new()
                     .domain(t.name.clone())
                     .model(sc.load.model.clone())
@@ -264,17 +306,29 @@ impl LeveeStack {
             })
             .collect();
         let r = &cfg.retry;
-        let budget = Arc::new(RetryBudget::new(
-            Duration::from_secs(10),
-            r.min_per_sec.unwrap_or(10),
-            r.retry_ratio.unwrap_or(0.1),
-        ));
+        let ttl = r.ttl.unwrap_or(Duration::from_secs(10));
+        if ttl < Duration::from_millis(1) || ttl > Duration::from_secs(3600) {
+            return Err(format!("[levee.retry].ttl: must be within 1ms..=1h, got {ttl:?}").into());
+        }
+        let ratio = r.retry_ratio.unwrap_or(0.1);
+        if !(0.0..=1000.0).contains(&ratio) {
+            return Err(
+                format!("[levee.retry].retry_ratio: must be within 0..=1000, got {ratio}").into(),
+            );
+        }
+        let budget = Arc::new(RetryBudget::new(ttl, r.min_per_sec.unwrap_or(10), ratio));
         let mut layer = RetryBudgetLayer::new(budget.clone())
             .max_attempts(r.max_attempts.unwrap_or(3))
             .timeout(sc.load.timeout)
             .seed(sc.seed);
         if let Some(w) = r.max_wait {
             layer = layer.max_wait(w);
+        }
+        if r.backoff_base.is_some() || r.backoff_cap.is_some() {
+            layer = layer.backoff(
+                r.backoff_base.unwrap_or(Duration::from_millis(500)),
+                r.backoff_cap.unwrap_or(Duration::from_secs(8)),
+            );
         }
         let svc = layer.layer(StandInRouter {
             targets: targets.into(),

@@ -261,3 +261,36 @@ fn levee_overrides_reach_the_breaker() {
         .expect("opens");
     assert!(open.reason.contains('2'), "{}", open.reason);
 }
+
+#[test]
+fn every_levee_key_parses_and_reaches_the_stack() {
+    let sc = Scenario::from_toml(include_str!("data/every-levee-key.toml")).expect("parses");
+    let r = run(&sc);
+    assert_accounted(&r);
+    let levee = stack(&r, "levee");
+    let t: Vec<_> = levee
+        .transitions
+        .iter()
+        .filter(|t| t.mechanism == "breaker")
+        .collect();
+    println!("{t:#?}");
+    // Rolling window of 4 calls, 5 s cool-off without jitter, growing 3x.
+    assert!(
+        t[0].to == "open" && t[0].reason.contains("4 of 4"),
+        "{}",
+        t[0].reason
+    );
+    assert_eq!(t[1].to, "half_open");
+    // (Half-open is entered by the first request after the cool-off: 5/s.)
+    let gap = |a: usize, b: usize| t[b].t_ms - t[a].t_ms;
+    assert!(
+        (5_000..6_000).contains(&gap(0, 1)),
+        "5 s cool-off: {}",
+        gap(0, 1)
+    );
+    assert!(
+        (15_000..16_000).contains(&gap(2, 3)),
+        "then 15 s: {}",
+        gap(2, 3)
+    );
+}
