@@ -8,7 +8,12 @@
 //! answers with each dialect's real status codes, headers and bodies
 //! ([`dialect`]), all under tokio's paused clock ([`run`]): an hour of
 //! traffic takes seconds and the same seed gives the same report byte for
-//! byte ([`report`], [`svg`]).
+//! byte ([`report`], [`svg`]). With `--live` ([`live`]) the same scenario
+//! runs over a real hyper server and client on 127.0.0.1, in real time.
+//!
+//! The `levee` stack is RetryBudget → failover → Bulkhead → Breaker →
+//! per-attempt timeout ([`levee`]); until `tower_levee`'s `Failover` lands,
+//! failover is a stand-in router ([`router`]).
 //!
 //! Also here: [`classify_cmd`] (`levee-drill classify`) and [`samples`]
 //! (`levee-drill samples`).
@@ -21,6 +26,7 @@ pub mod live;
 pub mod outcome;
 pub mod provider;
 pub mod report;
+pub mod router;
 pub mod run;
 pub mod samples;
 pub mod scenario;

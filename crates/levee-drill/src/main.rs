@@ -16,7 +16,9 @@ USAGE:
                               print a comparison table of the stacks per scenario
     levee-drill run FILE.toml [--json OUT.json] [--svg OUT.svg] [--live [--time-scale N]]
                               run one scenario (virtual time: an hour of traffic in
-                              seconds, same report for the same seed)
+                              seconds, same report for the same seed); --live serves
+                              the simulated provider over real HTTP on 127.0.0.1 in
+                              real time, compressed N times by --time-scale
     levee-drill suite [--json OUT.json] [--svg-dir DIR]
                               the built-in suite, with its reports written out
     levee-drill classify      read JSON lines on stdin, one verdict per line:
