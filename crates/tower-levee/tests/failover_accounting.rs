@@ -79,7 +79,10 @@ async fn every_request_ends_in_exactly_one_response_or_one_typed_error() {
         let ends = ends.clone();
         tasks.push(tokio::spawn(async move {
             let out: Result<_, BoxError> = svc.oneshot(req()).await;
-            ends.lock().unwrap().push((i, out.map(|r| (r.status(), r.extensions().get::<ServedBy>().copied()))));
+            ends.lock().unwrap().push((
+                i,
+                out.map(|r| (r.status(), r.extensions().get::<ServedBy>().copied())),
+            ));
         }));
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -92,7 +95,10 @@ async fn every_request_ends_in_exactly_one_response_or_one_typed_error() {
     for (i, _) in &ends {
         seen[*i] += 1;
     }
-    assert!(seen.iter().all(|n| *n == 1), "each request ends exactly once");
+    assert!(
+        seen.iter().all(|n| *n == 1),
+        "each request ends exactly once"
+    );
 
     let mut tally = Tally::default();
     for (_, end) in &ends {
@@ -106,7 +112,12 @@ async fn every_request_ends_in_exactly_one_response_or_one_typed_error() {
                 }
             }
             Err(e) if e.is::<NoTargetAvailable>() => tally.no_target += 1,
-            Err(e) if e.is::<Throttled>() || e.is::<Parked>() || e.is::<CircuitOpen>() || e.is::<BulkheadFull>() => {
+            Err(e)
+                if e.is::<Throttled>()
+                    || e.is::<Parked>()
+                    || e.is::<CircuitOpen>()
+                    || e.is::<BulkheadFull>() =>
+            {
                 tally.rejection += 1
             }
             Err(e) if e.is::<Reset>() => tally.transport += 1,
@@ -118,7 +129,10 @@ async fn every_request_ends_in_exactly_one_response_or_one_typed_error() {
         tally.ok + tally.upstream_answer + tally.no_target + tally.rejection + tally.transport,
         REQUESTS
     );
-    assert_eq!(tally.rejection, 0, "a refusal only ever comes back inside NoTargetAvailable");
+    assert_eq!(
+        tally.rejection, 0,
+        "a refusal only ever comes back inside NoTargetAvailable"
+    );
     let health = svc.handle().snapshot();
     assert_eq!(health.served as usize, tally.ok);
     assert_eq!(health.no_target_available as usize, tally.no_target);

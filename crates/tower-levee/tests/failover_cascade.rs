@@ -166,7 +166,8 @@ impl Service<Request<String>> for NaiveRouter {
         let opens = self.opens.clone();
         Box::pin(async move {
             let res = call.await?;
-            let opened = breakers.lock().unwrap()[i].record(res.status().is_success(), Instant::now());
+            let opened =
+                breakers.lock().unwrap()[i].record(res.status().is_success(), Instant::now());
             if opened {
                 opens.fetch_add(1, Ordering::Relaxed);
             }
@@ -236,8 +237,10 @@ async fn four_accounts_whose_sum_exceeds_the_load_serve_it_with_levee_and_cascad
     let mut builder = Failover::builder();
     for (i, account) in accounts.iter().enumerate() {
         builder = builder.target(
-            Target::new(format!("account-{i}"), account.clone())
-                .breaker(recorded_breaker(Duration::from_secs(1), transitions.clone())),
+            Target::new(format!("account-{i}"), account.clone()).breaker(recorded_breaker(
+                Duration::from_secs(1),
+                transitions.clone(),
+            )),
         );
     }
     let failover = builder.build().unwrap();
@@ -250,7 +253,10 @@ async fn four_accounts_whose_sum_exceeds_the_load_serve_it_with_levee_and_cascad
         .iter()
         .filter(|t| t.starts_with("breaker") && t.ends_with("->open"))
         .count();
-    let levee_calls: usize = accounts.iter().map(|a| a.calls.load(Ordering::Relaxed)).sum();
+    let levee_calls: usize = accounts
+        .iter()
+        .map(|a| a.calls.load(Ordering::Relaxed))
+        .sum();
     let snapshot = health.snapshot();
 
     // Naive, same arrivals.
@@ -258,12 +264,17 @@ async fn four_accounts_whose_sum_exceeds_the_load_serve_it_with_levee_and_cascad
     let opens = Arc::new(AtomicUsize::new(0));
     let router = NaiveRouter {
         accounts: naive_accounts.clone(),
-        breakers: Arc::new(Mutex::new((0..ACCOUNTS).map(|_| NaiveBreaker::default()).collect())),
+        breakers: Arc::new(Mutex::new(
+            (0..ACCOUNTS).map(|_| NaiveBreaker::default()).collect(),
+        )),
         opens: opens.clone(),
     };
     let naive = ServiceBuilder::new().layer(retry_layer()).service(router);
     let (naive_requests, naive_ok) = drive(naive).await;
-    let naive_calls: usize = naive_accounts.iter().map(|a| a.calls.load(Ordering::Relaxed)).sum();
+    let naive_calls: usize = naive_accounts
+        .iter()
+        .map(|a| a.calls.load(Ordering::Relaxed))
+        .sum();
     let naive_opens = opens.load(Ordering::Relaxed);
 
     let pct = |ok: usize, n: usize| 100.0 * ok as f64 / n as f64;
@@ -284,7 +295,10 @@ async fn four_accounts_whose_sum_exceeds_the_load_serve_it_with_levee_and_cascad
 
     assert_eq!(requests, naive_requests, "the same arrivals");
     assert_eq!(breaker_opens, 0, "429s never open a Levee breaker");
-    assert!(pct(levee_ok, requests) >= 99.0, "levee served {levee_ok}/{requests}");
+    assert!(
+        pct(levee_ok, requests) >= 99.0,
+        "levee served {levee_ok}/{requests}"
+    );
     assert!(naive_opens > 0, "the naive breaker opens on 429s");
     assert!(
         pct(levee_ok, requests) - pct(naive_ok, naive_requests) >= 5.0,

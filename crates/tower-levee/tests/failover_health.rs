@@ -20,12 +20,23 @@ async fn four_states() -> (Failover<String, String>, HealthSnapshot) {
     };
     let mut svc = Failover::builder()
         .target(
-            t("parked", Scripted::new(|_| Reply1::Now(response(429, None, QUOTA_BODY))))
-                .provider("openai"),
+            t(
+                "parked",
+                Scripted::new(|_| Reply1::Now(response(429, None, QUOTA_BODY))),
+            )
+            .provider("openai"),
         )
         .target(t("gated", Scripted::status(429, Some("5"))).provider("openai"))
-        .target(t("down", Scripted::status(503, None)).provider("anthropic").region("us"))
-        .target(t("healthy", Scripted::ok()).provider("mistral").max_concurrent(8))
+        .target(
+            t("down", Scripted::status(503, None))
+                .provider("anthropic")
+                .region("us"),
+        )
+        .target(
+            t("healthy", Scripted::ok())
+                .provider("mistral")
+                .max_concurrent(8),
+        )
         .build()
         .unwrap();
     for _ in 0..6 {
@@ -40,18 +51,34 @@ async fn four_states() -> (Failover<String, String>, HealthSnapshot) {
 #[tokio::test(start_paused = true)]
 async fn the_snapshot_gives_each_targets_state_deadline_reason_and_scopes() {
     let (_svc, health) = four_states().await;
-    let states: Vec<_> = health.targets.iter().map(|t| (t.name.as_str(), t.state)).collect();
+    let states: Vec<_> = health
+        .targets
+        .iter()
+        .map(|t| (t.name.as_str(), t.state))
+        .collect();
     assert_eq!(
         states,
-        [("parked", "parked"), ("gated", "throttled"), ("down", "open"), ("healthy", "available")]
+        [
+            ("parked", "parked"),
+            ("gated", "throttled"),
+            ("down", "open"),
+            ("healthy", "available")
+        ]
     );
 
     let parked = &health.targets[0];
     assert_eq!(parked.reason.as_deref(), Some("test:insufficient_quota"));
     assert_eq!(parked.retry_after, Some(PARK - Duration::from_secs(3)));
     assert_eq!(parked.failed_over, 1);
-    let park = parked.scopes.iter().find(|s| s.mechanism == "park").unwrap();
-    assert_eq!((park.scope.as_str(), park.state), ("api.example.com", "parked"));
+    let park = parked
+        .scopes
+        .iter()
+        .find(|s| s.mechanism == "park")
+        .unwrap();
+    assert_eq!(
+        (park.scope.as_str(), park.state),
+        ("api.example.com", "parked")
+    );
 
     let gated = &health.targets[1];
     assert_eq!(gated.reason.as_deref(), Some("throttled: status:429"));
@@ -64,10 +91,17 @@ async fn the_snapshot_gives_each_targets_state_deadline_reason_and_scopes() {
     // Five 503s in a row opened it; the scope says why.
     let down = &health.targets[2];
     assert_eq!(down.failed_over, 5);
-    let breaker = down.scopes.iter().find(|s| s.mechanism == "breaker").unwrap();
+    let breaker = down
+        .scopes
+        .iter()
+        .find(|s| s.mechanism == "breaker")
+        .unwrap();
     assert_eq!(breaker.state, "open");
     assert_eq!(breaker.reason.as_deref(), Some("status:503 ×5"));
-    assert_eq!((down.provider.as_deref(), down.region.as_deref()), (Some("anthropic"), Some("us")));
+    assert_eq!(
+        (down.provider.as_deref(), down.region.as_deref()),
+        (Some("anthropic"), Some("us"))
+    );
 
     let healthy = &health.targets[3];
     assert_eq!((healthy.served, healthy.bulkhead), (6, Some((0, 8))));
@@ -80,7 +114,11 @@ async fn the_fallback_share_counts_successes_served_by_a_target_other_than_the_f
     let primary_up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
     let up = primary_up.clone();
     let primary = Scripted::new(move |_| {
-        let status = if up.load(std::sync::atomic::Ordering::SeqCst) { 200 } else { 503 };
+        let status = if up.load(std::sync::atomic::Ordering::SeqCst) {
+            200
+        } else {
+            503
+        };
         Reply1::Now(response(status, None, ""))
     });
     let mut svc = Failover::builder()
@@ -110,6 +148,9 @@ async fn the_snapshot_serializes_to_json_with_durations_in_milliseconds() {
     assert_eq!(gated["state"], "throttled");
     assert_eq!(gated["retry_after_ms"], 2000);
     assert_eq!(gated["gated_last_hour_ms"], 3000);
-    assert_eq!(json["targets"][3]["retry_after_ms"], serde_json::Value::Null);
+    assert_eq!(
+        json["targets"][3]["retry_after_ms"],
+        serde_json::Value::Null
+    );
     assert_eq!(json["targets"][0]["scopes"][0]["mechanism"], "breaker");
 }

@@ -15,16 +15,23 @@ use failover_support::{QUOTA_BODY, Reply1, Scripted, breaker, req, response};
 const GATE: Duration = Duration::from_secs(5);
 const PARK: Duration = Duration::from_secs(60);
 
-fn target(name: &'static str, inner: &Scripted) -> Target<Scripted, String, failover_support::TestClassifier> {
+fn target(
+    name: &'static str,
+    inner: &Scripted,
+) -> Target<Scripted, String, failover_support::TestClassifier> {
     Target::new(name, inner.clone()).breaker(breaker(GATE, PARK))
 }
 
-async fn send(svc: &mut Failover<String, String>) -> Result<http::Response<tower_levee::body::ResponseBody<String>>, tower::BoxError> {
+async fn send(
+    svc: &mut Failover<String, String>,
+) -> Result<http::Response<tower_levee::body::ResponseBody<String>>, tower::BoxError> {
     svc.ready().await.unwrap().call(req()).await
 }
 
 fn served_by(res: &http::Response<tower_levee::body::ResponseBody<String>>) -> ServedBy {
-    *res.extensions().get::<ServedBy>().expect("every target's answer carries ServedBy")
+    *res.extensions()
+        .get::<ServedBy>()
+        .expect("every target's answer carries ServedBy")
 }
 
 #[tokio::test(start_paused = true)]
@@ -39,7 +46,10 @@ async fn a_throttled_primary_sends_the_request_to_the_next_target_and_served_by_
     let res = send(&mut svc).await.unwrap();
     assert_eq!(res.status(), StatusCode::OK);
     let by = served_by(&res);
-    assert_eq!((by.target, by.index, by.attempt, by.fallback), ("backup", 1, 2, true));
+    assert_eq!(
+        (by.target, by.index, by.attempt, by.fallback),
+        ("backup", 1, 2, true)
+    );
     assert_eq!((primary.calls(), backup.calls()), (1, 1));
 }
 
@@ -85,7 +95,10 @@ async fn a_parked_primary_is_never_called_again_until_its_reset() {
     assert_eq!(primary.calls(), 1, "parked for 60 s after one quota answer");
     let health = handle.snapshot();
     assert_eq!(health.targets[0].state, "parked");
-    assert_eq!(health.targets[0].reason.as_deref(), Some("test:insufficient_quota"));
+    assert_eq!(
+        health.targets[0].reason.as_deref(),
+        Some("test:insufficient_quota")
+    );
     tokio::time::sleep(Duration::from_secs(2)).await;
     send(&mut svc).await.unwrap();
     assert_eq!(primary.calls(), 2, "called again after the reset");
@@ -132,9 +145,21 @@ async fn after_an_overload_a_target_in_another_region_comes_before_a_sibling_key
     let east_b = Scripted::ok();
     let west = Scripted::ok();
     let mut svc = Failover::builder()
-        .target(target("east-a", &east_a).provider("anthropic").region("us-east"))
-        .target(target("east-b", &east_b).provider("anthropic").region("us-east"))
-        .target(target("west", &west).provider("anthropic").region("us-west"))
+        .target(
+            target("east-a", &east_a)
+                .provider("anthropic")
+                .region("us-east"),
+        )
+        .target(
+            target("east-b", &east_b)
+                .provider("anthropic")
+                .region("us-east"),
+        )
+        .target(
+            target("west", &west)
+                .provider("anthropic")
+                .region("us-west"),
+        )
         .build()
         .unwrap();
     let res = send(&mut svc).await.unwrap();
@@ -220,8 +245,15 @@ async fn when_every_target_refuses_nothing_is_sent_and_each_refusal_is_listed() 
     assert!(none.all_throttled());
     assert_eq!(none.status_code(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(none.code(), "provider_rate_limited");
-    let kinds: Vec<_> = none.refusals().iter().map(|r| (r.target(), r.kind())).collect();
-    assert_eq!(kinds, [("a", RefusalKind::Throttled), ("b", RefusalKind::Throttled)]);
+    let kinds: Vec<_> = none
+        .refusals()
+        .iter()
+        .map(|r| (r.target(), r.kind()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [("a", RefusalKind::Throttled), ("b", RefusalKind::Throttled)]
+    );
     assert_eq!(none.retry_after(), Duration::from_secs(4));
     assert_eq!((a.calls(), b.calls()), (1, 1), "nothing sent");
 
@@ -244,7 +276,11 @@ async fn when_every_target_refuses_nothing_is_sent_and_each_refusal_is_listed() 
 #[tokio::test(start_paused = true)]
 async fn each_target_sees_its_rewrite_and_is_admitted_by_its_own_scopes() {
     let shared = Scripted::new(|req: &Request<String>| {
-        let status = if req.uri().host() == Some("east.example.com") { 429 } else { 200 };
+        let status = if req.uri().host() == Some("east.example.com") {
+            429
+        } else {
+            200
+        };
         Reply1::Now(response(status, Some("5"), ""))
     });
     let layer = breaker(GATE, PARK);

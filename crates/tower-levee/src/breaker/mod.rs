@@ -73,6 +73,6 @@ pub use self::error::{CircuitOpen, Parked, Throttled};
 pub use self::event::{EventSubscriber, ScopeEvent};
 pub use self::handle::{BreakerHandle, Rejections, ScopeState};
 pub use self::layer::{BreakerLayer, BreakerLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_PEEK_LIMIT};
+pub(crate) use self::peek::PeekCache;
 pub use self::scope::{RequestHead, Scope, ScopeFn, ScopeKeys, default_scope};
 pub use self::service::Breaker;
-pub(crate) use self::peek::PeekCache;

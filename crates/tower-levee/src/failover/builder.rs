@@ -145,7 +145,10 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
     pub fn build(self) -> Result<Failover<B, RB>, ConfigError> {
         let n = self.targets.len();
         if n == 0 {
-            return Err(ConfigError::new("failover.targets", "needs at least one target"));
+            return Err(ConfigError::new(
+                "failover.targets",
+                "needs at least one target",
+            ));
         }
         if n > MAX_TARGETS {
             return Err(ConfigError::new(
@@ -175,10 +178,13 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
         let mut groups_of = Vec::with_capacity(n);
         for label in &self.labels {
             let group = label.0.as_ref().map(|_| {
-                group_keys.iter().position(|k| *k == label).unwrap_or_else(|| {
-                    group_keys.push(label);
-                    group_keys.len() - 1
-                })
+                group_keys
+                    .iter()
+                    .position(|k| *k == label)
+                    .unwrap_or_else(|| {
+                        group_keys.push(label);
+                        group_keys.len() - 1
+                    })
             });
             groups_of.push(group);
         }

@@ -56,7 +56,10 @@ pub struct Refusal {
 impl Refusal {
     /// Reads a Levee rejection (`Throttled`, `Parked`, `CircuitOpen`,
     /// `BulkheadFull`) as `target`'s refusal; `None` for any other error.
-    pub(crate) fn from_rejection(target: &'static str, err: &(dyn Error + 'static)) -> Option<Self> {
+    pub(crate) fn from_rejection(
+        target: &'static str,
+        err: &(dyn Error + 'static),
+    ) -> Option<Self> {
         let (kind, scope, retry_after): (_, Arc<str>, _) =
             if let Some(e) = err.downcast_ref::<Throttled>() {
                 (RefusalKind::Throttled, e.scope().into(), e.retry_after())

@@ -229,7 +229,11 @@ fn select<B: Clone, RB: Body>(
                     return Pick::Stop(e);
                 }
                 progress.refusals.push(refusal);
-                *request = if rewrite.is_some() { original } else { Some(req) };
+                *request = if rewrite.is_some() {
+                    original
+                } else {
+                    Some(req)
+                };
             }
         }
     }

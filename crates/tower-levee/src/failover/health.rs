@@ -75,7 +75,10 @@ pub struct TargetHealth {
     /// Its answers after which the request went on to another target.
     pub failed_over: u64,
     /// Time its most gated quota scope spent gated in the last hour.
-    #[cfg_attr(feature = "serde", serde(rename = "gated_last_hour_ms", with = "millis"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "gated_last_hour_ms", with = "millis")
+    )]
     pub gated_last_hour: Option<Duration>,
     /// Its bulkhead, if it has one: `(in flight, limit)`.
     pub bulkhead: Option<(usize, usize)>,
@@ -98,7 +101,10 @@ pub struct ScopeHealth {
     #[cfg_attr(feature = "serde", serde(rename = "retry_after_ms", with = "millis"))]
     pub retry_after: Option<Duration>,
     /// Time spent gated in the last hour (gates only).
-    #[cfg_attr(feature = "serde", serde(rename = "gated_last_hour_ms", with = "millis"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "gated_last_hour_ms", with = "millis")
+    )]
     pub gated_last_hour: Option<Duration>,
     /// Why: a park's cause, a breaker's failures by cause, or the throttle
     /// that gated a gate (as the target last reported it).

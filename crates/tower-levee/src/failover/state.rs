@@ -192,8 +192,9 @@ impl Meta {
     pub(crate) fn failed(&self, index: usize, verdict: Verdict, reason: String) {
         let t = &self.targets[index];
         t.failed_over.fetch_add(1, Ordering::Relaxed);
-        *t.last_failure.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some(LastFailure { verdict, reason });
+        *t.last_failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(LastFailure { verdict, reason });
         if verdict != Verdict::Availability {
             return;
         }
@@ -209,7 +210,9 @@ impl Meta {
         });
         if together {
             let until = now.saturating_add(window) + 1;
-            let prev = self.groups[g].overloaded_until.swap(until, Ordering::Relaxed);
+            let prev = self.groups[g]
+                .overloaded_until
+                .swap(until, Ordering::Relaxed);
             if prev == 0 || prev <= now {
                 tracing::warn!(
                     target: "levee::failover",

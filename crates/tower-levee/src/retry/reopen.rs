@@ -6,7 +6,9 @@
 //! in kind: the capacity exists, and the instant it returns is known (the
 //! earliest gate deadline), so waiting for it is not blind. When that instant
 //! fits the caller's deadline (and the layer's `max_wait`), an attempt is
-//! left and the budget grants a token, the request is retried then. This is
+//! left and the budget grants a token, the request is retried then (spread
+//! a little after it, so that the callers waiting on one reopen do not all
+//! arrive at once). This is
 //! what keeps a pool of accounts whose sum exceeds the load at ≥ 99% success
 //! through bursts that gate every account at once.
 
@@ -23,10 +25,16 @@ use crate::failover::NoTargetAvailable;
 /// that are all only throttled.
 pub(super) fn throttled_failover(err: &(dyn Error + 'static)) -> Option<Duration> {
     let refused = err.downcast_ref::<NoTargetAvailable>()?;
-    refused.all_throttled().then(|| ceil_millis(refused.retry_after()))
+    refused.all_throttled().then(|| refused.retry_after())
 }
 
 /// Retries at the reopen if it fits; otherwise returns the rejection as is.
+///
+/// Every caller refused in the same throttled moment learns the same reopen
+/// instant: woken together, they would land on the first target to reopen
+/// as one burst, more than its refilled allowance, and throttle it again.
+/// So each waits a random extra of up to a quarter of its wait (never less
+/// than the reopen: a caller never arrives early).
 pub(super) fn retry_at_reopen<C>(
     shared: &Shared<C>,
     wait: Duration,
@@ -34,6 +42,8 @@ pub(super) fn retry_at_reopen<C>(
     deadline: Option<Instant>,
 ) -> Next {
     let policy = &shared.policy;
+    let spread = u64::try_from((wait / 4).as_nanos()).unwrap_or(u64::MAX);
+    let wait = ceil_millis(wait + Duration::from_nanos(shared.random(spread)));
     if attempts < policy.max_attempts && policy.fits(wait, deadline) && shared.budget.withdraw() {
         tracing::debug!(
             target: "levee::retry",

@@ -143,9 +143,12 @@ pub fn recorded_breaker(
         .classifier(TestClassifier::default())
         .gate(gate_config(gate))
         .on_event(move |e: &ScopeEvent| {
-            log.lock()
-                .unwrap()
-                .push(format!("{} {}->{}", e.mechanism().as_str(), e.from(), e.to()))
+            log.lock().unwrap().push(format!(
+                "{} {}->{}",
+                e.mechanism().as_str(),
+                e.from(),
+                e.to()
+            ))
         })
         .build()
         .unwrap()
