@@ -67,10 +67,13 @@ mod layer;
 pub mod scope;
 mod service;
 mod shared;
+pub(crate) mod tracker;
 
 pub use self::error::{CircuitOpen, Parked, Throttled};
 pub use self::event::{EventSubscriber, ScopeEvent};
 pub use self::handle::{BreakerHandle, Rejections, ScopeState};
-pub use self::layer::{BreakerLayer, BreakerLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_PEEK_LIMIT};
+pub use self::layer::{
+    BreakerLayer, BreakerLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_PEEK_LIMIT, SoftFailureFn,
+};
 pub use self::scope::{RequestHead, Scope, ScopeFn, ScopeKeys, default_scope};
 pub use self::service::Breaker;
