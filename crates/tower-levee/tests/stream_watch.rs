@@ -73,7 +73,9 @@ fn provider() -> (Streaming, mpsc::UnboundedReceiver<Feed>) {
 }
 
 fn req() -> Request<()> {
-    Request::post("https://api.anthropic.com/v1/messages").body(()).unwrap()
+    Request::post("https://api.anthropic.com/v1/messages")
+        .body(())
+        .unwrap()
 }
 
 const START: &str = "event: message_start\ndata: {\"type\":\"message_start\"}\n\n";
@@ -98,9 +100,18 @@ fn one_probe_after_10s() -> BreakerConfig {
         .unwrap()
 }
 
-async fn stream_once<S>(svc: &mut S, feeds: &mut mpsc::UnboundedReceiver<Feed>, chunks: &[&'static str], end: Option<&'static str>) -> Vec<u8>
+async fn stream_once<S>(
+    svc: &mut S,
+    feeds: &mut mpsc::UnboundedReceiver<Feed>,
+    chunks: &[&'static str],
+    end: Option<&'static str>,
+) -> Vec<u8>
 where
-    S: Service<Request<()>, Response = Response<tower_levee::body::ResponseBody<ChannelBody>>, Error = tower::BoxError>,
+    S: Service<
+            Request<()>,
+            Response = Response<tower_levee::body::ResponseBody<ChannelBody>>,
+            Error = tower::BoxError,
+        >,
 {
     let res = svc.ready().await.unwrap().call(req()).await.unwrap();
     let feed = feeds.recv().await.unwrap();
@@ -122,12 +133,33 @@ async fn an_in_band_overloaded_error_after_three_chunks_counts_and_opens_the_bre
     let handle = layer.handle();
     let mut svc = ServiceBuilder::new().layer(layer).service(inner.clone());
     for _ in 0..5 {
-        let bytes = stream_once(&mut svc, &mut feeds, &[START, DELTA, DELTA, OVERLOADED], None).await;
-        assert_eq!(bytes, [START, DELTA, DELTA, OVERLOADED].concat().as_bytes(), "every byte reaches the caller");
+        let bytes = stream_once(
+            &mut svc,
+            &mut feeds,
+            &[START, DELTA, DELTA, OVERLOADED],
+            None,
+        )
+        .await;
+        assert_eq!(
+            bytes,
+            [START, DELTA, DELTA, OVERLOADED].concat().as_bytes(),
+            "every byte reaches the caller"
+        );
     }
-    assert_eq!(handle.breaker_status("api.anthropic.com"), Some(BreakerStatus::Open));
+    assert_eq!(
+        handle.breaker_status("api.anthropic.com"),
+        Some(BreakerStatus::Open)
+    );
     assert_eq!(handle.upstream_failures(Verdict::Availability), 5);
-    assert!(svc.ready().await.unwrap().call(req()).await.unwrap_err().is::<CircuitOpen>());
+    assert!(
+        svc.ready()
+            .await
+            .unwrap()
+            .call(req())
+            .await
+            .unwrap_err()
+            .is::<CircuitOpen>()
+    );
     assert_eq!(inner.calls.load(Ordering::SeqCst), 5);
 }
 
@@ -142,7 +174,10 @@ async fn a_stream_cut_before_its_end_is_an_availability_failure() {
     stream_once(&mut svc, &mut feeds, &[START], Some("connection reset")).await;
     assert_eq!(handle.upstream_failures(Verdict::Availability), 2);
     let breakdown = handle.failure_breakdown("api.anthropic.com").unwrap();
-    assert!(breakdown.contains_key("stream:eof_before_done"), "{breakdown:?}");
+    assert!(
+        breakdown.contains_key("stream:eof_before_done"),
+        "{breakdown:?}"
+    );
     assert!(breakdown.contains_key("stream:body_error"), "{breakdown:?}");
 }
 
@@ -157,18 +192,30 @@ async fn a_complete_stream_is_a_success_that_resets_the_count() {
     }
     let bytes = stream_once(&mut svc, &mut feeds, &[START, DELTA, STOP], None).await;
     assert_eq!(bytes, [START, DELTA, STOP].concat().as_bytes());
-    assert!(handle.failure_breakdown("api.anthropic.com").unwrap().is_empty(), "a success clears the bucket");
+    assert!(
+        handle
+            .failure_breakdown("api.anthropic.com")
+            .unwrap()
+            .is_empty(),
+        "a success clears the bucket"
+    );
     // Four more cuts do not open it: the streak restarted.
     for _ in 0..4 {
         stream_once(&mut svc, &mut feeds, &[START], None).await;
     }
-    assert_eq!(handle.breaker_status("api.anthropic.com"), Some(BreakerStatus::Closed));
+    assert_eq!(
+        handle.breaker_status("api.anthropic.com"),
+        Some(BreakerStatus::Closed)
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_long_stream_holds_its_probe_slot_until_it_ends() {
     let (inner, mut feeds) = provider();
-    let layer = BreakerLayer::builder().breaker(one_probe_after_10s()).build().unwrap();
+    let layer = BreakerLayer::builder()
+        .breaker(one_probe_after_10s())
+        .build()
+        .unwrap();
     let handle: BreakerHandle = layer.handle();
     let mut svc = ServiceBuilder::new().layer(layer).service(inner.clone());
     handle.open("api.anthropic.com");
@@ -181,21 +228,38 @@ async fn a_long_stream_holds_its_probe_slot_until_it_ends() {
         // Half a minute of streaming: the slot stays taken.
         tokio::time::advance(Duration::from_secs(1)).await;
         send(&feed, &[DELTA]);
-        assert!(svc.ready().await.unwrap().call(req()).await.unwrap_err().is::<CircuitOpen>());
+        assert!(
+            svc.ready()
+                .await
+                .unwrap()
+                .call(req())
+                .await
+                .unwrap_err()
+                .is::<CircuitOpen>()
+        );
     }
-    assert_eq!(handle.breaker_status("api.anthropic.com"), Some(BreakerStatus::HalfOpen));
+    assert_eq!(
+        handle.breaker_status("api.anthropic.com"),
+        Some(BreakerStatus::HalfOpen)
+    );
     send(&feed, &[STOP]);
     drop(feed);
     while body.frame().await.is_some() {}
     // The probe's verdict is the stream's: closed.
-    assert_eq!(handle.breaker_status("api.anthropic.com"), Some(BreakerStatus::Closed));
+    assert_eq!(
+        handle.breaker_status("api.anthropic.com"),
+        Some(BreakerStatus::Closed)
+    );
     assert_eq!(inner.calls.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test(start_paused = true)]
 async fn dropping_a_streamed_body_early_is_neutral_and_frees_the_probe() {
     let (inner, mut feeds) = provider();
-    let layer = BreakerLayer::builder().breaker(one_probe_after_10s()).build().unwrap();
+    let layer = BreakerLayer::builder()
+        .breaker(one_probe_after_10s())
+        .build()
+        .unwrap();
     let handle = layer.handle();
     let mut svc = ServiceBuilder::new().layer(layer).service(inner);
     handle.open("api.anthropic.com");
@@ -203,9 +267,22 @@ async fn dropping_a_streamed_body_early_is_neutral_and_frees_the_probe() {
     let probe = svc.ready().await.unwrap().call(req()).await.unwrap();
     let _feed = feeds.recv().await.unwrap();
     drop(probe);
-    assert_eq!(handle.breaker_status("api.anthropic.com"), Some(BreakerStatus::HalfOpen));
-    assert_eq!(handle.upstream_failures(Verdict::Availability), 0, "not a failure");
-    let _next = svc.ready().await.unwrap().call(req()).await.expect("the slot was handed back");
+    assert_eq!(
+        handle.breaker_status("api.anthropic.com"),
+        Some(BreakerStatus::HalfOpen)
+    );
+    assert_eq!(
+        handle.upstream_failures(Verdict::Availability),
+        0,
+        "not a failure"
+    );
+    let _next = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(req())
+        .await
+        .expect("the slot was handed back");
 }
 
 #[tokio::test(start_paused = true)]
@@ -214,7 +291,11 @@ async fn a_slow_first_byte_counts_as_a_failure_even_when_the_call_succeeds() {
         tokio::time::sleep(Duration::from_secs(8)).await;
         Ok::<_, Infallible>(Response::new(String::from("{}")))
     });
-    let config = BreakerConfig::builder().threshold(2).slow_call(Duration::from_secs(5)).build().unwrap();
+    let config = BreakerConfig::builder()
+        .threshold(2)
+        .slow_call(Duration::from_secs(5))
+        .build()
+        .unwrap();
     let layer = BreakerLayer::builder().breaker(config).build().unwrap();
     let handle = layer.handle();
     let mut svc = ServiceBuilder::new().layer(layer).service(slow);
@@ -222,17 +303,27 @@ async fn a_slow_first_byte_counts_as_a_failure_even_when_the_call_succeeds() {
         let res = svc.ready().await.unwrap().call(req()).await.unwrap();
         assert_eq!(res.status(), 200, "the caller still gets the answer");
     }
-    assert_eq!(handle.breaker_status("api.anthropic.com"), Some(BreakerStatus::Open));
+    assert_eq!(
+        handle.breaker_status("api.anthropic.com"),
+        Some(BreakerStatus::Open)
+    );
     let breakdown = handle.failure_breakdown("api.anthropic.com").unwrap();
     assert_eq!(breakdown.values().sum::<u32>(), 2, "{breakdown:?}");
-    assert!(breakdown.keys().all(|k| k.contains("slow")), "{breakdown:?}");
+    assert!(
+        breakdown.keys().all(|k| k.contains("slow")),
+        "{breakdown:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_stream_slower_in_total_than_the_threshold_counts_as_a_failure() {
     let (inner, mut feeds) = provider();
     let config = BreakerConfig::builder().threshold(1).build().unwrap();
-    let layer = BreakerLayer::builder().breaker(config).slow_stream(Duration::from_secs(60)).build().unwrap();
+    let layer = BreakerLayer::builder()
+        .breaker(config)
+        .slow_stream(Duration::from_secs(60))
+        .build()
+        .unwrap();
     let handle = layer.handle();
     let mut svc = ServiceBuilder::new().layer(layer).service(inner);
     let res = svc.ready().await.unwrap().call(req()).await.unwrap();
@@ -242,17 +333,23 @@ async fn a_stream_slower_in_total_than_the_threshold_counts_as_a_failure() {
     send(&feed, &[STOP]);
     drop(feed);
     read_all(res.into_body()).await.unwrap();
-    assert_eq!(handle.breaker_status("api.anthropic.com"), Some(BreakerStatus::Open));
+    assert_eq!(
+        handle.breaker_status("api.anthropic.com"),
+        Some(BreakerStatus::Open)
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_soft_failure_hook_turns_an_empty_2xx_into_a_failure() {
-    let empty = tower::service_fn(|_req: Request<()>| async { Ok::<_, Infallible>(Response::new(String::new())) });
+    let empty = tower::service_fn(|_req: Request<()>| async {
+        Ok::<_, Infallible>(Response::new(String::new()))
+    });
     let config = BreakerConfig::builder().threshold(3).build().unwrap();
     let layer = BreakerLayer::builder()
         .breaker(config)
         .detect_soft_failure(|_parts, body| {
-            body.is_empty().then(|| Classification::new(Verdict::Availability, "soft:empty_body"))
+            body.is_empty()
+                .then(|| Classification::new(Verdict::Availability, "soft:empty_body"))
         })
         .build()
         .unwrap();
@@ -260,9 +357,19 @@ async fn a_soft_failure_hook_turns_an_empty_2xx_into_a_failure() {
     let mut svc = ServiceBuilder::new().layer(layer).service(empty);
     for _ in 0..3 {
         let res = svc.ready().await.unwrap().call(req()).await.unwrap();
-        assert_eq!(res.extensions().get::<Classification>().unwrap().reason.as_str(), "soft:empty_body");
+        assert_eq!(
+            res.extensions()
+                .get::<Classification>()
+                .unwrap()
+                .reason
+                .as_str(),
+            "soft:empty_body"
+        );
     }
-    assert_eq!(handle.breaker_status("api.anthropic.com"), Some(BreakerStatus::Open));
+    assert_eq!(
+        handle.breaker_status("api.anthropic.com"),
+        Some(BreakerStatus::Open)
+    );
 }
 
 proptest! {
