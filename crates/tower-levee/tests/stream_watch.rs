@@ -120,7 +120,7 @@ where
         feed.send(Err(e)).unwrap();
     }
     drop(feed);
-    // A cut stream ends in an error; what arrived before it is returned.
+    // A cut stream ends in an error: the bytes are checked by the other tests.
     read_all(res.into_body()).await.unwrap_or_default()
 }
 
