@@ -7,6 +7,44 @@
 //! exhausted spend cap parks the account until it resets. Each mechanism is a
 //! separate tower layer; the policy engine underneath is [`levee_core`],
 //! re-exported here as [`core`].
+//!
+//! The layers, outermost first (every layer also works alone over any
+//! `Service<http::Request<B>>`):
+//!
+//! ```
+//! use std::time::Duration;
+//! use http::{Request, Response};
+//! use tower::{Service, ServiceBuilder, ServiceExt};
+//! use tower_levee::{BreakerLayer, BulkheadLayer, CircuitOpen, RetryBudgetLayer};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), tower_levee::BoxError> {
+//! // Stands in for a hyper or reqwest client.
+//! let provider = tower::service_fn(|_req: Request<String>| async {
+//!     Ok::<_, tower_levee::BoxError>(Response::new(String::from("{\"choices\":[]}")))
+//! });
+//! let breaker = BreakerLayer::new();
+//! let health = breaker.handle();
+//! let mut client = ServiceBuilder::new()
+//!     .timeout(Duration::from_secs(120))        // the caller's overall deadline
+//!     .layer(RetryBudgetLayer::with_defaults()) // the one place that retries
+//!     .layer(BulkheadLayer::named("llm", 64))   // fail fast past 64 in flight
+//!     .layer(breaker)                           // breaker + throttle gate + park
+//!     .timeout(Duration::from_secs(60))         // per attempt
+//!     .service(provider);
+//!
+//! let req = Request::post("https://api.openai.com/v1/chat/completions").body(String::new())?;
+//! let res = client.ready().await?.call(req).await?;
+//! assert!(res.status().is_success());
+//!
+//! // Take the account out of rotation ahead of maintenance: refused at once.
+//! health.open("api.openai.com");
+//! let req = Request::post("https://api.openai.com/v1/chat/completions").body(String::new())?;
+//! let err = client.ready().await?.call(req).await.unwrap_err();
+//! assert!(err.is::<CircuitOpen>());
+//! # Ok(())
+//! # }
+//! ```
 
 pub use levee_core as core;
 
@@ -18,6 +56,7 @@ pub mod error;
 pub mod failover;
 pub mod retry;
 
+pub use breaker::{BreakerHandle, BreakerLayer, CircuitOpen, Parked, Scope, Throttled};
 pub use bulkhead::{BulkheadFull, BulkheadLayer, Bulkheads};
 pub use error::BoxError;
 pub use failover::{Failover, NoTargetAvailable, ServedBy, Target};

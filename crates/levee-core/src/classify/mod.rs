@@ -1,6 +1,121 @@
 //! Turning a provider response into a verdict.
 //!
-//! (Module docs are completed by the classification work: see issue 2.)
+//! Everything Levee does starts here. A breaker that counts every error
+//! ejects a busy account at its peak, because the most common error an LLM
+//! provider returns, `429`, means the account answered promptly and is
+//! healthy: **throttling is not failure**. So a response is not "ok or
+//! error" but one of six [`Verdict`]s, each driving its own mechanism:
+//!
+//! | verdict | typical signal | mechanism |
+//! |---|---|---|
+//! | `Success` | 2xx, a stream that reached its terminal event | — |
+//! | `Availability` | timeout, connect error, 5xx, 529, 408, a stream cut or failing mid-way | breaker |
+//! | `Credential` | 401/403, invalid key, region not served | breaker, lower threshold |
+//! | `Throttled` | 429 with or without a wait | throttle gate, never the breaker |
+//! | `Quota` | a spend cap, credits, a daily allowance: 429/400/402 naming a cap | park until the reset |
+//! | `Request` | 400/404/413/422, a request too large for any window | nothing |
+//!
+//! # The body decides before the status
+//!
+//! Providers reuse statuses: a `429` is a spend cap when its code is
+//! `insufficient_quota` or `*_spend_limit_exceeded`, and a bad request when
+//! it says "Request too large … must be reduced"; Anthropic's spend limit is
+//! a `400`, Gemini's rejected key a `400 INVALID_ARGUMENT` with `ErrorInfo`
+//! `API_KEY_INVALID`, Bedrock's `429 ModelNotReadyException` a model still
+//! loading. So the classifier reads the AWS exception name
+//! (`x-amzn-ErrorType`), then the body's codes (most specific first), then
+//! the phrases providers put behind generic codes ("usage limit", "credits
+//! are depleted"), and only then the status. A 5xx stays availability
+//! whatever its body. The body is a bounded peek (16 KiB by default) of
+//! non-2xx responses only: a 2xx is classified without reading anything,
+//! and a cut or non-UTF-8 body still classifies from what is readable.
+//!
+//! # Wait hints, first usable match wins
+//!
+//! 1. `retry-after-ms`, `x-ms-retry-after-ms`, `retry-after` (seconds,
+//!    fractional seconds, or an HTTP-date measured from the `Date` header);
+//! 2. the body: Gemini's `RetryInfo.retryDelay`, then the message ("try again
+//!    in 1m26.4s", "retry after 60 seconds", "regain access on 2026-09-01 at
+//!    00:00 UTC");
+//! 3. the reset header of the exhausted dimension only
+//!    (`x-ratelimit-reset-tokens` when `x-ratelimit-remaining-tokens: 0`,
+//!    `anthropic-ratelimit-*-reset`).
+//!
+//! Zero, negative, past and garbage values are skipped; waits are rounded up
+//! to the millisecond and reported as the provider meant them, under a
+//! sanity cap ([`ProviderClassifier::DEFAULT_MAX_WAIT`], 366 days). The gate
+//! and retry layers apply their own caps. See [`hints`].
+//!
+//! # A throttle that will not lift is a quota
+//!
+//! A throttle whose wait exceeds [`quota_after`](ProviderClassifierBuilder::quota_after)
+//! (one hour by default, the longest window providers rate-limit over), or
+//! that names a per-day or per-month limit with no short wait, is a
+//! [`Verdict::Quota`] with its wait kept: Azure's "retry after 86400
+//! seconds" is a deployment with no quota left, a Gemini `PerDay` violation
+//! an allowance gone until tomorrow. This is a fact about the response
+//! (which kind of limit was hit), so it lives here; how long the gate holds
+//! traffic before parking is the gate's own policy. Conversely a throttle
+//! that lifts within `quota_after` is never a cap: its message is not
+//! searched for one.
+//!
+//! # Reasons
+//!
+//! Short and stable: `<dialect>:<code>` with the provider's code when one
+//! decided (`openai:insufficient_quota`, `anthropic:overloaded_error`,
+//! `gemini:RESOURCE_EXHAUSTED`, `bedrock:ThrottlingException`);
+//! `<dialect>:<rule>` when a Levee rule did (`spend_limit`, `usage_limit`,
+//! `credits_exhausted`, `per_day`, `per_month`, `long_wait`,
+//! `request_too_large`, `moderation`, `location_unsupported`,
+//! `invalid_api_key`, `finish_reason_error`); `status:<n>` when only the
+//! status spoke; `transport:<kind>`, `stream:eof_before_done`,
+//! `stream:error`; `success` (no allocation). The dialect is the caller's
+//! hint, else read from headers and the body ([`Dialect::as_str`]).
+//!
+//! # Streams
+//!
+//! A `200` stream can still fail: [`Classify::stream_scanner`] returns a
+//! [`StreamScanner`] that reads a 2xx stream's chunks as they pass and
+//! reports in-band errors and cut streams.
+//!
+//! ```
+//! use http::{HeaderMap, StatusCode};
+//! use levee_core::classify::{Classify, ProviderClassifier, ResponseView, Verdict};
+//! use std::time::Duration;
+//!
+//! let classifier = ProviderClassifier::default();
+//! let headers = HeaderMap::new();
+//!
+//! // Same status, three verdicts: the body decides.
+//! let throttled = br#"{"error":{"code":"rate_limit_exceeded","message":"Please try again in 1m26.4s."}}"#;
+//! let capped = br#"{"error":{"code":"insufficient_quota","message":"You exceeded your current quota"}}"#;
+//! let too_big = br#"{"error":{"code":"rate_limit_exceeded","message":"Request too large for gpt-4o. The input or output tokens must be reduced."}}"#;
+//! let classify = |body: &[u8]| {
+//!     classifier.classify_response(&ResponseView::new(StatusCode::TOO_MANY_REQUESTS, &headers, body))
+//! };
+//!
+//! let c = classify(throttled);
+//! assert_eq!((c.verdict, c.wait), (Verdict::Throttled, Some(Duration::from_millis(86_400))));
+//! assert_eq!(c.reason.as_str(), "openai:rate_limit_exceeded");
+//! assert!(!c.verdict.is_breaker_failure());
+//! assert_eq!(classify(capped).verdict, Verdict::Quota);
+//! assert_eq!(classify(too_big).reason.as_str(), "openai:request_too_large");
+//! ```
+
+pub mod hints;
+
+mod body;
+mod dialect;
+mod headers;
+mod provider;
+mod rules;
+mod stream;
+#[cfg(test)]
+mod tests;
+mod text;
+
+pub use self::provider::{ProviderClassifier, ProviderClassifierBuilder};
+pub use self::stream::{StreamFormat, StreamScanner};
 
 use std::borrow::Cow;
 use std::fmt;
@@ -199,6 +314,7 @@ impl TransportFailure {
 #[non_exhaustive]
 pub enum Dialect {
     /// OpenAI.
+    #[cfg_attr(feature = "serde", serde(rename = "openai"))]
     OpenAi,
     /// Azure OpenAI.
     Azure,
@@ -217,6 +333,7 @@ pub enum Dialect {
     /// Cohere.
     Cohere,
     /// OpenRouter.
+    #[cfg_attr(feature = "serde", serde(rename = "openrouter"))]
     OpenRouter,
     /// Any other OpenAI-compatible endpoint.
     Generic,
@@ -287,6 +404,13 @@ pub trait Classify: Send + Sync {
     fn classify_transport(&self, failure: TransportFailure) -> Classification {
         Classification::new(Verdict::Availability, failure.reason())
     }
+
+    /// A scanner for the body of a 2xx streaming response (`text/event-stream`,
+    /// `application/vnd.amazon.eventstream`, NDJSON), `None` for any other
+    /// response. The default is [`StreamScanner::for_response`].
+    fn stream_scanner(&self, status: StatusCode, headers: &HeaderMap) -> Option<StreamScanner> {
+        StreamScanner::for_response(status, headers)
+    }
 }
 
 impl<C: Classify + ?Sized> Classify for std::sync::Arc<C> {
@@ -299,25 +423,7 @@ impl<C: Classify + ?Sized> Classify for std::sync::Arc<C> {
     fn classify_transport(&self, failure: TransportFailure) -> Classification {
         (**self).classify_transport(failure)
     }
-}
-
-/// The default classifier: knows the error dialects of the major LLM providers.
-#[derive(Clone, Debug, Default)]
-pub struct ProviderClassifier {
-    _priv: (),
-}
-
-impl Classify for ProviderClassifier {
-    fn classify_response(&self, response: &ResponseView<'_>) -> Classification {
-        // Placeholder until the provider dialects land (issue 2).
-        let s = response.status.as_u16();
-        let verdict = match s {
-            200..=399 => return Classification::success(),
-            429 => Verdict::Throttled,
-            401 | 403 => Verdict::Credential,
-            408 | 500..=599 => Verdict::Availability,
-            _ => Verdict::Request,
-        };
-        Classification::new(verdict, format!("status:{s}"))
+    fn stream_scanner(&self, status: StatusCode, headers: &HeaderMap) -> Option<StreamScanner> {
+        (**self).stream_scanner(status, headers)
     }
 }

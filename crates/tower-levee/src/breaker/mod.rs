@@ -8,7 +8,7 @@
 //!
 //! [`Breaker`] classifies every response (a bounded peek of non-2xx bodies,
 //! handed back whole) and feeds one of three mechanisms, each keyed by its own
-//! [scope](scope):
+//! [`scope`]:
 //!
 //! - **availability** failures (timeouts, connect errors, 5xx, 529) and
 //!   **credential** rejections count toward the failure domain's breaker,
@@ -68,11 +68,14 @@ mod peek;
 pub mod scope;
 mod service;
 mod shared;
+pub(crate) mod tracker;
 
 pub use self::error::{CircuitOpen, Parked, Throttled};
 pub use self::event::{EventSubscriber, ScopeEvent};
 pub use self::handle::{BreakerHandle, Rejections, ScopeState};
-pub use self::layer::{BreakerLayer, BreakerLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_PEEK_LIMIT};
+pub use self::layer::{
+    BreakerLayer, BreakerLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_PEEK_LIMIT, SoftFailureFn,
+};
 pub(crate) use self::peek::PeekCache;
 pub use self::scope::{RequestHead, Scope, ScopeFn, ScopeKeys, default_scope};
 pub use self::service::Breaker;

@@ -31,10 +31,13 @@ pub const DEFAULT_OVERLOAD_WINDOW: Duration = Duration::from_secs(30);
 /// The most targets one failover holds.
 pub const MAX_TARGETS: usize = 64;
 
+/// A target's provider and region labels.
+type Labels = (Option<Arc<str>>, Option<Arc<str>>);
+
 /// Builds a [`Failover`]. Add targets in order, the primary first.
 pub struct FailoverBuilder<B, RB: Body> {
     targets: Vec<(TargetMeta, Entry<B, RB>)>,
-    labels: Vec<(Option<Arc<str>>, Option<Arc<str>>)>,
+    labels: Vec<Labels>,
     max_targets: usize,
     max_retry_after: Duration,
     overload_window: Duration,
@@ -174,7 +177,7 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
             ));
         }
         // Targets with a provider label form provider × region groups.
-        let mut group_keys: Vec<&(Option<Arc<str>>, Option<Arc<str>>)> = Vec::new();
+        let mut group_keys: Vec<&Labels> = Vec::new();
         let mut groups_of = Vec::with_capacity(n);
         for label in &self.labels {
             let group = label.0.as_ref().map(|_| {

@@ -69,6 +69,7 @@ struct Progress {
 }
 
 /// The outcome of choosing.
+#[allow(clippy::large_enum_variant)] // a return value, moved once, never stored
 enum Pick<B> {
     Call(usize, Request<B>),
     /// The `fallback_on` hook kept the request at a target that refused.

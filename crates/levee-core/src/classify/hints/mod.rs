@@ -1,0 +1,230 @@
+//! Wait hints: how long a provider asked us to stay away.
+//!
+//! [`ProviderClassifier`](super::ProviderClassifier) takes the first usable
+//! hint in this order, because the earlier sources are the more deliberate:
+//!
+//! 1. [`retry_after`]: `retry-after-ms`, `x-ms-retry-after-ms`, then
+//!    `retry-after` (delta seconds, fractional seconds or an HTTP-date
+//!    measured from the response's `Date`).
+//! 2. Body hints: Gemini's `RetryInfo.retryDelay` (read with the body), then
+//!    [`text_wait`] over the error message (`try again in 1m26.4s`, `retry
+//!    after 60 seconds`, `regain access on 2026-09-01 at 00:00 UTC`).
+//! 3. [`reset_wait`]: the reset header of the dimension that is exhausted
+//!    (`x-ratelimit-reset-tokens` only when `x-ratelimit-remaining-tokens`
+//!    is `0`, and Anthropic's `anthropic-ratelimit-*-reset`). A counter that
+//!    still has room says nothing about this 429: OpenAI's per-minute request
+//!    reset is no answer to a per-day limit.
+//!
+//! Every function here returns the exact value; the classifier rounds up to
+//! the millisecond and applies its sanity cap. A zero, negative, past or
+//! unparsable value is treated as absent, so the next source is tried: Azure
+//! sends `x-ratelimit-reset-tokens: 0` and `-1` as "unknown", never as
+//! "retry now".
+
+mod parse;
+
+pub use parse::{
+    delay_millis, delay_seconds, go_duration, http_date, proto_duration, rfc3339, text_date,
+    text_duration,
+};
+
+use std::borrow::Cow;
+use std::time::{Duration, SystemTime};
+
+use http::header::{DATE, RETRY_AFTER};
+use http::{HeaderMap, HeaderName};
+
+use super::text::Needle;
+
+/// The instant date hints are measured from: the response's `Date` header,
+/// else `now`, else the system clock. Measuring from `Date` keeps a
+/// provider's "regain access on …" exact even when our clock is off.
+pub fn reference_time(headers: &HeaderMap, now: Option<SystemTime>) -> SystemTime {
+    header_str(headers, &DATE)
+        .and_then(http_date)
+        .or(now)
+        .unwrap_or_else(SystemTime::now)
+}
+
+// Names built once: a lookup by `&str` parses and validates the name each time.
+const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
+const X_MS_RETRY_AFTER_MS: HeaderName = HeaderName::from_static("x-ms-retry-after-ms");
+const X_SHOULD_RETRY: HeaderName = HeaderName::from_static("x-should-retry");
+
+fn header_str<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h str> {
+    headers.get(name)?.to_str().ok()
+}
+
+fn positive(d: Option<Duration>) -> Option<Duration> {
+    d.filter(|d| !d.is_zero())
+}
+
+fn until(at: SystemTime, reference: SystemTime) -> Option<Duration> {
+    positive(at.duration_since(reference).ok())
+}
+
+/// The explicit header hint: `retry-after-ms`, `x-ms-retry-after-ms`, then
+/// `retry-after` (seconds, fractional seconds, or an HTTP-date measured from
+/// `reference`).
+pub fn retry_after(headers: &HeaderMap, reference: SystemTime) -> Option<Duration> {
+    retry_after_lazy(headers, &|| reference)
+}
+
+/// The reference instant, computed only if a date-form hint needs it.
+pub(crate) type LazyTime<'a> = &'a dyn Fn() -> SystemTime;
+
+/// [`retry_after`] with a lazily computed reference.
+pub(crate) fn retry_after_lazy(headers: &HeaderMap, reference: LazyTime<'_>) -> Option<Duration> {
+    explicit_wait(
+        [&RETRY_AFTER_MS, &X_MS_RETRY_AFTER_MS, &RETRY_AFTER].map(|n| header_str(headers, n)),
+        reference,
+    )
+}
+
+/// The explicit hint from the values of `retry-after-ms`,
+/// `x-ms-retry-after-ms` and `retry-after`, in that order.
+pub(crate) fn explicit_wait(
+    values: [Option<&str>; 3],
+    reference: LazyTime<'_>,
+) -> Option<Duration> {
+    let [ms, x_ms, value] = values;
+    for v in [ms, x_ms] {
+        if let Some(d) = positive(v.and_then(delay_millis)) {
+            return Some(d);
+        }
+    }
+    let value = value?;
+    positive(delay_seconds(value)).or_else(|| until(http_date(value)?, reference()))
+}
+
+/// Phrases that introduce a duration in provider messages.
+static DURATION_LEADS: [Needle; 4] = [
+    Needle::new("try again in "),
+    Needle::new("retry in "),
+    Needle::new("retry after "),
+    Needle::new("try again after "),
+];
+/// Phrases that introduce the date access resumes.
+static DATE_LEADS: [Needle; 3] = [
+    Needle::new("regain access on "),
+    Needle::new("resets on "),
+    Needle::new("reset on "),
+];
+
+/// A wait named in free text, matched ASCII case-insensitively: `Please try
+/// again in 9.816s`, `Try again in 1 seconds`, `Please retry after 60
+/// seconds`, `Please retry in 56.18s`, or a date as in `You will regain
+/// access on 2026-09-01 at 00:00 UTC` (measured from `reference`).
+pub fn text_wait(text: &str, reference: SystemTime) -> Option<Duration> {
+    let lower = if text.bytes().any(|c| c.is_ascii_uppercase()) {
+        Cow::Owned(text.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(text)
+    };
+    text_wait_lower(&lower, &|| reference)
+}
+
+/// [`text_wait`] over text already in ASCII lowercase.
+pub(crate) fn text_wait_lower(lower: &str, reference: LazyTime<'_>) -> Option<Duration> {
+    for lead in &DURATION_LEADS {
+        for at in lead.find_all(lower) {
+            let rest = &lower[at + lead.len()..];
+            if let Some(d) = positive(text_duration(rest).map(|(d, _)| d)) {
+                return Some(d);
+            }
+        }
+    }
+    for lead in &DATE_LEADS {
+        for at in lead.find_all(lower) {
+            if let Some(d) =
+                text_date(&lower[at + lead.len()..]).and_then(|t| until(t, reference()))
+            {
+                return Some(d);
+            }
+        }
+    }
+    None
+}
+
+/// The OpenAI-style dimensions (`x-ratelimit-{remaining,reset}-<dim>`, Go
+/// durations) and Anthropic's (`anthropic-ratelimit-<dim>-{remaining,reset}`,
+/// RFC 3339 instants).
+const fn dim(remaining: &'static str, reset: &'static str) -> (HeaderName, HeaderName) {
+    (
+        HeaderName::from_static(remaining),
+        HeaderName::from_static(reset),
+    )
+}
+static OPENAI_DIMS: [(HeaderName, HeaderName); 2] = [
+    dim(
+        "x-ratelimit-remaining-requests",
+        "x-ratelimit-reset-requests",
+    ),
+    dim("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),
+];
+static ANTHROPIC_DIMS: [(HeaderName, HeaderName); 4] = [
+    dim(
+        "anthropic-ratelimit-requests-remaining",
+        "anthropic-ratelimit-requests-reset",
+    ),
+    dim(
+        "anthropic-ratelimit-tokens-remaining",
+        "anthropic-ratelimit-tokens-reset",
+    ),
+    dim(
+        "anthropic-ratelimit-input-tokens-remaining",
+        "anthropic-ratelimit-input-tokens-reset",
+    ),
+    dim(
+        "anthropic-ratelimit-output-tokens-remaining",
+        "anthropic-ratelimit-output-tokens-reset",
+    ),
+];
+
+fn exhausted(headers: &HeaderMap, remaining: &HeaderName) -> bool {
+    header_str(headers, remaining).is_some_and(|v| v.trim_ascii() == "0")
+}
+
+/// The reset of the exhausted dimension(s): a reset header counts only when
+/// its matching `remaining` header is exactly `0`; when several dimensions
+/// are exhausted the latest reset wins, since all must refill. OpenAI-style
+/// resets are Go durations (`6m0s`) or plain seconds; Anthropic's are RFC
+/// 3339 instants measured from `reference`.
+pub fn reset_wait(headers: &HeaderMap, reference: SystemTime) -> Option<Duration> {
+    reset_wait_lazy(headers, &|| reference)
+}
+
+/// [`reset_wait`] with a lazily computed reference.
+pub(crate) fn reset_wait_lazy(headers: &HeaderMap, reference: LazyTime<'_>) -> Option<Duration> {
+    let openai = OPENAI_DIMS
+        .iter()
+        .filter(|(remaining, _)| exhausted(headers, remaining))
+        .filter_map(|(_, reset)| {
+            let v = header_str(headers, reset)?;
+            positive(go_duration(v).or_else(|| delay_seconds(v)))
+        });
+    let anthropic = ANTHROPIC_DIMS
+        .iter()
+        .filter(|(remaining, _)| exhausted(headers, remaining))
+        .filter_map(|(_, reset)| until(rfc3339(header_str(headers, reset)?)?, reference()));
+    openai.chain(anthropic).max()
+}
+
+/// The provider's `x-should-retry: true|false` (Anthropic and the other
+/// Stainless-generated SDKs honour it). It changes retryability, never the
+/// verdict.
+pub fn should_retry(headers: &HeaderMap) -> Option<bool> {
+    should_retry_value(header_str(headers, &X_SHOULD_RETRY)?)
+}
+
+/// [`should_retry`] from the header's value.
+pub(crate) fn should_retry_value(v: &str) -> Option<bool> {
+    let v = v.trim_ascii();
+    if v.eq_ignore_ascii_case("true") {
+        Some(true)
+    } else if v.eq_ignore_ascii_case("false") {
+        Some(false)
+    } else {
+        None
+    }
+}

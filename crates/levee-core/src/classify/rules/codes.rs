@@ -1,0 +1,195 @@
+//! What statuses and provider codes mean.
+//!
+//! Codes are matched by the words they are built from rather than looked up
+//! one by one: `project_spend_limit_exceeded` and
+//! `organization_usage_limit_exceeded` are caps because they contain
+//! `spend_limit`/`usage_limit`, whatever the next provider prefixes them with.
+
+use super::super::Verdict;
+use super::super::text::{Word, pairs};
+
+/// What the status alone says.
+pub(crate) fn status_verdict(status: u16) -> Verdict {
+    match status {
+        0..=399 => Verdict::Success,
+        401 | 403 => Verdict::Credential,
+        402 => Verdict::Quota,
+        408 => Verdict::Availability,
+        429 => Verdict::Throttled,
+        400..=499 => Verdict::Request,
+        // 5xx, Anthropic's 529, and anything non-standard a broken server sends.
+        _ => Verdict::Availability,
+    }
+}
+
+macro_rules! words {
+    ($($w:literal),* $(,)?) => { &[$(Word::new($w)),*] };
+}
+
+/// Words codes are built from, by the verdict they name. Checked in this
+/// order: `insufficient_quota` is a cap before it is anything else, and
+/// `unsupported_country_region_territory` an entitlement, not a bad request.
+const CODE_WORDS: [(Verdict, &[Word]); 5] = [
+    (
+        Verdict::Quota,
+        words![
+            "insufficient_quota",
+            "spend_limit",
+            "usage_limit",
+            "billing",
+            "insufficient_balance",
+            "insufficient_credit",
+            "insufficient_fund",
+            "payment_required",
+            "credits_exhausted",
+        ],
+    ),
+    (
+        Verdict::Credential,
+        words![
+            "api_key",
+            "apikey",
+            "auth",
+            "permission",
+            "access_denied",
+            "accessdenied",
+            "forbidden",
+            "unsupported_country",
+            "deactivated",
+            "invalid_key",
+            "unrecognizedclient",
+            "signature",
+            "expiredtoken",
+        ],
+    ),
+    (
+        Verdict::Throttled,
+        words![
+            "rate_limit",
+            "ratelimit",
+            "too_many_requests",
+            "toomanyrequests",
+            "resource_exhausted",
+            "throttl",
+            "slow_down",
+            "servicequotaexceeded",
+        ],
+    ),
+    (
+        Verdict::Availability,
+        words![
+            "overloaded",
+            "server_error",
+            "servererror",
+            "api_error",
+            "internal",
+            "unavailable",
+            "timeout",
+            "timed_out",
+            "deadline_exceeded",
+            "not_ready",
+            "notready",
+            "bad_gateway",
+        ],
+    ),
+    (
+        Verdict::Request,
+        words![
+            "invalid_request",
+            "invalid_argument",
+            "not_found",
+            "notfound",
+            "too_large",
+            "context_length",
+            "content_filter",
+            "validation",
+            "bad_request",
+            "moderation",
+            "invalid_prompt",
+            "unsupported",
+            "failed_precondition",
+            "out_of_range",
+            "policy_violation",
+            "policyviolation",
+            "content_policy",
+        ],
+    ),
+];
+
+/// The verdict a provider code names, if it names one.
+pub(crate) fn code_kind(code: &str) -> Option<Verdict> {
+    let mut buf = [0u8; 64];
+    let len = code.len().min(buf.len());
+    let lower = &mut buf[..len];
+    lower.copy_from_slice(&code.as_bytes()[..len]);
+    lower.make_ascii_lowercase();
+    let lower = &*lower;
+    let code_pairs = pairs(lower);
+    CODE_WORDS
+        .iter()
+        .find(|(_, words)| words.iter().any(|w| w.in_code(lower, code_pairs)))
+        .map(|&(v, _)| v)
+}
+
+/// AWS exception names (`x-amzn-ErrorType`, `__type`, `:exception-type`),
+/// the protocol's own dispatch key: Bedrock's 429 `ModelNotReadyException`
+/// is a model still loading, its 400 `ServiceQuotaExceededException` a
+/// throttle, its 424 `ModelErrorException` whatever the model's own status was.
+pub(crate) fn aws_exception(name: &str, original_status: Option<u16>) -> Option<Verdict> {
+    let name = name.split(':').next().unwrap_or(name);
+    let name = name.rsplit('#').next().unwrap_or(name).trim_ascii();
+    let is = |n: &str| name.eq_ignore_ascii_case(n);
+    let v = if [
+        "ThrottlingException",
+        "ServiceQuotaExceededException",
+        "TooManyRequestsException",
+    ]
+    .into_iter()
+    .any(is)
+    {
+        Verdict::Throttled
+    } else if ["ModelErrorException", "ModelStreamErrorException"]
+        .into_iter()
+        .any(is)
+    {
+        original_status
+            .map(status_verdict)
+            .filter(|&v| v != Verdict::Success)
+            .unwrap_or(Verdict::Availability)
+    } else if [
+        "ModelNotReadyException",
+        "ServiceUnavailableException",
+        "InternalServerException",
+        "ModelTimeoutException",
+        "InternalFailure",
+    ]
+    .into_iter()
+    .any(is)
+    {
+        Verdict::Availability
+    } else if [
+        "AccessDeniedException",
+        "UnrecognizedClientException",
+        "InvalidSignatureException",
+        "ExpiredTokenException",
+        "IncompleteSignature",
+        "MissingAuthenticationTokenException",
+    ]
+    .into_iter()
+    .any(is)
+    {
+        Verdict::Credential
+    } else if [
+        "ValidationException",
+        "ResourceNotFoundException",
+        "ConflictException",
+    ]
+    .into_iter()
+    .any(is)
+    {
+        Verdict::Request
+    } else {
+        return code_kind(name);
+    };
+    Some(v)
+}

@@ -1,0 +1,252 @@
+//! The verdict rules: what a status, a provider code or a message means.
+//!
+//! The rules are general, taken from what providers document rather than
+//! from sample messages: codes are matched by the words they are built
+//! from (`*_spend_limit_*`, `*rate_limit*`, `*api_key*`), messages by the
+//! phrases providers use for a cap (`usage limit`, `credits are depleted`).
+
+use std::time::Duration;
+
+mod codes;
+mod phrases;
+
+pub(crate) use self::codes::{aws_exception, code_kind, status_verdict};
+use self::phrases::{credential_text, long_window_text, quota_text};
+use super::body::ErrorFacts;
+use super::text::{contains_any, needles};
+use super::{Dialect, Reason, Verdict};
+
+/// Why a verdict was reached; becomes the [`Reason`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Why<'a> {
+    /// A provider code decided: `<dialect>:<code>`.
+    Code(&'a str),
+    /// A numeric code inside a stream: `<dialect>:<n>`.
+    InBand(u16),
+    /// A Levee rule over the message or the wait: `<dialect>:<rule>`.
+    Rule(&'static str),
+    /// Only the status: `status:<n>`.
+    Status(u16),
+    /// A fixed reason (`stream:error`).
+    Fixed(&'static str),
+}
+
+impl Why<'_> {
+    pub(crate) fn reason(self, dialect: Dialect) -> Reason {
+        // `<dialect>:` in a string with room for the rest.
+        let prefixed = |rest: &str| {
+            let mut r = String::with_capacity(dialect.as_str().len() + 1 + rest.len());
+            r.push_str(dialect.as_str());
+            r.push(':');
+            r
+        };
+        match self {
+            Why::Code(code) => {
+                let code = token(code);
+                let mut r = prefixed(code);
+                // One short token: anything outside `[A-Za-z0-9_.-]` becomes `_`.
+                let plain = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-');
+                if code.bytes().all(plain) {
+                    r.push_str(code);
+                } else {
+                    r.extend(
+                        code.bytes()
+                            .map(|c| if plain(c) { char::from(c) } else { '_' }),
+                    );
+                }
+                Reason::new_owned(r)
+            }
+            Why::Rule(rule) => {
+                let mut r = prefixed(rule);
+                r.push_str(rule);
+                Reason::new_owned(r)
+            }
+            Why::InBand(n) => Reason::new_owned(format!("{dialect}:{n}")),
+            Why::Status(n) => Reason::new_owned(format!("status:{n}")),
+            Why::Fixed(s) => Reason::new_static(s),
+        }
+    }
+}
+
+/// A provider code's stable part: the AWS name before `:` and after `#`,
+/// at most 64 bytes (cut at a character boundary).
+fn token(code: &str) -> &str {
+    let code = code.split(':').next().unwrap_or(code);
+    let code = code.rsplit('#').next().unwrap_or(code);
+    let mut end = code.len().min(64);
+    while !code.is_char_boundary(end) {
+        end -= 1;
+    }
+    &code[..end]
+}
+
+/// A verdict and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Decision<'a> {
+    pub(crate) verdict: Verdict,
+    pub(crate) why: Why<'a>,
+}
+
+const fn decision(verdict: Verdict, why: Why<'_>) -> Decision<'_> {
+    Decision { verdict, why }
+}
+
+/// The first code, most specific first, that names a verdict.
+fn first_known<'a>(facts: &ErrorFacts<'a>) -> Option<(Verdict, &'a str)> {
+    facts.codes().find_map(|c| Some((code_kind(c)?, c)))
+}
+
+// === decisions ===
+
+/// The verdict for a non-2xx response. `aws` is the `x-amzn-ErrorType`
+/// header or the body's `__type`; `lower` the message in ASCII lowercase;
+/// `wait` the hint already found.
+pub(crate) fn decide<'a>(
+    status: u16,
+    facts: &ErrorFacts<'a>,
+    aws: Option<&'a str>,
+    lower: &str,
+    wait: Option<Duration>,
+    quota_after: Duration,
+) -> Decision<'a> {
+    if let Some(name) = aws
+        && let Some(v) = aws_exception(name, facts.original_status)
+    {
+        return refine_throttle(
+            decision(v, Why::Code(name)),
+            facts,
+            lower,
+            wait,
+            quota_after,
+        );
+    }
+    let known = first_known(facts);
+    // The body names the reason of a 5xx but never turns it into something else.
+    if status >= 500 || status == 408 {
+        return decision(
+            Verdict::Availability,
+            agreeing(known, facts, Verdict::Availability, status),
+        );
+    }
+    if let Some((v @ (Verdict::Quota | Verdict::Credential), code)) = known {
+        return decision(v, Why::Code(code));
+    }
+    let throttle = status == 429 || matches!(known, Some((Verdict::Throttled, _)));
+    // A cap does not lift in seconds: a throttle the provider says will lift
+    // within `quota_after` is not searched for one.
+    let lifts_soon = throttle && wait.is_some_and(|w| w <= quota_after);
+    if status != 401
+        && !lifts_soon
+        && let Some(rule) = quota_text(lower)
+    {
+        return decision(Verdict::Quota, Why::Rule(rule));
+    }
+    if !throttle && let Some(rule) = credential_text(lower) {
+        return decision(Verdict::Credential, Why::Rule(rule));
+    }
+    // A 429 for a request bigger than the whole window: waiting cannot help.
+    if throttle && contains_any(lower, needles!["request too large", "must be reduced"]) {
+        return decision(Verdict::Request, Why::Rule("request_too_large"));
+    }
+    // A moderation refusal says nothing about the key.
+    if status == 403 && contains_any(lower, needles!["moderation", "flagged"]) {
+        return decision(Verdict::Request, Why::Rule("moderation"));
+    }
+    let d = match known {
+        Some((v @ (Verdict::Throttled | Verdict::Availability), code)) => {
+            decision(v, Why::Code(code))
+        }
+        _ => {
+            let v = status_verdict(status);
+            decision(v, agreeing(known, facts, v, status))
+        }
+    };
+    refine_throttle(d, facts, lower, wait, quota_after)
+}
+
+/// The reason for a verdict the status decided: the provider's code when it
+/// agrees (or names nothing), else the bare status.
+fn agreeing<'a>(
+    known: Option<(Verdict, &'a str)>,
+    facts: &ErrorFacts<'a>,
+    v: Verdict,
+    status: u16,
+) -> Why<'a> {
+    match known {
+        Some((k, code)) if k == v => Why::Code(code),
+        Some(_) => Why::Status(status),
+        None => facts.codes().next().map_or(Why::Status(status), Why::Code),
+    }
+}
+
+/// A throttle that will not lift soon is an exhausted allowance: a per-day
+/// or per-month limit with no short wait, or any wait beyond `quota_after`
+/// (Azure's "retry after 86400 seconds" for a deployment with no quota left).
+fn refine_throttle<'a>(
+    d: Decision<'a>,
+    facts: &ErrorFacts<'a>,
+    lower: &str,
+    wait: Option<Duration>,
+    quota_after: Duration,
+) -> Decision<'a> {
+    if d.verdict != Verdict::Throttled {
+        return d;
+    }
+    let long = wait.is_some_and(|w| w > quota_after);
+    if facts.per_day {
+        return decision(Verdict::Quota, Why::Rule("per_day"));
+    }
+    if (long || wait.is_none())
+        && let Some(rule) = long_window_text(lower)
+    {
+        return decision(Verdict::Quota, Why::Rule(rule));
+    }
+    if long {
+        return decision(Verdict::Quota, Why::Rule("long_wait"));
+    }
+    d
+}
+
+/// The verdict for an error that arrived inside a 2xx stream: the rules of
+/// [`decide`] under the status the error's code or number implies. With
+/// neither, an error after a 200 is the provider failing mid-response
+/// (availability) unless its message names a cap.
+pub(crate) fn decide_in_band<'a>(
+    facts: &ErrorFacts<'a>,
+    aws: Option<&'a str>,
+    lower: &str,
+    wait: Option<Duration>,
+    quota_after: Duration,
+) -> Decision<'a> {
+    let status = match (aws, first_known(facts), facts.number) {
+        (Some(_), _, _) => 500,
+        (None, Some((v, _)), _) => match v {
+            Verdict::Quota => 402,
+            Verdict::Credential => 401,
+            Verdict::Throttled => 429,
+            Verdict::Request => 400,
+            _ => 500,
+        },
+        (None, None, Some(n)) if n >= 400 => n,
+        (None, None, _) => {
+            if let Some(rule) = quota_text(lower) {
+                return decision(Verdict::Quota, Why::Rule(rule));
+            }
+            let why = facts
+                .codes()
+                .next()
+                .map_or(Why::Fixed("stream:error"), Why::Code);
+            return decision(Verdict::Availability, why);
+        }
+    };
+    let mut d = decide(status, facts, aws, lower, wait, quota_after);
+    if let Why::Status(n) = d.why {
+        // No HTTP status is involved: name the provider's number, if it sent one.
+        d.why = if facts.number == Some(n) {
+            Why::InBand(n)
+        } else {
+            Why::Fixed("stream:error")
+        };
+    }
+    d
+}

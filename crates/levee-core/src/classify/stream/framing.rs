@@ -1,0 +1,164 @@
+//! Cutting a byte stream into lines and JSON documents, incrementally and
+//! with bounded memory, so that any split of the bytes gives the same pieces.
+
+use std::ops::ControlFlow;
+
+/// The most bytes kept of one line, event or JSON document. Past it the
+/// rest is skipped (still scanned for its end), and the piece is classified
+/// from its first `MAX_PIECE` bytes: an error object comes first in every
+/// provider's events, and a data chunk that long is model output.
+pub(crate) const MAX_PIECE: usize = 64 * 1024;
+
+/// Appends up to the cap.
+pub(super) fn push_capped(buf: &mut Vec<u8>, bytes: &[u8]) {
+    let room = MAX_PIECE.saturating_sub(buf.len());
+    buf.extend_from_slice(&bytes[..bytes.len().min(room)]);
+}
+
+// === lines ===
+
+/// Splits on `\n`, `\r\n` or `\r` (all three end an SSE line).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Lines {
+    buf: Vec<u8>,
+    /// The last chunk ended in `\r`: a `\n` opening the next one ends nothing.
+    after_cr: bool,
+}
+
+impl Lines {
+    /// Calls `f` with each line completed by `chunk`, until it breaks.
+    pub(super) fn feed<B>(
+        &mut self,
+        chunk: &[u8],
+        mut f: impl FnMut(&[u8]) -> ControlFlow<B>,
+    ) -> ControlFlow<B> {
+        let mut rest = chunk;
+        if self.after_cr && !rest.is_empty() {
+            self.after_cr = false;
+            if rest[0] == b'\n' {
+                rest = &rest[1..];
+            }
+        }
+        while let Some(i) = memchr::memchr2(b'\n', b'\r', rest) {
+            let flow = if self.buf.is_empty() {
+                // The common case: the whole line is in this chunk, no copy.
+                f(&rest[..i.min(MAX_PIECE)])
+            } else {
+                push_capped(&mut self.buf, &rest[..i]);
+                let flow = f(&self.buf);
+                self.buf.clear();
+                flow
+            };
+            let mut end = i + 1;
+            if rest[i] == b'\r' {
+                match rest.get(end) {
+                    Some(b'\n') => end += 1,
+                    Some(_) => {}
+                    None => self.after_cr = true,
+                }
+            }
+            rest = &rest[end..];
+            flow?;
+        }
+        push_capped(&mut self.buf, rest);
+        ControlFlow::Continue(())
+    }
+
+    /// The unterminated last line, at end of stream.
+    pub(super) fn take_rest(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
+    }
+}
+
+// === JSON documents ===
+
+/// Tracks object/array nesting outside strings.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Depth {
+    depth: u32,
+    in_str: bool,
+    escaped: bool,
+}
+
+impl Depth {
+    /// Scans `b`; returns the index just past the byte that closes the
+    /// outermost `{`/`[`, if `b` holds it.
+    pub(super) fn scan(&mut self, b: &[u8]) -> Option<usize> {
+        for (i, &c) in b.iter().enumerate() {
+            if self.in_str {
+                if self.escaped {
+                    self.escaped = false;
+                } else if c == b'\\' {
+                    self.escaped = true;
+                } else if c == b'"' {
+                    self.in_str = false;
+                }
+                continue;
+            }
+            match c {
+                b'"' => self.in_str = true,
+                b'{' | b'[' => self.depth = self.depth.saturating_add(1),
+                b'}' | b']' if self.depth > 0 => {
+                    self.depth -= 1;
+                    if self.depth == 0 {
+                        return Some(i + 1);
+                    }
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+}
+
+/// Cuts concatenated JSON objects out of a byte stream: NDJSON, a streamed
+/// JSON array (`[{..},\n{..}]`, the separators are skipped) or the textual
+/// event-stream frames. Bytes outside an object are ignored.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Docs {
+    buf: Vec<u8>,
+    depth: Depth,
+    active: bool,
+}
+
+impl Docs {
+    /// Calls `f` with each object completed by `chunk`, until it breaks.
+    pub(super) fn feed<B>(
+        &mut self,
+        chunk: &[u8],
+        mut f: impl FnMut(&[u8]) -> ControlFlow<B>,
+    ) -> ControlFlow<B> {
+        let mut rest = chunk;
+        while !rest.is_empty() {
+            if !self.active {
+                let Some(start) = memchr::memchr(b'{', rest) else {
+                    break;
+                };
+                rest = &rest[start..];
+                self.active = true;
+                self.depth = Depth::default();
+            }
+            let Some(end) = self.depth.scan(rest) else {
+                push_capped(&mut self.buf, rest);
+                break;
+            };
+            self.active = false;
+            let flow = if self.buf.is_empty() {
+                f(&rest[..end.min(MAX_PIECE)])
+            } else {
+                push_capped(&mut self.buf, &rest[..end]);
+                let flow = f(&self.buf);
+                self.buf.clear();
+                flow
+            };
+            rest = &rest[end..];
+            flow?;
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// The unfinished object at end of stream, if one was open.
+    pub(super) fn take_partial(&mut self) -> Option<Vec<u8>> {
+        std::mem::take(&mut self.active).then(|| std::mem::take(&mut self.buf))
+    }
+}

@@ -1,0 +1,383 @@
+//! [`StreamScanner`]: the verdict of a 2xx streaming response, read as it
+//! streams.
+//!
+//! A stream that starts with `200` can still fail: OpenAI sends `data:
+//! {"error": ..}`, the Responses API `response.failed` or `event: error`,
+//! Anthropic `event: error`, OpenRouter an error chunk with `finish_reason:
+//! "error"`, Gemini appends a bare JSON error with no SSE framing, Bedrock an
+//! exception frame. And a stream that ends before the provider's terminal
+//! event (`[DONE]`, `message_stop`, `response.completed`, a Gemini
+//! `finishReason`) was cut: an availability failure, whatever the status said.
+//!
+//! The scanner is sans-IO: feed it the body's chunks as they pass, and
+//! [`finish`](StreamScanner::finish) it at the end. It keeps at most one
+//! line, one event and one JSON document of 64 KiB each (a longer one is
+//! judged by its first 64 KiB), so memory stays bounded whatever the stream,
+//! and it gives the same answer however the bytes are split.
+
+mod event;
+mod framing;
+
+use std::ops::ControlFlow;
+
+use http::{HeaderMap, StatusCode, header};
+
+use self::event::{Ctx, Signal};
+use self::framing::{Depth, Docs, Lines, MAX_PIECE, push_capped};
+use super::{Classification, Dialect, ProviderClassifier, Verdict, dialect, hints};
+
+/// How a stream is framed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StreamFormat {
+    /// Server-sent events (`text/event-stream`): OpenAI, Azure, Anthropic,
+    /// Gemini (`alt=sse`), Mistral, Groq, Cohere, OpenRouter.
+    Sse,
+    /// AWS event stream (`application/vnd.amazon.eventstream`), Bedrock's
+    /// `*WithResponseStream`. Frames are read in their textual form
+    /// `{"eventstream_frame":{"headers":{..},"payload":{..}}}`; the binary
+    /// framing is not decoded yet (see [`StreamScanner::finish`]).
+    AwsEventStream,
+    /// Concatenated JSON objects: NDJSON (`application/x-ndjson`), JSON lines,
+    /// or a streamed JSON array such as Gemini's `streamGenerateContent`.
+    NdJson,
+}
+
+impl StreamFormat {
+    /// The format a `content-type` names, if it names a stream. Plain
+    /// `application/json` does not: most such responses are whole documents,
+    /// and a caller that knows better builds the scanner with
+    /// [`StreamScanner::new`].
+    pub fn from_content_type(content_type: &str) -> Option<StreamFormat> {
+        let mime = content_type
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim_ascii();
+        let is = |m: &str| mime.eq_ignore_ascii_case(m);
+        if is("text/event-stream") {
+            Some(StreamFormat::Sse)
+        } else if is("application/vnd.amazon.eventstream") {
+            Some(StreamFormat::AwsEventStream)
+        } else if [
+            "application/x-ndjson",
+            "application/ndjson",
+            "application/jsonl",
+            "application/x-jsonlines",
+            "application/jsonlines",
+            "application/stream+json",
+        ]
+        .into_iter()
+        .any(is)
+        {
+            Some(StreamFormat::NdJson)
+        } else {
+            None
+        }
+    }
+}
+
+/// Reads the verdict of a 2xx streaming response from its body chunks.
+///
+/// ```
+/// use levee_core::classify::{StreamFormat, StreamScanner, Verdict};
+///
+/// let mut s = StreamScanner::new(StreamFormat::Sse);
+/// assert!(s.feed(b"event: message_start\ndata: {\"type\":\"message_start\"}\n\n").is_none());
+/// let c = s.feed(b"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\"}}\n\n");
+/// assert_eq!(c.unwrap().verdict, Verdict::Availability);
+/// assert_eq!(s.finish().reason.as_str(), "anthropic:overloaded_error");
+///
+/// let mut cut = StreamScanner::new(StreamFormat::Sse);
+/// cut.feed(b"data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n");
+/// assert_eq!(cut.finish().reason.as_str(), "stream:eof_before_done");
+/// ```
+#[derive(Clone, Debug)]
+pub struct StreamScanner {
+    format: StreamFormat,
+    ctx: Ctx,
+    lines: Lines,
+    sse: Sse,
+    docs: Docs,
+    aws: AwsFraming,
+    state: State,
+}
+
+#[derive(Clone, Debug)]
+enum State {
+    Scanning,
+    Done(Classification),
+}
+
+/// Which framing an AWS event stream turned out to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AwsFraming {
+    Unknown,
+    /// `{"eventstream_frame": ..}` documents.
+    Text,
+    /// Binary frames (a 4-byte length prelude): passed over until the
+    /// decoder lands, as a `Binary` arm beside `Text`.
+    Binary,
+}
+
+impl StreamScanner {
+    /// The most bytes kept of one line, event or JSON document.
+    pub const MAX_PIECE: usize = MAX_PIECE;
+
+    /// A scanner for a stream of `format`, with the default bounds and no
+    /// dialect hint.
+    pub fn new(format: StreamFormat) -> Self {
+        StreamScanner {
+            format,
+            ctx: Ctx::default(),
+            lines: Lines::default(),
+            sse: Sse::default(),
+            docs: Docs::default(),
+            aws: AwsFraming::Unknown,
+            state: State::Scanning,
+        }
+    }
+
+    /// A scanner for this response if it is a 2xx stream (by its
+    /// `content-type`), with the dialect its headers name and its `Date`
+    /// for date hints; `None` otherwise.
+    pub fn for_response(status: StatusCode, headers: &HeaderMap) -> Option<Self> {
+        if !status.is_success() {
+            return None;
+        }
+        let content_type = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
+        let mut s = StreamScanner::new(StreamFormat::from_content_type(content_type)?);
+        s.ctx.dialect = dialect::from_headers(headers);
+        s.ctx.date = headers
+            .get(header::DATE)
+            .and_then(|v| hints::http_date(v.to_str().ok()?));
+        Some(s)
+    }
+
+    /// Sets the dialect used for reasons (detected from the events when `None`).
+    pub fn with_dialect(mut self, dialect: Option<Dialect>) -> Self {
+        self.ctx.dialect = dialect;
+        self
+    }
+
+    /// Applies `classifier`'s bounds (`max_wait`, `quota_after`) to in-band errors.
+    pub fn with_classifier(mut self, classifier: &ProviderClassifier) -> Self {
+        self.ctx.limits = classifier.limits;
+        self
+    }
+
+    /// The stream's framing.
+    pub fn format(&self) -> StreamFormat {
+        self.format
+    }
+
+    /// The verdict, once known.
+    pub fn verdict(&self) -> Option<&Classification> {
+        match &self.state {
+            State::Scanning => None,
+            State::Done(c) => Some(c),
+        }
+    }
+
+    /// Reads the next chunk. Returns the classification on the chunk that
+    /// decides it (an in-band error, or the terminal event: success), and
+    /// `None` before and after; once decided, further chunks are ignored.
+    pub fn feed(&mut self, chunk: &[u8]) -> Option<Classification> {
+        if !matches!(self.state, State::Scanning) {
+            return None;
+        }
+        let Self {
+            ctx,
+            lines,
+            sse,
+            docs,
+            aws,
+            ..
+        } = self;
+        let flow = match self.format {
+            StreamFormat::Sse => lines.feed(chunk, |line| sse.line(ctx, line).into_flow()),
+            StreamFormat::NdJson => docs.feed(chunk, |doc| event::json_doc(ctx, doc).into_flow()),
+            StreamFormat::AwsEventStream => {
+                if *aws == AwsFraming::Unknown {
+                    *aws = match chunk.trim_ascii_start().first() {
+                        None => AwsFraming::Unknown,
+                        Some(b'{') => AwsFraming::Text,
+                        Some(_) => AwsFraming::Binary,
+                    };
+                }
+                match aws {
+                    AwsFraming::Text => {
+                        docs.feed(chunk, |doc| event::json_doc(ctx, doc).into_flow())
+                    }
+                    _ => ControlFlow::Continue(()),
+                }
+            }
+        };
+        let ControlFlow::Break(signal) = flow else {
+            return None;
+        };
+        let c = match signal {
+            Signal::Error(c) => c,
+            _ => Classification::success(),
+        };
+        self.state = State::Done(c.clone());
+        Some(c)
+    }
+
+    /// Ends the stream and returns its verdict: the one already decided;
+    /// else success if the terminal event came or the model reported a
+    /// finish reason; else an availability failure
+    /// (`stream:eof_before_done`): the stream was cut.
+    ///
+    /// An AWS event stream signals failure only by exception frames, so it
+    /// is a success at its end unless a textual frame was left unfinished.
+    /// Binary AWS frames are not decoded yet: such a stream is a success.
+    pub fn finish(&mut self) -> Classification {
+        if let State::Done(c) = &self.state {
+            return c.clone();
+        }
+        let signal = match self.format {
+            StreamFormat::Sse => {
+                let rest = self.lines.take_rest();
+                match self.sse.line(&mut self.ctx, &rest) {
+                    Signal::Nothing => self.sse.finish(&mut self.ctx),
+                    s => s,
+                }
+            }
+            StreamFormat::NdJson | StreamFormat::AwsEventStream => match self.docs.take_partial() {
+                Some(partial) => match event::json_doc(&mut self.ctx, &partial) {
+                    Signal::Error(c) => Signal::Error(c),
+                    _ => Signal::Nothing,
+                },
+                None if self.format == StreamFormat::AwsEventStream => Signal::Terminal,
+                None => Signal::Nothing,
+            },
+        };
+        let c = match signal {
+            Signal::Error(c) => c,
+            Signal::Terminal => Classification::success(),
+            Signal::Nothing if self.ctx.finished => Classification::success(),
+            Signal::Nothing => Classification::new(Verdict::Availability, "stream:eof_before_done"),
+        };
+        self.state = State::Done(c.clone());
+        c
+    }
+}
+
+impl Signal {
+    fn into_flow(self) -> ControlFlow<Signal> {
+        match self {
+            Signal::Nothing => ControlFlow::Continue(()),
+            s => ControlFlow::Break(s),
+        }
+    }
+}
+
+// === SSE ===
+
+/// The event being assembled, and a bare JSON document (Gemini's appended
+/// error) being collected across lines.
+#[derive(Clone, Debug, Default)]
+struct Sse {
+    event: Vec<u8>,
+    data: Vec<u8>,
+    has_data: bool,
+    raw: Option<(Vec<u8>, Depth)>,
+}
+
+/// Event names are short; a longer one is no name we know.
+const MAX_EVENT_NAME: usize = 64;
+
+impl Sse {
+    fn line(&mut self, ctx: &mut Ctx, line: &[u8]) -> Signal {
+        if let Some((buf, depth)) = &mut self.raw {
+            let sse_field = line.is_empty()
+                || line.starts_with(b"data:")
+                || line.starts_with(b"event:")
+                || line.starts_with(b":");
+            if !sse_field {
+                push_capped(buf, line);
+                push_capped(buf, b"\n");
+                if depth.scan(line).is_none() {
+                    return Signal::Nothing;
+                }
+            }
+            // The document closed, or SSE framing resumed before it did.
+            let (doc, _) = self.raw.take().unwrap_or_default();
+            let s = event::json_doc(ctx, &doc);
+            if !matches!(s, Signal::Nothing) || !sse_field {
+                return s;
+            }
+        }
+        match line.first() {
+            None => return self.dispatch(ctx),
+            // A comment: a keep-alive. OpenRouter's names itself.
+            Some(b':') => {
+                if ctx.dialect.is_none()
+                    && line
+                        .windows(10)
+                        .any(|w| w.eq_ignore_ascii_case(b"openrouter"))
+                {
+                    ctx.dialect = Some(Dialect::OpenRouter);
+                }
+                return Signal::Nothing;
+            }
+            _ => {}
+        }
+        if line.trim_ascii_start().first() == Some(&b'{') {
+            // Not SSE: a bare JSON document, possibly over several lines.
+            let mut depth = Depth::default();
+            if depth.scan(line).is_some() {
+                return event::json_doc(ctx, line);
+            }
+            let mut buf = line.to_vec();
+            buf.push(b'\n');
+            self.raw = Some((buf, depth));
+            return Signal::Nothing;
+        }
+        let (name, value) = match line.iter().position(|&c| c == b':') {
+            Some(i) => (
+                &line[..i],
+                line[i + 1..].strip_prefix(b" ").unwrap_or(&line[i + 1..]),
+            ),
+            None => (line, &b""[..]),
+        };
+        match name {
+            b"data" => {
+                if self.has_data {
+                    push_capped(&mut self.data, b"\n");
+                }
+                push_capped(&mut self.data, value);
+                self.has_data = true;
+            }
+            b"event" => {
+                self.event.clear();
+                self.event
+                    .extend_from_slice(&value[..value.len().min(MAX_EVENT_NAME)]);
+            }
+            _ => {}
+        }
+        Signal::Nothing
+    }
+
+    fn dispatch(&mut self, ctx: &mut Ctx) -> Signal {
+        if !self.has_data && self.event.is_empty() {
+            return Signal::Nothing;
+        }
+        let s = event::sse_event(ctx, &self.event, &self.data);
+        self.event.clear();
+        self.data.clear();
+        self.has_data = false;
+        s
+    }
+
+    /// End of stream: what is still open is judged as if it had ended.
+    fn finish(&mut self, ctx: &mut Ctx) -> Signal {
+        if let Some((doc, _)) = self.raw.take()
+            && let s @ (Signal::Error(_) | Signal::Terminal) = event::json_doc(ctx, &doc)
+        {
+            return s;
+        }
+        self.dispatch(ctx)
+    }
+}

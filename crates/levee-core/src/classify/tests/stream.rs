@@ -1,0 +1,275 @@
+//! The stream scanner: terminal events, in-band errors, cuts, framing.
+
+use http::StatusCode;
+
+use super::{headers, ms};
+use crate::classify::{
+    Classification, Classify, ProviderClassifier, StreamFormat, StreamScanner, Verdict,
+};
+
+fn scan(format: StreamFormat, body: &str) -> Classification {
+    let mut s = StreamScanner::new(format);
+    s.feed(body.as_bytes());
+    s.finish()
+}
+
+fn sse(body: &str) -> Classification {
+    scan(StreamFormat::Sse, body)
+}
+
+fn assert_is(c: &Classification, verdict: Verdict, reason: &str) {
+    assert_eq!((c.verdict, c.reason.as_str()), (verdict, reason), "{c:?}");
+}
+
+const CHUNK: &str = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n";
+
+#[test]
+fn openai_done_ends_the_stream_successfully_on_the_chunk_that_carries_it() {
+    let mut s = StreamScanner::new(StreamFormat::Sse);
+    assert_eq!(s.feed(CHUNK.as_bytes()), None);
+    assert_eq!(s.feed(b"data: [DONE]\n\n"), Some(Classification::success()));
+    assert_eq!(
+        s.feed(b"data: {\"error\":{\"type\":\"server_error\"}}\n\n"),
+        None,
+        "decided"
+    );
+    assert_eq!(s.finish(), Classification::success());
+    assert_eq!(
+        s.finish(),
+        Classification::success(),
+        "finish is idempotent"
+    );
+}
+
+#[test]
+fn a_stream_cut_before_its_terminal_event_is_availability() {
+    assert_is(&sse(CHUNK), Verdict::Availability, "stream:eof_before_done");
+    assert_is(&sse(""), Verdict::Availability, "stream:eof_before_done");
+}
+
+#[test]
+fn a_finish_reason_without_done_still_ends_well() {
+    let last = CHUNK.replace("\"finish_reason\":null", "\"finish_reason\":\"stop\"");
+    assert_eq!(sse(&format!("{CHUNK}{last}")).verdict, Verdict::Success);
+}
+
+#[test]
+fn openai_in_band_error_chunk_is_availability() {
+    let body = format!(
+        "{CHUNK}data: {{\"error\": {{\"message\": \"The server had an error\", \"type\": \"server_error\"}}}}\n\n"
+    );
+    assert_is(&sse(&body), Verdict::Availability, "openai:server_error");
+}
+
+#[test]
+fn model_output_that_mentions_error_is_not_an_error() {
+    let body = "data: {\"choices\":[{\"delta\":{\"content\":\"the \\\"error\\\": field\"},\"finish_reason\":null}]}\n\ndata: [DONE]\n\n";
+    assert_eq!(sse(body).verdict, Verdict::Success);
+}
+
+#[test]
+fn responses_api_completed_failed_and_error_events() {
+    let ok = "event: response.created\ndata: {\"type\":\"response.created\"}\n\nevent: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\"}}\n\n";
+    assert_eq!(sse(ok).verdict, Verdict::Success);
+    let failed = "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"x\"}}}\n\n";
+    assert_is(&sse(failed), Verdict::Availability, "openai:server_error");
+    let limited = "event: error\ndata: {\"type\":\"error\",\"code\":\"rate_limit_exceeded\",\"message\":\"Please try again in 2s.\"}\n\n";
+    let c = sse(limited);
+    assert_eq!((c.verdict, c.wait), (Verdict::Throttled, ms(2000)));
+}
+
+#[test]
+fn anthropic_message_stop_and_error_events() {
+    let ok = "event: message_start\ndata: {\"type\":\"message_start\"}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    assert_eq!(sse(ok).verdict, Verdict::Success);
+    let err = "event: error\ndata: {\"type\": \"error\", \"error\": {\"type\": \"overloaded_error\", \"message\": \"Overloaded\"}}\n\n";
+    assert_is(
+        &sse(err),
+        Verdict::Availability,
+        "anthropic:overloaded_error",
+    );
+    let bare = "event: error\ndata: not json\n\n";
+    assert_is(&sse(bare), Verdict::Availability, "stream:error");
+}
+
+#[test]
+fn openrouter_keepalives_are_ignored_and_finish_reason_error_fails() {
+    let body = ": OPENROUTER PROCESSING\n\n: OPENROUTER PROCESSING\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"\"},\"finish_reason\":\"error\"}]}\n\n";
+    assert_is(
+        &sse(body),
+        Verdict::Availability,
+        "openrouter:finish_reason_error",
+    );
+    let with_error = ": OPENROUTER PROCESSING\n\ndata: {\"error\":{\"code\":502,\"message\":\"Provider returned error\"},\"choices\":[]}\n\n";
+    assert_is(&sse(with_error), Verdict::Availability, "openrouter:502");
+    let quota = "data: {\"error\":{\"message\":\"Insufficient credits\"}}\n\n";
+    assert_is(&sse(quota), Verdict::Quota, "openai:credits_exhausted");
+}
+
+#[test]
+fn gemini_finish_reason_is_terminal_and_a_bare_json_error_fails() {
+    let ok = "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"Hi\"}]},\"finishReason\":\"STOP\"}]}\n\n";
+    let mut s = StreamScanner::new(StreamFormat::Sse);
+    assert_eq!(s.feed(ok.as_bytes()), Some(Classification::success()));
+    let err = "data: {\"candidates\":[]}\n\n{\n  \"error\": {\n    \"code\": 429,\n    \"message\": \"Resource exhausted. Please retry in 3s.\",\n    \"status\": \"RESOURCE_EXHAUSTED\"\n  }\n}\n";
+    let c = sse(err);
+    assert_eq!(
+        (c.verdict, c.wait, c.reason.as_str()),
+        (Verdict::Throttled, ms(3000), "gemini:RESOURCE_EXHAUSTED")
+    );
+    let unterminated = "{\"error\": {\"code\": 503, \"status\": \"UNAVAILABLE\"";
+    assert_is(
+        &sse(unterminated),
+        Verdict::Availability,
+        "gemini:UNAVAILABLE",
+    );
+}
+
+#[test]
+fn crlf_and_cr_line_endings_are_sse_line_endings() {
+    assert_eq!(sse("data: [DONE]\r\n\r\n").verdict, Verdict::Success);
+    assert_eq!(sse("data: [DONE]\r\r").verdict, Verdict::Success);
+    let split = [
+        "data: {\"error\":{\"type\":\"server_error\"}}\r",
+        "\n\r",
+        "\n",
+    ];
+    let mut s = StreamScanner::new(StreamFormat::Sse);
+    let got: Vec<_> = split
+        .iter()
+        .map(|c| s.feed(c.as_bytes()).map(|c| c.verdict))
+        .collect();
+    assert_eq!(got, [None, Some(Verdict::Availability), None]);
+}
+
+#[test]
+fn a_line_longer_than_the_cap_is_judged_by_its_first_64_kib() {
+    let long = "x".repeat(3 * StreamScanner::MAX_PIECE);
+    let body = format!(
+        "data: {{\"choices\":[{{\"delta\":{{\"content\":\"{long}\"}}}}]}}\n\ndata: [DONE]\n\n"
+    );
+    let mut s = StreamScanner::new(StreamFormat::Sse);
+    for chunk in body.as_bytes().chunks(1000) {
+        s.feed(chunk);
+    }
+    assert_eq!(s.finish().verdict, Verdict::Success);
+    let error_first =
+        format!("data: {{\"error\":{{\"type\":\"server_error\",\"message\":\"{long}\"}}}}\n\n");
+    assert_is(
+        &sse(&error_first),
+        Verdict::Availability,
+        "openai:server_error",
+    );
+}
+
+#[test]
+fn bedrock_textual_exception_frames() {
+    let frame = |ty: &str, extra: &str| {
+        format!(
+            "{{\"eventstream_frame\":{{\"headers\":{{\":message-type\":\"exception\",\":exception-type\":\"{ty}\"}},\"payload\":{{\"message\":\"x\"{extra}}}}}}}"
+        )
+    };
+    let throttled = scan(
+        StreamFormat::AwsEventStream,
+        &frame("throttlingException", ""),
+    );
+    assert_is(
+        &throttled,
+        Verdict::Throttled,
+        "bedrock:throttlingException",
+    );
+    let invalid = scan(
+        StreamFormat::AwsEventStream,
+        &frame("validationException", ""),
+    );
+    assert_eq!(invalid.verdict, Verdict::Request);
+    let model = scan(
+        StreamFormat::AwsEventStream,
+        &frame("modelStreamErrorException", ",\"originalStatusCode\":500"),
+    );
+    assert_is(
+        &model,
+        Verdict::Availability,
+        "bedrock:modelStreamErrorException",
+    );
+}
+
+#[test]
+fn aws_streams_end_well_unless_a_frame_is_cut() {
+    let event = "{\"eventstream_frame\":{\"headers\":{\":message-type\":\"event\",\":event-type\":\"chunk\"},\"payload\":{\"bytes\":\"e30=\"}}}";
+    assert_eq!(
+        scan(StreamFormat::AwsEventStream, event).verdict,
+        Verdict::Success
+    );
+    assert_is(
+        &scan(StreamFormat::AwsEventStream, &event[..40]),
+        Verdict::Availability,
+        "stream:eof_before_done",
+    );
+    let binary = "\u{0}\u{0}\u{0}\u{7f}\u{0}\u{0}\u{0}\u{1f}binary";
+    assert_eq!(
+        scan(StreamFormat::AwsEventStream, binary).verdict,
+        Verdict::Success
+    );
+}
+
+#[test]
+fn ndjson_and_json_array_streams() {
+    let ollama = "{\"message\":{\"content\":\"Hi\"},\"done\":false}\n{\"message\":{\"content\":\"\"},\"done\":true}\n";
+    assert_eq!(scan(StreamFormat::NdJson, ollama).verdict, Verdict::Success);
+    assert_is(
+        &scan(StreamFormat::NdJson, "{\"done\":false}\n"),
+        Verdict::Availability,
+        "stream:eof_before_done",
+    );
+    let gemini = "[{\"candidates\":[{\"content\":{}}]}\n,\r\n{\"candidates\":[{\"finishReason\": \"STOP\"}]}\n]";
+    assert_eq!(scan(StreamFormat::NdJson, gemini).verdict, Verdict::Success);
+    let err = "{\"error\":\"model 'x' not found\"}\n";
+    assert_is(
+        &scan(StreamFormat::NdJson, err),
+        Verdict::Availability,
+        "stream:error",
+    );
+}
+
+#[test]
+fn scanners_are_offered_for_2xx_streams_only() {
+    let c = ProviderClassifier::default();
+    let sse = headers(&[
+        ("content-type", "text/event-stream; charset=utf-8"),
+        ("anthropic-organization-id", "o"),
+    ]);
+    let s = c
+        .stream_scanner(StatusCode::OK, &sse)
+        .expect("an SSE scanner");
+    assert_eq!(s.format(), StreamFormat::Sse);
+    assert!(
+        c.stream_scanner(StatusCode::TOO_MANY_REQUESTS, &sse)
+            .is_none()
+    );
+    let json = headers(&[("content-type", "application/json")]);
+    assert!(c.stream_scanner(StatusCode::OK, &json).is_none());
+    let aws = headers(&[("content-type", "application/vnd.amazon.eventstream")]);
+    assert_eq!(
+        c.stream_scanner(StatusCode::OK, &aws).map(|s| s.format()),
+        Some(StreamFormat::AwsEventStream)
+    );
+    let nd = headers(&[("content-type", "application/x-ndjson")]);
+    assert_eq!(
+        c.stream_scanner(StatusCode::OK, &nd).map(|s| s.format()),
+        Some(StreamFormat::NdJson)
+    );
+}
+
+#[test]
+fn the_dialect_of_the_response_headers_names_in_band_errors() {
+    let h = headers(&[
+        ("content-type", "text/event-stream"),
+        ("x-ms-region", "eastus"),
+    ]);
+    let mut s = ProviderClassifier::default()
+        .stream_scanner(StatusCode::OK, &h)
+        .unwrap();
+    s.feed(b"data: {\"error\":{\"code\":\"server_error\",\"message\":\"x\"}}\n\n");
+    assert_eq!(s.finish().reason.as_str(), "azure:server_error");
+}

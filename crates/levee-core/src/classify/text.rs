@@ -1,0 +1,138 @@
+//! Substring search over messages and events.
+//!
+//! Message rules look for a few anchor words with `memchr`'s SIMD search and
+//! read only the neighbourhood of each hit, instead of searching a 16 KiB
+//! peek once per phrase. A searcher is built once per needle (the
+//! [`needle!`]/[`needles!`] statics): building one costs more than
+//! searching a kilobyte with it.
+
+use std::sync::OnceLock;
+
+use memchr::memmem::Finder;
+
+/// A needle whose searcher is built on first use and kept.
+#[derive(Debug)]
+pub(crate) struct Needle {
+    text: &'static str,
+    finder: OnceLock<Finder<'static>>,
+}
+
+impl Needle {
+    pub(crate) const fn new(text: &'static str) -> Needle {
+        Needle {
+            text,
+            finder: OnceLock::new(),
+        }
+    }
+
+    fn finder(&self) -> &Finder<'static> {
+        self.finder.get_or_init(|| Finder::new(self.text))
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.text.len()
+    }
+
+    /// The first offset of the needle in `hay`.
+    pub(crate) fn find(&self, hay: &[u8]) -> Option<usize> {
+        self.finder().find(hay)
+    }
+
+    /// Whether the needle occurs in `hay`.
+    pub(crate) fn is_in(&self, hay: &str) -> bool {
+        self.find(hay.as_bytes()).is_some()
+    }
+
+    /// Byte offsets of every occurrence in `hay`.
+    pub(crate) fn find_all<'h>(&'static self, hay: &'h str) -> impl Iterator<Item = usize> + 'h {
+        self.finder().find_iter(hay.as_bytes())
+    }
+}
+
+/// A `&'static Needle` for a literal, its searcher cached at the call site.
+macro_rules! needle {
+    ($s:literal) => {{
+        static NEEDLE: $crate::classify::text::Needle = $crate::classify::text::Needle::new($s);
+        &NEEDLE
+    }};
+}
+
+/// A `&'static [Needle]` for literals, their searchers cached at the call site.
+macro_rules! needles {
+    ($($s:literal),+ $(,)?) => {{
+        const LEN: usize = [$($s),+].len();
+        static NEEDLES: [$crate::classify::text::Needle; LEN] =
+            [$($crate::classify::text::Needle::new($s)),+];
+        &NEEDLES
+    }};
+}
+
+pub(crate) use {needle, needles};
+
+/// Whether any of `needles` occurs in `hay`.
+pub(crate) fn contains_any(hay: &str, needles: &[Needle]) -> bool {
+    needles.iter().any(|n| n.is_in(hay))
+}
+
+/// A short search for short haystacks (a code, a window around an anchor),
+/// where building a searcher would cost more than the search.
+pub(crate) fn small_find(hay: &[u8], needle: &[u8]) -> bool {
+    let Some(&first) = needle.first() else {
+        return true;
+    };
+    hay.windows(needle.len())
+        .any(|w| w[0] == first && w == needle)
+}
+
+/// Whether some `anchor` in `hay` has one of `words` within `reach` bytes
+/// before or after it.
+pub(crate) fn near(hay: &str, anchor: &'static Needle, words: &[&str], reach: usize) -> bool {
+    let b = hay.as_bytes();
+    anchor.find_all(hay).any(|at| {
+        let window = &b[at.saturating_sub(reach)..(at + anchor.len() + reach).min(b.len())];
+        words.iter().any(|w| small_find(window, w.as_bytes()))
+    })
+}
+
+/// Whether some `anchor` in `hay` is directly preceded by one of `words`.
+pub(crate) fn preceded_by(hay: &str, anchor: &'static Needle, words: &[&str]) -> bool {
+    let b = hay.as_bytes();
+    anchor
+        .find_all(hay)
+        .any(|at| words.iter().any(|w| b[..at].ends_with(w.as_bytes())))
+}
+
+/// A 64-bit set of the byte pairs in `s` (hashed). A word can occur in a
+/// code only if all its pairs are in the code's set, which rules out almost
+/// every word of the code tables with one AND.
+pub(crate) const fn pairs(s: &[u8]) -> u64 {
+    let mut mask = 0u64;
+    let mut i = 0;
+    while i + 1 < s.len() {
+        let h = (s[i] as u32).wrapping_mul(31).wrapping_add(s[i + 1] as u32);
+        mask |= 1 << (h % 64);
+        i += 1;
+    }
+    mask
+}
+
+/// A word of a code table, with its pair set.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Word {
+    text: &'static str,
+    pairs: u64,
+}
+
+impl Word {
+    pub(crate) const fn new(text: &'static str) -> Word {
+        Word {
+            text,
+            pairs: pairs(text.as_bytes()),
+        }
+    }
+
+    /// Whether the word occurs in `code` (lowercase), whose pair set is `code_pairs`.
+    pub(crate) fn in_code(&self, code: &[u8], code_pairs: u64) -> bool {
+        self.pairs & code_pairs == self.pairs && small_find(code, self.text.as_bytes())
+    }
+}

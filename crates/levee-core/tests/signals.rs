@@ -1,0 +1,108 @@
+//! Every real provider response in `provider-signals.json` classifies as
+//! expected: verdict exact, wait within 1 ms (1 s when computed from a date).
+//!
+//! Two copies are checked: the shared file beside the checkout (the living
+//! sample; skipped with a note when absent) and the committed copy.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use levee_core::classify::{
+    Classification, Classify, ProviderClassifier, ResponseView, StreamFormat, StreamScanner,
+    TransportFailure, Verdict,
+};
+use serde_json::Value;
+
+fn headers_of(case: &Value) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    for (k, v) in case["headers"].as_object().into_iter().flatten() {
+        let name = HeaderName::from_bytes(k.as_bytes()).expect("header name");
+        let value = HeaderValue::from_str(v.as_str().expect("header value")).expect("header value");
+        headers.append(name, value);
+    }
+    headers
+}
+
+/// Classifies one case the way the layers do: transport failure, stream
+/// scanner (feed the body, then finish), or a response with its body peeked.
+fn classify(case: &Value) -> Classification {
+    let classifier = ProviderClassifier::default();
+    let headers = headers_of(case);
+    let body = case["body"].as_str().unwrap_or_default().as_bytes();
+    let Some(status) = case["status"].as_u64() else {
+        return classifier.classify_transport(TransportFailure::Other);
+    };
+    let status = StatusCode::from_u16(status as u16).expect("status");
+    if case["stream"].as_bool() == Some(true) {
+        let mut scanner = classifier
+            .stream_scanner(status, &headers)
+            .unwrap_or_else(|| StreamScanner::new(StreamFormat::Sse));
+        scanner.feed(body);
+        return scanner.finish();
+    }
+    classifier.classify_response(&ResponseView::new(status, &headers, body))
+}
+
+fn check_file(path: &Path) -> usize {
+    let text = std::fs::read_to_string(path).expect("read signals");
+    let cases: Vec<Value> = serde_json::from_str(&text).expect("parse signals");
+    assert!(!cases.is_empty());
+    let mut failures = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        let c = classify(case);
+        let want = Verdict::from_name(case["expect_verdict"].as_str().unwrap()).expect("verdict");
+        let want_wait = case["expect_wait_ms"].as_u64().map(Duration::from_millis);
+        // A wait computed from a date (body or HTTP-date) is exact to the second.
+        let dated = case["body"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("regain access on");
+        let tolerance = if dated {
+            Duration::from_secs(1)
+        } else {
+            Duration::from_millis(1)
+        };
+        let wait_ok = match (c.wait, want_wait) {
+            (None, None) => true,
+            (Some(got), Some(want)) => got.abs_diff(want) <= tolerance,
+            _ => false,
+        };
+        if c.verdict != want || !wait_ok {
+            failures.push(format!(
+                "case {i} ({}): got {} {:?} ({}), want {} {:?}",
+                case["provider"], c.verdict, c.wait, c.reason, want, want_wait
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{}:\n{}",
+        path.display(),
+        failures.join("\n")
+    );
+    cases.len()
+}
+
+fn manifest() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn committed_signals_all_classify_as_expected() {
+    let n = check_file(&manifest().join("tests/data/provider-signals.json"));
+    assert!(n >= 53, "the committed sample has {n} cases");
+}
+
+#[test]
+fn shared_signals_all_classify_as_expected() {
+    let path = manifest().join("../../../shared/signals/provider-signals.json");
+    if !path.exists() {
+        println!(
+            "note: {} is absent; skipping the shared sample",
+            path.display()
+        );
+        return;
+    }
+    check_file(&path);
+}
