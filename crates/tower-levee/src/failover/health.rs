@@ -80,10 +80,21 @@ pub struct TargetHealth {
         serde(rename = "gated_last_hour_ms", with = "millis")
     )]
     pub gated_last_hour: Option<Duration>,
-    /// Its bulkhead, if it has one: `(in flight, limit)`.
-    pub bulkhead: Option<(usize, usize)>,
+    /// Its bulkhead, if it has one.
+    pub bulkhead: Option<BulkheadHealth>,
     /// Every scope its breaker layer tracks.
     pub scopes: Vec<ScopeHealth>,
+}
+
+/// A target's bulkhead gauges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct BulkheadHealth {
+    /// Calls holding a permit now.
+    pub in_flight: usize,
+    /// Permits in all.
+    pub limit: usize,
 }
 
 /// One scope of one mechanism (breaker, gate or park) of a target.
@@ -204,7 +215,10 @@ fn target_health(meta: &Meta, index: usize) -> TargetHealth {
         .collect();
     let bulkhead = t.bulkhead.as_ref().map(|b| {
         let s = b.snapshot();
-        (s.in_flight, s.limit)
+        BulkheadHealth {
+            in_flight: s.in_flight,
+            limit: s.limit,
+        }
     });
     // The most lasting refusal first, as the breaker layer checks them.
     let refusing = |state: &str| {
@@ -223,7 +237,7 @@ fn target_health(meta: &Meta, index: usize) -> TargetHealth {
     .into_iter()
     .find_map(|(name, scope_state)| refusing(scope_state).map(|r| (name, r)))
     .unwrap_or(match bulkhead {
-        Some((in_flight, limit)) if in_flight >= limit => ("full", None),
+        Some(b) if b.in_flight >= b.limit => ("full", None),
         _ => ("available", None),
     });
     let park_reason = scopes

@@ -54,6 +54,10 @@
 //! otherwise. If targets were called and all failed, the caller gets the last
 //! real answer instead of a synthetic one, as from the retry layer.
 //!
+//! A response is returned once its head arrives: a stream that fails
+//! mid-body (which the breaker still records) cannot be failed over, since
+//! the caller already has it.
+//!
 //! Failover never queues and never sleeps (fail fast rather than queue
 //! blind). The one retry layer above it decides; it retries a
 //! `NoTargetAvailable` whose targets are all only throttled at the earliest
@@ -98,8 +102,9 @@
 //! another target exists; a clone of the target's boxed stack and a boxed
 //! call future; the [`ServedBy`] extension (whose target name is interned,
 //! not reference counted); and one increment of a served counter striped per
-//! thread, which never shares a cache line between threads.
-//! `benches/benches/failover.rs` measures it beside a bare breaker.
+//! thread, which never shares a cache line between threads. The fallback
+//! share is derived from those counters when a snapshot is taken; every
+//! other counter is written only on the failover path.
 //!
 //! # Example
 //!
@@ -154,7 +159,7 @@ pub use self::builder::{
     DEFAULT_MAX_RETRY_AFTER, DEFAULT_OVERLOAD_WINDOW, FailoverBuilder, MAX_TARGETS,
 };
 pub use self::error::{NoTargetAvailable, Refusal, RefusalKind};
-pub use self::health::{FailoverHandle, HealthSnapshot, ScopeHealth, TargetHealth};
+pub use self::health::{BulkheadHealth, FailoverHandle, HealthSnapshot, ScopeHealth, TargetHealth};
 pub use self::service::Failover;
 pub use self::state::Advance;
 pub use self::target::{Rewrite, ServedBy, Target};
