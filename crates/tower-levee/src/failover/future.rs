@@ -104,8 +104,8 @@ where
                 StateProj::Select => {
                     match select(this.common, this.request, this.progress) {
                         Pick::Call(index, request) => {
-                            // A target takes it: the previous answer is moot.
-                            *this.last = None;
+                            // The previous answer is kept until this target
+                            // answers: its bulkhead may still refuse.
                             let service = this.common.entries[index].service.clone();
                             this.state.set(State::Ready {
                                 service,
