@@ -211,12 +211,10 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
             origin: Instant::now(),
             no_target: AtomicU64::new(0),
         };
-        Ok(Failover {
-            common: Arc::new(Common {
-                meta: Arc::new(meta),
-                entries: entries.into(),
-            }),
-        })
+        Ok(Failover::from_common(Arc::new(Common {
+            meta: Arc::new(meta),
+            entries: entries.into(),
+        })))
     }
 }
 

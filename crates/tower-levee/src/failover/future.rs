@@ -50,6 +50,8 @@ pin_project! {
     enum State<B, RB: Body> {
         // Choosing the next target.
         Select,
+        // Decided in `call`: nothing to send.
+        Finished { output: Option<Output<RB>> },
         // Waiting for the chosen target's service to be ready.
         Ready { service: TargetService<B, RB>, request: Option<Request<B>>, index: usize },
         // A target call in flight (it holds the permit and probe slot).
@@ -78,14 +80,46 @@ enum Pick<B> {
     Exhausted,
 }
 
-impl<B, RB: Body> ResponseFuture<B, RB> {
-    pub(crate) fn new(common: Arc<Common<B, RB>>, request: Request<B>) -> Self {
+impl<B: Clone, RB: Body> ResponseFuture<B, RB> {
+    /// Chooses the first target in `call` and, if the caller's clone of its
+    /// service was polled ready, calls it at once; otherwise a clone of the
+    /// target's service is readied in the future.
+    pub(crate) fn start(
+        common: Arc<Common<B, RB>>,
+        request: Request<B>,
+        services: &mut [TargetService<B, RB>],
+        ready: &mut u64,
+    ) -> Self {
+        let mut request = Some(request);
+        let mut progress = Progress::default();
+        let state = match select(&common, &mut request, &mut progress) {
+            Pick::Call(index, req) if *ready & (1 << index) != 0 && index < services.len() => {
+                // It must be polled ready again before its next call.
+                *ready &= !(1 << index);
+                progress.attempts = 1;
+                State::Calling {
+                    future: services[index].call(req),
+                    index,
+                }
+            }
+            Pick::Call(index, req) => State::Ready {
+                service: common.entries[index].service.clone(),
+                request: Some(req),
+                index,
+            },
+            Pick::Stop(e) => State::Finished {
+                output: Some(Err(e)),
+            },
+            Pick::Exhausted => State::Finished {
+                output: Some(Err(no_target(&common, &mut progress))),
+            },
+        };
         ResponseFuture {
-            state: State::Select,
+            state,
             common,
-            request: Some(request),
+            request,
             last: None,
-            progress: Progress::default(),
+            progress,
         }
     }
 }
@@ -129,6 +163,11 @@ where
                             return Poll::Ready(output);
                         }
                     }
+                }
+                StateProj::Finished { output } => {
+                    let output = output.take().expect("polled after completion");
+                    this.state.set(State::Done);
+                    return Poll::Ready(output);
                 }
                 StateProj::Ready {
                     service,
@@ -352,6 +391,7 @@ impl<B, RB: Body> fmt::Debug for ResponseFuture<B, RB> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match &self.state {
             State::Select => "select",
+            State::Finished { .. } => "finished",
             State::Ready { .. } => "ready",
             State::Calling { .. } => "calling",
             State::Done => "done",
