@@ -80,7 +80,7 @@
 //! reads apart from the others'. The failover builds each target's stack
 //! (bulkhead → breaker → service) and boxes it: targets are heterogeneous
 //! (different clients, rewrites, classifiers), and a box per target — one
-//! allocation for the chosen target's call, next to an LLM call of hundreds
+//! allocation per call for its boxed future, next to an LLM call of hundreds
 //! of milliseconds — buys a plain list instead of a type per configuration.
 //!
 //! A target's bulkhead is checked by taking its permit: a full bulkhead
@@ -97,15 +97,21 @@
 //! # Cost
 //!
 //! On the primary's success path a request costs: a read-only admission
-//! check (scope names, published status words, no lock, no write); one
-//! reference count on the failover's shared state; a copy of the request if
-//! another target exists; a clone of the target's boxed stack and a boxed
-//! call future; the [`ServedBy`] extension (whose target name is interned,
+//! check (scope names, published status words; no lock, no write); a
+//! reference count on the failover's shared state, held by the response
+//! future; a copy of the request if another target exists; the boxed call
+//! future of the target's stack (each clone of the failover calls its own
+//! ready copies of the targets' services, made once, so no service is
+//! cloned per call); the [`ServedBy`] extension (its target name interned,
 //! not reference counted); and one increment of a served counter striped per
 //! thread, which never shares a cache line between threads. The fallback
 //! share is derived from those counters when a snapshot is taken; every
 //! other counter is written only on the failover path.
-//!
+//! `benches/benches/failover.rs` measures it beside the breaker alone: on a
+//! loaded 2-vCPU machine, a one-target failover over a breaker cost about
+//! 2.3× the breaker alone, with 64 tasks on 2 threads as on one — a few
+//! hundred nanoseconds, next to an LLM call of hundreds of milliseconds.
+
 //! # Example
 //!
 //! ```

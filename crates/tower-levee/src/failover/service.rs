@@ -85,7 +85,12 @@ where
     /// service is readied in the response future.
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         if self.services.is_empty() {
-            self.services = self.common.entries.iter().map(|e| e.service.clone()).collect();
+            self.services = self
+                .common
+                .entries
+                .iter()
+                .map(|e| e.service.clone())
+                .collect();
         }
         for (i, service) in self.services.iter_mut().enumerate() {
             if self.ready & (1 << i) != 0 {
