@@ -2,7 +2,9 @@
 //!
 //! A non-2xx body is peeked (up to a bound) so the classifier can read the
 //! provider's error code; the peeked bytes are then replayed in front of the
-//! rest, so the caller still receives the whole body.
+//! rest, so the caller still receives the whole body. A 2xx stream is
+//! watched frame by frame as it passes (no buffering) so that an in-band
+//! error or a cut stream reaches the breaker when the stream ends.
 
 use std::fmt;
 use std::pin::Pin;
@@ -12,6 +14,8 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
+
+use crate::breaker::tracker::Watch;
 
 pin_project! {
     /// The body of a response that went through a Levee layer.
@@ -26,6 +30,7 @@ pin_project! {
     enum Kind<B: Body> {
         Plain { #[pin] body: B },
         Replay { peeked: Box<Peeked<B>> },
+        Watched { #[pin] body: B, watch: Option<Box<Watch>> },
     }
 }
 
@@ -51,6 +56,15 @@ impl<B: Body> ResponseBody<B> {
             kind: Kind::Replay { peeked },
         }
     }
+
+    pub(crate) fn watched(body: B, watch: Box<Watch>) -> Self {
+        ResponseBody {
+            kind: Kind::Watched {
+                body,
+                watch: Some(watch),
+            },
+        }
+    }
 }
 
 impl<B> Body for ResponseBody<B>
@@ -72,12 +86,39 @@ where
                 None => None,
             }),
             KindProj::Replay { peeked } => peeked.poll_replay(cx),
+            KindProj::Watched { body, watch } => Poll::Ready(match ready!(body.poll_frame(cx)) {
+                Some(Ok(frame)) => {
+                    let frame = frame.map_data(|mut d| d.copy_to_bytes(d.remaining()));
+                    // Watched as it passes: no copy, no buffering.
+                    if let (Some(w), Some(data)) = (watch.as_mut(), frame.data_ref())
+                        && w.feed(data)
+                    {
+                        *watch = None;
+                    }
+                    Some(Ok(frame))
+                }
+                Some(Err(e)) => {
+                    if let Some(w) = watch.take() {
+                        w.fail();
+                    }
+                    Some(Err(e))
+                }
+                None => {
+                    if let Some(w) = watch.take() {
+                        w.finish();
+                    }
+                    None
+                }
+            }),
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match &self.kind {
             Kind::Plain { body } => body.is_end_stream(),
+            // Until the watch has reported, ask for the final `None` so the
+            // end of the stream is seen.
+            Kind::Watched { body, watch } => watch.is_none() && body.is_end_stream(),
             Kind::Replay { peeked } => {
                 peeked.buf.is_empty()
                     && peeked.trailers.is_none()
@@ -89,7 +130,7 @@ where
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
-            Kind::Plain { body } => body.size_hint(),
+            Kind::Plain { body } | Kind::Watched { body, .. } => body.size_hint(),
             Kind::Replay { peeked } if peeked.eof => SizeHint::with_exact(peeked.buf.len() as u64),
             Kind::Replay { peeked } => {
                 let rest = peeked.body.size_hint();
@@ -109,6 +150,7 @@ impl<B: Body> fmt::Debug for ResponseBody<B> {
         let kind = match &self.kind {
             Kind::Plain { .. } => "plain",
             Kind::Replay { .. } => "replay",
+            Kind::Watched { .. } => "watched",
         };
         f.debug_struct("ResponseBody").field("kind", &kind).finish()
     }

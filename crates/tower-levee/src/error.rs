@@ -7,6 +7,7 @@ use levee_core::classify::TransportFailure;
 
 use crate::breaker::{CircuitOpen, Parked, Throttled};
 use crate::bulkhead::BulkheadFull;
+use crate::failover::NoTargetAvailable;
 
 /// The boxed error type every Levee layer returns.
 pub type BoxError = Box<dyn Error + Send + Sync>;
@@ -21,6 +22,7 @@ pub fn is_rejection(err: &(dyn Error + 'static)) -> bool {
         || err.is::<Throttled>()
         || err.is::<Parked>()
         || err.is::<BulkheadFull>()
+        || err.is::<NoTargetAvailable>()
 }
 
 /// Reads what kind of transport failure an inner service's error is, walking

@@ -53,9 +53,11 @@ pub mod breaker;
 pub mod bulkhead;
 pub mod clock;
 pub mod error;
+pub mod failover;
 pub mod retry;
 
 pub use breaker::{BreakerHandle, BreakerLayer, CircuitOpen, Parked, Scope, Throttled};
 pub use bulkhead::{BulkheadFull, BulkheadLayer, Bulkheads};
 pub use error::BoxError;
+pub use failover::{Failover, NoTargetAvailable, ServedBy, Target};
 pub use retry::{RetryBudget, RetryBudgetLayer};

@@ -8,13 +8,11 @@ use std::task::{Context, Poll, ready};
 use bytes::Buf;
 use http::Response;
 use http_body::Body;
-use levee_core::breaker::Permit;
 use levee_core::classify::{Classification, Classify, ResponseView, Verdict};
 use pin_project_lite::pin_project;
-use tokio::time::Instant;
 
-use super::scope::KeyBuf;
-use super::shared::{DomainHandle, Report};
+use super::layer::SoftFailureFn;
+use super::tracker::{Tracker, Watch};
 use crate::BoxError;
 use crate::body::{Peeked, ResponseBody};
 use crate::error::{is_rejection, transport_failure};
@@ -41,104 +39,13 @@ pin_project! {
     }
 }
 
-/// What a call needs to report its outcome. No reference counts: the domain
-/// is a `Copy` handle and the scope keys are held inline.
+/// What a call needs between admission and its response: the classifier
+/// and the tracker that reports the outcome.
 pub(crate) struct Call<C> {
     pub(crate) classifier: C,
-    pub(crate) domain: DomainHandle,
-    pub(crate) permit: Permit,
-    pub(crate) scopes: CallScopes,
-    /// When the call becomes slow (start + the slow-call threshold), if a
-    /// threshold is configured.
-    pub(crate) slow_after: Option<Instant>,
+    pub(crate) soft_failure: Option<SoftFailureFn>,
     pub(crate) peek_limit: u32,
-    pub(crate) settled: bool,
-}
-
-/// The quota and billing scopes of a call, for the slow path.
-pub(crate) struct CallScopes {
-    /// `domain/model`, or the domain alone.
-    pub(crate) quota: KeyBuf,
-    pub(crate) domain_len: usize,
-    /// An explicit billing scope; `None` means the failure domain.
-    pub(crate) billing: Option<Box<str>>,
-}
-
-impl CallScopes {
-    pub(crate) fn quota(&self) -> &str {
-        self.quota.as_str()
-    }
-
-    pub(crate) fn billing(&self) -> &str {
-        match &self.billing {
-            Some(b) => b,
-            None => self.quota().get(..self.domain_len).unwrap_or_default(),
-        }
-    }
-}
-
-impl<C> Call<C> {
-    fn is_slow(&self) -> bool {
-        self.slow_after.is_some_and(|at| Instant::now() > at)
-    }
-
-    /// Reports the outcome. A plain success on a closed, clean breaker
-    /// writes nothing: it only reads the published status word.
-    fn settle(&mut self, c: &Classification, slow: bool) {
-        self.settled = true;
-        if c.verdict == Verdict::Success && !slow && self.permit.probe.is_none() {
-            match self.domain.hot() {
-                Some(hot) if !hot.success_is_noop() => {}
-                // Clean, or evicted (only idle entries are): nothing to tell.
-                _ => return,
-            }
-        }
-        let Some(cell) = self.domain.lock() else {
-            return;
-        };
-        let Some(shared) = cell.shared.upgrade() else {
-            return;
-        };
-        shared.record(
-            cell,
-            Report {
-                handle: self.domain,
-                permit: self.permit,
-                classification: c,
-                slow,
-                quota_key: self.scopes.quota(),
-                billing_key: self.scopes.billing(),
-            },
-        );
-    }
-
-    /// The call ended without an outcome that says anything (a Levee
-    /// rejection from below): hand back a probe slot, count nothing.
-    fn settle_neutral(&mut self) {
-        self.settled = true;
-        self.release();
-    }
-
-    fn release(&self) {
-        if self.permit.probe.is_none() {
-            return;
-        }
-        let Some(cell) = self.domain.lock() else {
-            return;
-        };
-        if let Some(shared) = cell.shared.upgrade() {
-            shared.release(cell, self.domain, self.permit);
-        }
-    }
-}
-
-impl<C> Drop for Call<C> {
-    fn drop(&mut self) {
-        if !self.settled {
-            // Cancelled: the caller dropped the future mid-call.
-            self.release();
-        }
-    }
+    pub(crate) tracker: Tracker,
 }
 
 impl<F, B: Body, C> ResponseFuture<F, B, C> {
@@ -179,31 +86,49 @@ where
                 StateProj::Calling { future } => {
                     let result = ready!(future.poll(cx));
                     let call = this.call.as_mut().expect("a called future has a call");
+                    let tracker = &mut call.tracker;
                     match result {
                         Err(e) => {
                             let e: BoxError = e.into();
                             if is_rejection(&*e) {
-                                call.settle_neutral();
+                                tracker.settle_neutral();
                             } else {
                                 let c = call.classifier.classify_transport(transport_failure(&*e));
-                                call.settle(&c, false);
+                                tracker.settle(&c, false);
                             }
                             this.state.set(State::Done);
                             return Poll::Ready(Err(e));
                         }
                         Ok(response) => {
-                            let slow = call.is_slow();
+                            let slow = tracker.is_slow();
                             let (parts, body) = response.into_parts();
-                            if call.classifier.wants_body(parts.status, &parts.headers) {
+                            let (status, headers) = (parts.status, &parts.headers);
+                            if call.classifier.wants_body(status, headers) {
                                 let peeked = Peeked::new(body, call.peek_limit as usize);
                                 this.state.set(State::Peeking {
                                     peeking: Some(Box::new((parts, peeked))),
                                 });
                                 continue;
                             }
-                            let view = ResponseView::new(parts.status, &parts.headers, &[]);
+                            if let Some(scanner) = call.classifier.stream_scanner(status, headers) {
+                                // The stream's verdict is known at its end: the
+                                // body carries the tracker (and any probe slot).
+                                let call = this.call.take().expect("checked above");
+                                let watch = Watch::new(scanner, call.tracker, slow);
+                                this.state.set(State::Done);
+                                let body = ResponseBody::watched(body, watch);
+                                return Poll::Ready(Ok(Response::from_parts(parts, body)));
+                            }
+                            if call.soft_failure.is_some() && status.is_success() {
+                                let peeked = Peeked::new(body, call.peek_limit as usize);
+                                this.state.set(State::Peeking {
+                                    peeking: Some(Box::new((parts, peeked))),
+                                });
+                                continue;
+                            }
+                            let view = ResponseView::new(status, headers, &[]);
                             let c = call.classifier.classify_response(&view);
-                            call.settle(&c, slow);
+                            tracker.settle(&c, slow);
                             let mut response =
                                 Response::from_parts(parts, ResponseBody::plain(body));
                             if c.verdict != Verdict::Success {
@@ -219,10 +144,18 @@ where
                     ready!(p.1.poll_peek(cx));
                     let call = this.call.as_mut().expect("a called future has a call");
                     let (parts, peeked) = *peeking.take().expect("checked above");
-                    let view = ResponseView::new(parts.status, &parts.headers, peeked.bytes());
-                    let c = call.classifier.classify_response(&view);
-                    let slow = call.is_slow();
-                    call.settle(&c, slow);
+                    let soft = match &call.soft_failure {
+                        Some(detect) if parts.status.is_success() => Some(
+                            detect(&parts, peeked.bytes()).unwrap_or_else(Classification::success),
+                        ),
+                        _ => None,
+                    };
+                    let c = soft.unwrap_or_else(|| {
+                        let view = ResponseView::new(parts.status, &parts.headers, peeked.bytes());
+                        call.classifier.classify_response(&view)
+                    });
+                    let slow = call.tracker.is_slow();
+                    call.tracker.settle(&c, slow);
                     let mut response = Response::from_parts(parts, ResponseBody::replay(peeked));
                     if c.verdict != Verdict::Success {
                         response.extensions_mut().insert(c);

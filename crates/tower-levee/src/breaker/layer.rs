@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use levee_core::breaker::BreakerConfig;
-use levee_core::classify::ProviderClassifier;
+use levee_core::classify::{Classification, ProviderClassifier};
 use levee_core::config_error::ConfigError;
 use levee_core::gate::GateConfig;
 use levee_core::park::ParkConfig;
@@ -23,6 +23,12 @@ pub const DEFAULT_PEEK_LIMIT: usize = 16 * 1024;
 /// The default bound on scopes tracked per mechanism before idle ones are evicted.
 pub const DEFAULT_MAX_KEYS: usize = 10_000;
 
+/// A user hook that can turn a 2xx response into a failure verdict (seed
+/// 001's `detectSoftFailure`: an empty body, a response with no usable
+/// content). It sees the response head and a bounded peek of the body.
+pub type SoftFailureFn =
+    Arc<dyn Fn(&http::response::Parts, &[u8]) -> Option<Classification> + Send + Sync>;
+
 /// The settings every clone of a layer shares.
 pub(crate) struct Settings {
     pub(crate) breaker: BreakerConfig,
@@ -32,6 +38,8 @@ pub(crate) struct Settings {
     pub(crate) max_keys: usize,
     pub(crate) isolate_by_model: bool,
     pub(crate) slow_call_by_model: Vec<(Box<str>, Duration)>,
+    pub(crate) slow_stream: Option<Duration>,
+    pub(crate) soft_failure: Option<SoftFailureFn>,
     pub(crate) scope_fn: Option<ScopeFn>,
     pub(crate) subscribers: Vec<EventSubscriber>,
     pub(crate) seed: Option<u64>,
@@ -57,6 +65,8 @@ impl fmt::Debug for Settings {
             .field("max_keys", &self.max_keys)
             .field("isolate_by_model", &self.isolate_by_model)
             .field("slow_call_by_model", &self.slow_call_by_model)
+            .field("slow_stream", &self.slow_stream)
+            .field("soft_failure", &self.soft_failure.as_ref().map(|_| ".."))
             .field("scope_fn", &self.scope_fn.as_ref().map(|_| ".."))
             .field("subscribers", &self.subscribers.len())
             .finish()
@@ -133,6 +143,8 @@ pub struct BreakerLayerBuilder<C = ProviderClassifier> {
     max_keys: usize,
     isolate_by_model: bool,
     slow_call_by_model: Vec<(Box<str>, Duration)>,
+    slow_stream: Option<Duration>,
+    soft_failure: Option<SoftFailureFn>,
     scope_fn: Option<ScopeFn>,
     subscribers: Vec<EventSubscriber>,
     seed: Option<u64>,
@@ -149,6 +161,8 @@ impl Default for BreakerLayerBuilder {
             max_keys: DEFAULT_MAX_KEYS,
             isolate_by_model: false,
             slow_call_by_model: Vec::new(),
+            slow_stream: None,
+            soft_failure: None,
             scope_fn: None,
             subscribers: Vec::new(),
             seed: None,
@@ -187,6 +201,8 @@ impl<C> BreakerLayerBuilder<C> {
             max_keys: self.max_keys,
             isolate_by_model: self.isolate_by_model,
             slow_call_by_model: self.slow_call_by_model,
+            slow_stream: self.slow_stream,
+            soft_failure: self.soft_failure,
             scope_fn: self.scope_fn,
             subscribers: self.subscribers,
             seed: self.seed,
@@ -221,6 +237,26 @@ impl<C> BreakerLayerBuilder<C> {
         let model = model.into();
         self.slow_call_by_model.retain(|(m, _)| *m != model);
         self.slow_call_by_model.push((model, threshold));
+        self
+    }
+
+    /// A threshold on a streamed response's total duration: a stream that
+    /// completes later than this counts as an availability failure. The
+    /// breaker's `slow_call` applies to the time to first byte.
+    pub fn slow_stream(mut self, threshold: Duration) -> Self {
+        self.slow_stream = Some(threshold);
+        self
+    }
+
+    /// A hook that can turn a 2xx response into a failure (seed 001's
+    /// `detectSoftFailure`): it sees the head and up to `peek_limit` bytes of
+    /// the body (which the caller still receives whole). With a hook set,
+    /// every non-streamed 2xx body is peeked: a cost on the success path.
+    pub fn detect_soft_failure(
+        mut self,
+        f: impl Fn(&http::response::Parts, &[u8]) -> Option<Classification> + Send + Sync + 'static,
+    ) -> Self {
+        self.soft_failure = Some(Arc::new(f));
         self
     }
 
@@ -260,6 +296,12 @@ impl<C> BreakerLayerBuilder<C> {
                 "must be at least 1, got 0",
             ));
         }
+        if self.slow_stream.is_some_and(|d| d.is_zero()) {
+            return Err(ConfigError::new(
+                "breaker_layer.slow_stream",
+                "must be above zero",
+            ));
+        }
         if let Some((m, _)) = self.slow_call_by_model.iter().find(|(_, d)| d.is_zero()) {
             return Err(ConfigError::new(
                 "breaker_layer.slow_call_for_model",
@@ -283,6 +325,8 @@ impl<C> BreakerLayerBuilder<C> {
             max_keys: self.max_keys,
             isolate_by_model: self.isolate_by_model,
             slow_call_by_model: self.slow_call_by_model,
+            slow_stream: self.slow_stream,
+            soft_failure: self.soft_failure,
             scope_fn: self.scope_fn,
             subscribers: self.subscribers,
             seed: self.seed,

@@ -64,13 +64,18 @@ mod event;
 pub mod future;
 mod handle;
 mod layer;
+mod peek;
 pub mod scope;
 mod service;
 mod shared;
+pub(crate) mod tracker;
 
 pub use self::error::{CircuitOpen, Parked, Throttled};
 pub use self::event::{EventSubscriber, ScopeEvent};
 pub use self::handle::{BreakerHandle, Rejections, ScopeState};
-pub use self::layer::{BreakerLayer, BreakerLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_PEEK_LIMIT};
+pub use self::layer::{
+    BreakerLayer, BreakerLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_PEEK_LIMIT, SoftFailureFn,
+};
+pub(crate) use self::peek::PeekCache;
 pub use self::scope::{RequestHead, Scope, ScopeFn, ScopeKeys, default_scope};
 pub use self::service::Breaker;

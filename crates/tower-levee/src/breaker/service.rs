@@ -12,9 +12,10 @@ use levee_core::classify::{Classify, ProviderClassifier};
 use tokio::time::Instant;
 use tower_service::Service;
 
-use super::future::{Call, CallScopes, ResponseFuture};
+use super::future::{Call, ResponseFuture};
 use super::scope::{KeyBuf, RequestHead, default_scope};
 use super::shared::{DomainHandle, Shared};
+use super::tracker::{CallScopes, Tracker};
 use crate::BoxError;
 use crate::body::ResponseBody;
 
@@ -150,15 +151,20 @@ where
             },
         };
 
+        // `Instant::now()` only where a slow-call threshold needs it.
+        let now = (slow_call.is_some() || settings.slow_stream.is_some()).then(Instant::now);
         let call = Call {
             classifier: self.classifier.clone(),
-            domain,
-            permit,
-            scopes,
-            // `Instant::now()` only where a slow-call threshold needs it.
-            slow_after: slow_call.map(|threshold| Instant::now() + threshold),
+            soft_failure: settings.soft_failure.clone(),
             peek_limit: settings.peek_limit,
-            settled: false,
+            tracker: Tracker {
+                domain,
+                permit,
+                scopes,
+                slow_after: now.zip(slow_call).map(|(t, d)| t + d),
+                slow_total_after: now.zip(settings.slow_stream).map(|(t, d)| t + d),
+                settled: false,
+            },
         };
         ResponseFuture::called(self.inner.call(req), call)
     }

@@ -17,6 +17,7 @@ use tower_service::Service;
 
 use super::Shared;
 use super::policy::{RetryOutcome, Stop, is_retryable};
+use super::reopen::{retry_at_reopen, throttled_failover};
 use crate::error::{BoxError, is_rejection, transport_failure};
 
 pin_project! {
@@ -76,7 +77,7 @@ where
 }
 
 /// What to do with one attempt's outcome.
-enum Next {
+pub(super) enum Next {
     Return,
     Stop(Stop),
     RetryAfter(Duration),
@@ -158,8 +159,14 @@ fn next<C: Classify, RB>(
                 &[],
             ))),
         },
-        // Levee's own rejections are answers: returned at once, never slept on.
-        Err(e) if is_rejection(&**e) => return Next::Return,
+        // Levee's own rejections are answers: returned at once, never slept
+        // on — except a failover whose targets are all only throttled.
+        Err(e) if is_rejection(&**e) => {
+            return match throttled_failover(&**e) {
+                Some(wait) => retry_at_reopen(shared, wait, attempts, deadline),
+                None => Next::Return,
+            };
+        }
         Err(e) => Cow::Owned(
             shared
                 .classifier

@@ -40,7 +40,10 @@
 //! - the error is **not a Levee rejection**: [`CircuitOpen`], [`Throttled`],
 //!   [`Parked`] and [`BulkheadFull`] mean the request was never sent; they
 //!   are returned at once, never retried and never slept on (a caller with
-//!   failover routes around them instead);
+//!   failover routes around them instead). One exception: a
+//!   [`NoTargetAvailable`] whose targets are all only throttled is retried
+//!   at its `retry_after` (the earliest reopen) when that fits the deadline
+//!   and the budget grants a token — the wait is known, not blind;
 //! - **attempts remain** (3 in all by default);
 //! - the **wait fits**: the provider's hint (`retry-after` and friends,
 //!   [`Classification::wait`]), rounded up to the millisecond and never cut
@@ -126,6 +129,7 @@
 //! [`Throttled`]: crate::breaker::Throttled
 //! [`Parked`]: crate::breaker::Parked
 //! [`BulkheadFull`]: crate::bulkhead::BulkheadFull
+//! [`NoTargetAvailable`]: crate::failover::NoTargetAvailable
 //! [`Classification`]: levee_core::classify::Classification
 //! [`Classify`]: levee_core::classify::Classify
 //! [`Classification::wait`]: levee_core::classify::Classification::wait
@@ -134,6 +138,7 @@ mod budget;
 pub mod future;
 mod layer;
 mod policy;
+mod reopen;
 
 use std::fmt;
 use std::sync::{Arc, Mutex};

@@ -211,43 +211,46 @@ pub(crate) fn field<'a>(
     accept: impl Fn(&str) -> bool,
 ) -> Option<&'a str> {
     let b = text.as_bytes();
-    for at in key.find_all(text) {
+    key.find_all(text).find_map(|at| {
         // `\"key\"` is text inside a string, not a key.
         if at > 0 && b[at - 1] == b'\\' {
-            continue;
+            return None;
         }
-        let mut i = at + key.len();
-        i += b[i..]
-            .iter()
-            .take_while(|c| c.is_ascii_whitespace())
-            .count();
-        if b.get(i) != Some(&b':') {
-            continue;
-        }
-        i += 1;
-        i += b[i..]
-            .iter()
-            .take_while(|c| c.is_ascii_whitespace())
-            .count();
-        let value = if b.get(i) == Some(&b'"') {
-            let start = i + 1;
-            let mut j = start;
-            while j < b.len() && b[j] != b'"' {
-                j += if b[j] == b'\\' { 2 } else { 1 };
-            }
-            &text[start..j.min(b.len())]
-        } else {
-            let len = b[i..]
-                .iter()
-                .take_while(|c| !matches!(c, b',' | b'}' | b']') && !c.is_ascii_whitespace())
-                .count();
-            &text[i..i + len]
-        };
-        if accept(value) {
-            return Some(value);
-        }
+        value_after(text, at + key.len()).filter(|v| accept(v))
+    })
+}
+
+/// The raw value of a `: <value>` that starts at byte `i` of `text` (just
+/// past a quoted key), if one does.
+pub(crate) fn value_after(text: &str, mut i: usize) -> Option<&str> {
+    let b = text.as_bytes();
+    i += b
+        .get(i..)?
+        .iter()
+        .take_while(|c| c.is_ascii_whitespace())
+        .count();
+    if b.get(i) != Some(&b':') {
+        return None;
     }
-    None
+    i += 1;
+    i += b[i..]
+        .iter()
+        .take_while(|c| c.is_ascii_whitespace())
+        .count();
+    if b.get(i) == Some(&b'"') {
+        let start = i + 1;
+        let mut j = start;
+        while j < b.len() && b[j] != b'"' {
+            j += if b[j] == b'\\' { 2 } else { 1 };
+        }
+        text.get(start..j.min(b.len()))
+    } else {
+        let len = b[i..]
+            .iter()
+            .take_while(|c| !matches!(c, b',' | b'}' | b']') && !c.is_ascii_whitespace())
+            .count();
+        text.get(i..i + len)
+    }
 }
 
 fn any(_: &str) -> bool {

@@ -9,7 +9,7 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
-use super::super::body::{self, ErrorFacts, field};
+use super::super::body::{self, ErrorFacts, field, value_after};
 use super::super::provider::Limits;
 use super::super::rules::{self, Why};
 use super::super::text::needle;
@@ -84,11 +84,6 @@ pub(super) fn sse_event(ctx: &mut Ctx, name: &[u8], data: &[u8]) -> Signal {
     payload(ctx, t)
 }
 
-/// A key of `t` whose value is not `null`.
-fn non_null<'t>(t: &'t str, key: &'static super::super::text::Needle) -> Option<&'t str> {
-    field(t, key, |v| v != "null")
-}
-
 /// One JSON document outside SSE framing: Gemini's error appended to an SSE
 /// stream, an NDJSON line, a textual event-stream frame.
 pub(super) fn json_doc(ctx: &mut Ctx, doc: &[u8]) -> Signal {
@@ -130,36 +125,36 @@ fn text(data: &[u8]) -> &str {
 
 /// Terminal markers and finish reasons in an event that is not an error.
 fn payload(ctx: &mut Ctx, t: &str) -> Signal {
-    // Each event's own type comes first in its JSON.
-    if field(t, needle!("\"type\""), |_| true).is_some_and(|ty| TERMINAL_NAMES.contains(&ty)) {
+    // Each event's own type comes first in its JSON: look only near the start.
+    let head = t.get(..t.len().min(48)).unwrap_or(t);
+    if field(head, needle!("\"type\""), |_| true).is_some_and(|ty| TERMINAL_NAMES.contains(&ty)) {
         return Signal::Terminal;
     }
-    // One search finds every finish reason spelling: `finish_reason`,
-    // `finishReason`, `stop_reason`, `stopReason`.
-    if !needle!("eason\"").is_in(t) {
-        return Signal::Nothing;
-    }
-    // Gemini has no terminal event: its last chunk carries the finish reason.
-    if non_null(t, needle!("\"finishReason\"")).is_some() {
-        return Signal::Terminal;
-    }
-    match non_null(t, needle!("\"finish_reason\"")) {
-        // OpenRouter ends a failed stream with `finish_reason: "error"`.
-        Some("error") => Signal::Error(ctx.rule(Verdict::Availability, "finish_reason_error")),
-        Some(_) => {
-            ctx.finished = true;
-            Signal::Nothing
+    // One pass over `eason"` finds every finish reason spelling
+    // (`finish_reason`, `finishReason`, `stop_reason`, `stopReason`): this runs
+    // on every event of every stream, so no search per spelling.
+    let b = t.as_bytes();
+    for at in needle!("eason\"").find_all(t) {
+        let end = at + "eason\"".len();
+        let Some(value) = value_after(t, end).filter(|v| *v != "null") else {
+            continue;
+        };
+        let key = &b[at.saturating_sub(9)..at];
+        if key.ends_with(b"\"finishR") {
+            // Gemini has no terminal event: its last chunk carries the reason.
+            return Signal::Terminal;
         }
-        None => {
-            if non_null(t, needle!("\"stop_reason\""))
-                .or(non_null(t, needle!("\"stopReason\"")))
-                .is_some()
-            {
-                ctx.finished = true;
+        if key.ends_with(b"\"finish_r") {
+            if value == "error" {
+                // OpenRouter ends a failed stream with `finish_reason: "error"`.
+                return Signal::Error(ctx.rule(Verdict::Availability, "finish_reason_error"));
             }
-            Signal::Nothing
+            ctx.finished = true;
+        } else if key.ends_with(b"\"stop_r") || key.ends_with(b"\"stopR") {
+            ctx.finished = true;
         }
     }
+    Signal::Nothing
 }
 
 /// What an exception frame with no name is taken for.

@@ -1,0 +1,231 @@
+//! [`FailoverBuilder`]: the targets, in order, and the policy.
+
+use std::fmt;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Buf;
+use http::{Request, Response};
+use http_body::Body;
+use levee_core::classify::Classify;
+use levee_core::config_error::ConfigError;
+use tokio::time::Instant;
+use tower::util::BoxCloneSyncService;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use super::service::Failover;
+use super::state::{Advance, Common, Entry, FallbackFn, Group, Meta, Striped, TargetMeta};
+use super::target::{Target, intern};
+use crate::BoxError;
+use crate::breaker::PeekCache;
+
+/// The default cap on [`NoTargetAvailable::retry_after`](super::NoTargetAvailable::retry_after).
+pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
+
+/// The default window within which availability failures of two targets
+/// of one provider and region count as failing together.
+pub const DEFAULT_OVERLOAD_WINDOW: Duration = Duration::from_secs(30);
+
+/// The most targets one failover holds.
+pub const MAX_TARGETS: usize = 64;
+
+/// A target's provider and region labels.
+type Labels = (Option<Arc<str>>, Option<Arc<str>>);
+
+/// Builds a [`Failover`]. Add targets in order, the primary first.
+pub struct FailoverBuilder<B, RB: Body> {
+    targets: Vec<(TargetMeta, Entry<B, RB>)>,
+    labels: Vec<Labels>,
+    max_targets: usize,
+    max_retry_after: Duration,
+    overload_window: Duration,
+    fallback_on: Option<FallbackFn>,
+}
+
+impl<B, RB: Body> FailoverBuilder<B, RB> {
+    pub(crate) fn new() -> Self {
+        FailoverBuilder {
+            targets: Vec::new(),
+            labels: Vec::new(),
+            max_targets: usize::MAX,
+            max_retry_after: DEFAULT_MAX_RETRY_AFTER,
+            overload_window: DEFAULT_OVERLOAD_WINDOW,
+            fallback_on: None,
+        }
+    }
+
+    /// Adds a target after those already added. Its stack is built here:
+    /// bulkhead (if any) → its breaker layer → its service, boxed.
+    pub fn target<S, C>(mut self, target: Target<S, B, C>) -> Self
+    where
+        S: Service<Request<B>, Response = Response<RB>> + Clone + Send + Sync + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+        C: Classify + Clone + 'static,
+        B: Send + 'static,
+        RB: Send + 'static,
+        RB::Data: Buf + Send,
+        RB::Error: Send,
+    {
+        let Target {
+            name,
+            service,
+            breaker,
+            bulkhead,
+            rewrite,
+            provider,
+            region,
+        } = target;
+        let handle = breaker.handle();
+        let stacked = breaker.layer(service);
+        let service = match &bulkhead {
+            Some(b) => BoxCloneSyncService::new(b.layer(stacked)),
+            None => BoxCloneSyncService::new(stacked),
+        };
+        self.labels.push((provider.clone(), region.clone()));
+        let meta = TargetMeta {
+            name: intern(&name),
+            provider,
+            region,
+            group: None,
+            breaker: handle,
+            peek: PeekCache::default(),
+            bulkhead,
+            served: Striped::default(),
+            failed_over: AtomicU64::new(0),
+            last_availability: AtomicU64::new(0),
+            last_failure: Mutex::new(None),
+        };
+        self.targets.push((meta, Entry { service, rewrite }));
+        self
+    }
+
+    /// The most targets one request is sent to (default: all of them).
+    /// Targets skipped because their state refuses the request cost
+    /// nothing and do not count.
+    pub fn max_targets_per_request(mut self, max: usize) -> Self {
+        self.max_targets = max;
+        self
+    }
+
+    /// The cap on [`NoTargetAvailable::retry_after`](super::NoTargetAvailable::retry_after)
+    /// (default 300 s): a caller is never told to come back later than this.
+    pub fn max_retry_after(mut self, cap: Duration) -> Self {
+        self.max_retry_after = cap;
+        self
+    }
+
+    /// How close together availability failures of two targets with the same
+    /// provider and region must be for the group to count as overloaded
+    /// (default 30 s). An overloaded group's targets are tried after every
+    /// other target until the window passes or one of them serves.
+    pub fn overload_window(mut self, window: Duration) -> Self {
+        self.overload_window = window;
+        self
+    }
+
+    /// Decides, per outcome, whether to try the next target (seed 001's
+    /// `fallbackOn`), replacing [`Advance::default_policy`]. A success is
+    /// always returned. When the hook says no, the target's answer (or
+    /// refusal) is returned as it is.
+    ///
+    /// ```
+    /// # use tower_levee::failover::{Advance, Failover};
+    /// # use levee_core::classify::Verdict;
+    /// // Never spill throttled traffic onto the (pricier) fallback provider.
+    /// let builder = Failover::<String, String>::builder()
+    ///     .fallback_on(|a: &Advance<'_>| a.verdict != Verdict::Throttled && a.default_policy());
+    /// # let _ = builder;
+    /// ```
+    pub fn fallback_on(mut self, f: impl Fn(&Advance<'_>) -> bool + Send + Sync + 'static) -> Self {
+        self.fallback_on = Some(Arc::new(f));
+        self
+    }
+
+    /// Validates and builds the failover.
+    pub fn build(self) -> Result<Failover<B, RB>, ConfigError> {
+        let n = self.targets.len();
+        if n == 0 {
+            return Err(ConfigError::new(
+                "failover.targets",
+                "needs at least one target",
+            ));
+        }
+        if n > MAX_TARGETS {
+            return Err(ConfigError::new(
+                "failover.targets",
+                format!("at most {MAX_TARGETS} targets, got {n}"),
+            ));
+        }
+        if let Some((i, (t, _))) = self
+            .targets
+            .iter()
+            .enumerate()
+            .find(|(i, (t, _))| self.targets[..*i].iter().any(|(o, _)| o.name == t.name))
+        {
+            return Err(ConfigError::new(
+                "failover.targets",
+                format!("target {i} repeats the name `{}`", t.name),
+            ));
+        }
+        if self.max_targets == 0 {
+            return Err(ConfigError::new(
+                "failover.max_targets_per_request",
+                "must be at least 1, got 0",
+            ));
+        }
+        // Targets with a provider label form provider × region groups.
+        let mut group_keys: Vec<&Labels> = Vec::new();
+        let mut groups_of = Vec::with_capacity(n);
+        for label in &self.labels {
+            let group = label.0.as_ref().map(|_| {
+                group_keys
+                    .iter()
+                    .position(|k| *k == label)
+                    .unwrap_or_else(|| {
+                        group_keys.push(label);
+                        group_keys.len() - 1
+                    })
+            });
+            groups_of.push(group);
+        }
+        let groups = (0..group_keys.len()).map(|_| Group::default()).collect();
+        let (metas, entries): (Vec<_>, Vec<_>) = self
+            .targets
+            .into_iter()
+            .zip(groups_of)
+            .map(|((mut meta, entry), group)| {
+                meta.group = group;
+                (meta, entry)
+            })
+            .unzip();
+        let meta = Meta {
+            targets: metas.into(),
+            groups,
+            max_targets: self.max_targets,
+            max_retry_after: self.max_retry_after,
+            overload_window: self.overload_window,
+            fallback_on: self.fallback_on,
+            origin: Instant::now(),
+            no_target: AtomicU64::new(0),
+        };
+        Ok(Failover::from_common(Arc::new(Common {
+            meta: Arc::new(meta),
+            entries: entries.into(),
+        })))
+    }
+}
+
+impl<B, RB: Body> fmt::Debug for FailoverBuilder<B, RB> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<_> = self.targets.iter().map(|(t, _)| t.name).collect();
+        f.debug_struct("FailoverBuilder")
+            .field("targets", &names)
+            .field("max_targets", &self.max_targets)
+            .field("max_retry_after", &self.max_retry_after)
+            .field("overload_window", &self.overload_window)
+            .finish_non_exhaustive()
+    }
+}

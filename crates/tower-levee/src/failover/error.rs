@@ -1,0 +1,274 @@
+//! The error returned when no target can take a request.
+
+use std::error::Error;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::StatusCode;
+use http::header::{HeaderValue, RETRY_AFTER};
+
+use crate::breaker::{CircuitOpen, Parked, Throttled};
+use crate::bulkhead::BulkheadFull;
+
+/// Why one target did not take a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RefusalKind {
+    /// The quota scope's throttle gate is closed (the provider said wait).
+    Throttled,
+    /// The billing scope is parked: a quota or spend cap is exhausted.
+    Parked,
+    /// The failure domain's breaker is open, or half-open with every probe
+    /// slot taken.
+    CircuitOpen,
+    /// The target's bulkhead had no free permit.
+    BulkheadFull,
+}
+
+impl RefusalKind {
+    /// The stable lowercase name (`"circuit_open"`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RefusalKind::Throttled => "throttled",
+            RefusalKind::Parked => "parked",
+            RefusalKind::CircuitOpen => "circuit_open",
+            RefusalKind::BulkheadFull => "bulkhead_full",
+        }
+    }
+}
+
+impl fmt::Display for RefusalKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One target's refusal: which target, why, for which scope, until when.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    target: &'static str,
+    kind: RefusalKind,
+    scope: Arc<str>,
+    retry_after: Duration,
+}
+
+impl Refusal {
+    /// Reads a Levee rejection (`Throttled`, `Parked`, `CircuitOpen`,
+    /// `BulkheadFull`) as `target`'s refusal; `None` for any other error.
+    pub(crate) fn from_rejection(
+        target: &'static str,
+        err: &(dyn Error + 'static),
+    ) -> Option<Self> {
+        let (kind, scope, retry_after): (_, Arc<str>, _) =
+            if let Some(e) = err.downcast_ref::<Throttled>() {
+                (RefusalKind::Throttled, e.scope().into(), e.retry_after())
+            } else if let Some(e) = err.downcast_ref::<Parked>() {
+                (RefusalKind::Parked, e.scope().into(), e.retry_after())
+            } else if let Some(e) = err.downcast_ref::<CircuitOpen>() {
+                (RefusalKind::CircuitOpen, e.scope().into(), e.retry_after())
+            } else if let Some(e) = err.downcast_ref::<BulkheadFull>() {
+                (RefusalKind::BulkheadFull, e.name().into(), e.retry_after())
+            } else {
+                return None;
+            };
+        Some(Refusal {
+            target,
+            kind,
+            scope,
+            retry_after,
+        })
+    }
+
+    /// The target's name.
+    pub fn target(&self) -> &str {
+        self.target
+    }
+
+    /// Why it refused.
+    pub fn kind(&self) -> RefusalKind {
+        self.kind
+    }
+
+    /// The scope that refused: quota scope, billing scope, failure domain or
+    /// bulkhead compartment.
+    pub fn scope(&self) -> &str {
+        &self.scope
+    }
+
+    /// How long until this target may take the request.
+    pub fn retry_after(&self) -> Duration {
+        self.retry_after
+    }
+}
+
+/// No target could take the request: every one was throttled, parked, open
+/// or full. Nothing was sent.
+///
+/// [`retry_after`](Self::retry_after) is the earliest time any target
+/// reopens, capped (300 s by default). As an HTTP answer
+/// ([`status_code`](Self::status_code), [`code`](Self::code),
+/// [`to_response`](Self::to_response)) it is a `429 provider_rate_limited`
+/// when every target is only throttled — the capacity exists and returns at
+/// a known time — and a `503 no_target_available` otherwise.
+///
+/// The retry layer returns it at once, like every Levee rejection, except
+/// when [`all_throttled`](Self::all_throttled) and the wait fits the
+/// caller's deadline: then it retries at that instant.
+#[derive(Clone)]
+pub struct NoTargetAvailable {
+    refusals: Arc<[Refusal]>,
+    retry_after: Duration,
+}
+
+impl NoTargetAvailable {
+    /// From every target's refusal, with `retry_after` capped at `cap`.
+    pub(crate) fn new(refusals: Vec<Refusal>, cap: Duration) -> Self {
+        let retry_after = refusals
+            .iter()
+            .map(Refusal::retry_after)
+            .min()
+            .unwrap_or(cap)
+            .min(cap);
+        NoTargetAvailable {
+            refusals: refusals.into(),
+            retry_after,
+        }
+    }
+
+    /// Each target's refusal, in the order the targets were considered.
+    pub fn refusals(&self) -> &[Refusal] {
+        &self.refusals
+    }
+
+    /// The earliest time any target may take the request, capped.
+    pub fn retry_after(&self) -> Duration {
+        self.retry_after
+    }
+
+    /// Whether every target refused only because it was throttled: the
+    /// capacity is there and returns at [`retry_after`](Self::retry_after).
+    pub fn all_throttled(&self) -> bool {
+        !self.refusals.is_empty()
+            && self
+                .refusals
+                .iter()
+                .all(|r| r.kind == RefusalKind::Throttled)
+    }
+
+    /// `429 Too Many Requests` when [`all_throttled`](Self::all_throttled),
+    /// `503 Service Unavailable` otherwise.
+    pub fn status_code(&self) -> StatusCode {
+        if self.all_throttled() {
+            StatusCode::TOO_MANY_REQUESTS
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+    }
+
+    /// `"provider_rate_limited"` when every target is only throttled,
+    /// `"no_target_available"` otherwise: a stable code for an error body.
+    pub fn code(&self) -> &'static str {
+        if self.all_throttled() {
+            "provider_rate_limited"
+        } else {
+            "no_target_available"
+        }
+    }
+
+    /// An HTTP response for a server to send: [`status_code`](Self::status_code)
+    /// and a `Retry-After` in whole seconds, rounded up, around `body`.
+    ///
+    /// ```
+    /// # use tower_levee::failover::NoTargetAvailable;
+    /// fn answer(err: &NoTargetAvailable) -> http::Response<String> {
+    ///     let body = format!(r#"{{"error":{{"code":"{}","message":"{err}"}}}}"#, err.code());
+    ///     err.to_response(body)
+    /// }
+    /// ```
+    pub fn to_response<B>(&self, body: B) -> http::Response<B> {
+        let mut response = http::Response::new(body);
+        *response.status_mut() = self.status_code();
+        let secs = self.retry_after.as_secs() + u64::from(self.retry_after.subsec_nanos() > 0);
+        response
+            .headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from(secs));
+        response
+    }
+}
+
+impl fmt::Debug for NoTargetAvailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NoTargetAvailable")
+            .field("refusals", &self.refusals)
+            .field("retry_after", &self.retry_after)
+            .finish()
+    }
+}
+
+impl fmt::Display for NoTargetAvailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("no target available")?;
+        for (i, r) in self.refusals.iter().enumerate() {
+            let sep = if i == 0 { ": " } else { ", " };
+            write!(
+                f,
+                "{sep}{} {} (`{}`, {:?})",
+                r.target, r.kind, r.scope, r.retry_after
+            )?;
+        }
+        write!(f, "; retry after {:?}", self.retry_after)
+    }
+}
+
+impl Error for NoTargetAvailable {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(kind: RefusalKind, secs: u64) -> Refusal {
+        Refusal {
+            target: "t",
+            kind,
+            scope: "s".into(),
+            retry_after: Duration::from_secs(secs),
+        }
+    }
+
+    #[test]
+    fn only_throttled_targets_make_a_429_with_the_earliest_reopen() {
+        let e = NoTargetAvailable::new(
+            vec![
+                refusal(RefusalKind::Throttled, 7),
+                refusal(RefusalKind::Throttled, 2),
+            ],
+            Duration::from_secs(300),
+        );
+        assert!(e.all_throttled());
+        assert_eq!(e.retry_after(), Duration::from_secs(2));
+        assert_eq!(e.status_code(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(e.code(), "provider_rate_limited");
+        let res = e.to_response(());
+        assert_eq!(res.headers()[RETRY_AFTER], "2");
+    }
+
+    #[test]
+    fn a_parked_or_open_target_makes_a_503_and_the_wait_is_capped() {
+        let e = NoTargetAvailable::new(
+            vec![
+                refusal(RefusalKind::Throttled, 900),
+                refusal(RefusalKind::Parked, 86_400),
+            ],
+            Duration::from_secs(300),
+        );
+        assert!(!e.all_throttled());
+        assert_eq!(e.retry_after(), Duration::from_secs(300));
+        assert_eq!(e.status_code(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(e.code(), "no_target_available");
+        assert_eq!(
+            e.to_string(),
+            "no target available: t throttled (`s`, 900s), t parked (`s`, 86400s); retry after 300s"
+        );
+    }
+}

@@ -1,0 +1,404 @@
+//! The response future of [`Failover`](super::Failover): the failover loop.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use http::{Request, Response};
+use http_body::Body;
+use levee_core::classify::{Classification, Verdict};
+use pin_project_lite::pin_project;
+use tower_service::Service;
+
+use super::error::{NoTargetAvailable, Refusal, RefusalKind};
+use super::state::{Common, TargetService};
+use super::target::ServedBy;
+use crate::BoxError;
+use crate::body::ResponseBody;
+use crate::breaker::RequestHead;
+use crate::error::{is_rejection, transport_failure};
+
+type Output<RB> = Result<Response<ResponseBody<RB>>, BoxError>;
+type TargetFuture<RB> = Pin<Box<dyn Future<Output = Output<RB>> + Send>>;
+
+pin_project! {
+    /// Response future of [`Failover`](super::Failover).
+    ///
+    /// Visits the targets in order: skips those whose state refuses the
+    /// request (read, not called), calls the first that admits it, and goes
+    /// on to the next after a throttled, quota, availability or credential
+    /// outcome. It holds an untouched copy of the request only while another
+    /// target may follow. Dropping it drops the target call in flight, which
+    /// gives back that call's bulkhead permit and probe slot.
+    pub struct ResponseFuture<B, RB: Body> {
+        #[pin]
+        state: State<B, RB>,
+        common: Arc<Common<B, RB>>,
+        // The request as the caller sent it, kept for the next target.
+        request: Option<Request<B>>,
+        // The last answer that sent the request on, returned if no other
+        // target takes it.
+        last: Option<Output<RB>>,
+        progress: Progress,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<B, RB: Body> {
+        // Choosing the next target.
+        Select,
+        // Decided in `call`: nothing to send.
+        Finished { output: Option<Output<RB>> },
+        // Waiting for the chosen target's service to be ready.
+        Ready { service: TargetService<B, RB>, request: Option<Request<B>>, index: usize },
+        // A target call in flight (it holds the permit and probe slot).
+        Calling { #[pin] future: TargetFuture<RB>, index: usize },
+        Done,
+    }
+}
+
+/// Where one request stands: targets tried, groups to pass over, calls made,
+/// refusals seen. Allocates nothing unless a target refuses.
+#[derive(Debug, Default)]
+struct Progress {
+    tried: u64,
+    avoid: u64,
+    attempts: u32,
+    refusals: Vec<Refusal>,
+}
+
+/// The outcome of choosing.
+#[allow(clippy::large_enum_variant)] // a return value, moved once, never stored
+enum Pick<B> {
+    Call(usize, Request<B>),
+    /// The `fallback_on` hook kept the request at a target that refused.
+    Stop(BoxError),
+    /// No target left to try.
+    Exhausted,
+}
+
+impl<B: Clone, RB: Body> ResponseFuture<B, RB> {
+    /// Chooses the first target in `call` and, if the caller's clone of its
+    /// service was polled ready, calls it at once; otherwise a clone of the
+    /// target's service is readied in the future.
+    pub(crate) fn start(
+        common: Arc<Common<B, RB>>,
+        request: Request<B>,
+        services: &mut [TargetService<B, RB>],
+        ready: &mut u64,
+    ) -> Self {
+        let mut request = Some(request);
+        let mut progress = Progress::default();
+        let state = match select(&common, &mut request, &mut progress) {
+            Pick::Call(index, req) if *ready & (1 << index) != 0 && index < services.len() => {
+                // It must be polled ready again before its next call.
+                *ready &= !(1 << index);
+                progress.attempts = 1;
+                State::Calling {
+                    future: services[index].call(req),
+                    index,
+                }
+            }
+            Pick::Call(index, req) => State::Ready {
+                service: common.entries[index].service.clone(),
+                request: Some(req),
+                index,
+            },
+            Pick::Stop(e) => State::Finished {
+                output: Some(Err(e)),
+            },
+            Pick::Exhausted => State::Finished {
+                output: Some(Err(no_target(&common, &mut progress))),
+            },
+        };
+        ResponseFuture {
+            state,
+            common,
+            request,
+            last: None,
+            progress,
+        }
+    }
+}
+
+impl<B, RB> Future for ResponseFuture<B, RB>
+where
+    B: Clone,
+    RB: Body,
+{
+    type Output = Output<RB>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProj::Select => {
+                    match select(this.common, this.request, this.progress) {
+                        Pick::Call(index, request) => {
+                            // The previous answer is kept until this target
+                            // answers: its bulkhead may still refuse.
+                            let service = this.common.entries[index].service.clone();
+                            this.state.set(State::Ready {
+                                service,
+                                request: Some(request),
+                                index,
+                            });
+                        }
+                        Pick::Stop(e) => {
+                            let output = this.last.take().unwrap_or(Err(e));
+                            this.state.set(State::Done);
+                            return Poll::Ready(output);
+                        }
+                        Pick::Exhausted => {
+                            // A real answer beats a synthetic one; with none,
+                            // every target refused and nothing was sent.
+                            let output = match this.last.take() {
+                                Some(last) => last,
+                                None => Err(no_target(this.common, this.progress)),
+                            };
+                            this.state.set(State::Done);
+                            return Poll::Ready(output);
+                        }
+                    }
+                }
+                StateProj::Finished { output } => {
+                    let output = output.take().expect("polled after completion");
+                    this.state.set(State::Done);
+                    return Poll::Ready(output);
+                }
+                StateProj::Ready {
+                    service,
+                    request,
+                    index,
+                } => {
+                    let index = *index;
+                    let ready = ready!(service.poll_ready(cx));
+                    this.progress.attempts += 1;
+                    let output = match ready {
+                        Ok(()) => {
+                            let request = request.take().expect("polled after completion");
+                            let future = service.call(request);
+                            this.state.set(State::Calling { future, index });
+                            continue;
+                        }
+                        Err(e) => Err(e),
+                    };
+                    match settle(this.common, this.progress, index, output) {
+                        Settled::Return(output) => {
+                            this.state.set(State::Done);
+                            return Poll::Ready(output);
+                        }
+                        Settled::Advance(last) => {
+                            if last.is_some() {
+                                *this.last = last;
+                            }
+                            this.state.set(State::Select);
+                        }
+                    }
+                }
+                StateProj::Calling { future, index } => {
+                    let index = *index;
+                    let output = ready!(future.poll(cx));
+                    match settle(this.common, this.progress, index, output) {
+                        Settled::Return(output) => {
+                            this.state.set(State::Done);
+                            return Poll::Ready(output);
+                        }
+                        Settled::Advance(last) => {
+                            if last.is_some() {
+                                *this.last = last;
+                            }
+                            this.state.set(State::Select);
+                        }
+                    }
+                }
+                StateProj::Done => panic!("failover ResponseFuture polled after completion"),
+            }
+        }
+    }
+}
+
+/// Chooses the next target to call, skipping (and recording) those that
+/// refuse.
+fn select<B: Clone, RB: Body>(
+    common: &Common<B, RB>,
+    request: &mut Option<Request<B>>,
+    progress: &mut Progress,
+) -> Pick<B> {
+    let meta = &*common.meta;
+    while (progress.attempts as usize) < meta.max_targets {
+        let Some(index) = meta.next_candidate(progress.tried, progress.avoid) else {
+            break;
+        };
+        let Some(mut req) = request.take() else {
+            break;
+        };
+        progress.tried |= 1 << index;
+        let others = meta.untried_left(progress.tried);
+        let rewrite = common.entries[index].rewrite.as_ref();
+        // A rewritten request can't be unwritten: keep the original aside
+        // while another target may need it.
+        let mut original = match rewrite {
+            Some(f) => {
+                let original = others.then(|| req.clone());
+                f(&mut req);
+                original
+            }
+            None => None,
+        };
+        let target = &meta.targets[index];
+        match target
+            .breaker
+            .admits_cached(&RequestHead::of(&req), &target.peek)
+        {
+            Ok(()) => {
+                let more_calls = (progress.attempts as usize) + 1 < meta.max_targets;
+                *request = match original.take() {
+                    Some(o) => more_calls.then_some(o),
+                    None => (others && more_calls).then(|| req.clone()),
+                };
+                return Pick::Call(index, req);
+            }
+            Err(e) => {
+                let refusal = Refusal::from_rejection(target.name, &*e)
+                    .expect("a peek refuses with a Levee rejection");
+                if !meta.advances(index, refused_verdict(refusal.kind()), Some(refusal.kind())) {
+                    return Pick::Stop(e);
+                }
+                progress.refusals.push(refusal);
+                *request = if rewrite.is_some() {
+                    original
+                } else {
+                    Some(req)
+                };
+            }
+        }
+    }
+    Pick::Exhausted
+}
+
+/// The error for a request no target took, from every target's refusal.
+fn no_target<B, RB: Body>(common: &Common<B, RB>, progress: &mut Progress) -> BoxError {
+    let meta = &*common.meta;
+    meta.no_target
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let refusals = std::mem::take(&mut progress.refusals);
+    NoTargetAvailable::new(refusals, meta.max_retry_after).into()
+}
+
+/// What a target's outcome means for the request.
+enum Settled<RB: Body> {
+    Return(Output<RB>),
+    /// Try the next target, keeping this answer (if any) in case none takes it.
+    Advance(Option<Output<RB>>),
+}
+
+fn settle<B, RB: Body>(
+    common: &Common<B, RB>,
+    progress: &mut Progress,
+    index: usize,
+    output: Output<RB>,
+) -> Settled<RB> {
+    let meta = &*common.meta;
+    let target = &meta.targets[index];
+    match output {
+        Ok(mut response) => {
+            let (verdict, reason) = match response.extensions().get::<Classification>() {
+                Some(c) => (c.verdict, Some(c.reason.as_str())),
+                None => (Verdict::Success, None),
+            };
+            let advance = verdict != Verdict::Success && meta.advances(index, verdict, None);
+            let reason = advance.then(|| format!("{verdict}: {}", reason.unwrap_or("")));
+            response.extensions_mut().insert(ServedBy {
+                target: target.name,
+                index,
+                attempt: progress.attempts,
+                fallback: index != 0,
+            });
+            match reason {
+                None => {
+                    if verdict == Verdict::Success {
+                        meta.served(index);
+                    }
+                    Settled::Return(Ok(response))
+                }
+                Some(reason) => {
+                    note_failure(common, progress, index, verdict, reason);
+                    Settled::Advance(Some(Ok(response)))
+                }
+            }
+        }
+        Err(e) if is_rejection(&*e) => {
+            // Refused below (a full bulkhead, or state that changed since the
+            // peek): nothing was sent, so it is not a call.
+            progress.attempts -= 1;
+            let Some(refusal) = Refusal::from_rejection(target.name, &*e) else {
+                return Settled::Return(Err(e));
+            };
+            if !meta.advances(index, refused_verdict(refusal.kind()), Some(refusal.kind())) {
+                return Settled::Return(Err(e));
+            }
+            progress.refusals.push(refusal);
+            Settled::Advance(None)
+        }
+        Err(e) => {
+            if !meta.advances(index, Verdict::Availability, None) {
+                return Settled::Return(Err(e));
+            }
+            let reason = format!("availability: {}", transport_failure(&*e).reason());
+            note_failure(common, progress, index, Verdict::Availability, reason);
+            Settled::Advance(Some(Err(e)))
+        }
+    }
+}
+
+fn note_failure<B, RB: Body>(
+    common: &Common<B, RB>,
+    progress: &mut Progress,
+    index: usize,
+    verdict: Verdict,
+    reason: String,
+) {
+    let meta = &*common.meta;
+    if verdict == Verdict::Availability
+        && let Some(g) = meta.targets[index].group
+    {
+        // Seed 000: overload is provider-wide; try another provider or region next.
+        progress.avoid |= 1 << g;
+    }
+    tracing::debug!(
+        target: "levee::failover",
+        target_name = meta.targets[index].name,
+        %reason,
+        "trying the next target"
+    );
+    meta.failed(index, verdict, reason);
+}
+
+/// The verdict a refusal stands for, as the `fallback_on` hook sees it.
+fn refused_verdict(kind: RefusalKind) -> Verdict {
+    match kind {
+        RefusalKind::Throttled => Verdict::Throttled,
+        RefusalKind::Parked => Verdict::Quota,
+        RefusalKind::CircuitOpen | RefusalKind::BulkheadFull => Verdict::Availability,
+    }
+}
+
+impl<B, RB: Body> fmt::Debug for ResponseFuture<B, RB> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.state {
+            State::Select => "select",
+            State::Finished { .. } => "finished",
+            State::Ready { .. } => "ready",
+            State::Calling { .. } => "calling",
+            State::Done => "done",
+        };
+        f.debug_struct("ResponseFuture")
+            .field("state", &state)
+            .field("progress", &self.progress)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,283 @@
+//! [`HealthSnapshot`]: every target and scope, for a health route.
+
+use std::fmt;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
+
+use levee_core::classify::Verdict;
+use levee_core::transition::Mechanism;
+
+use super::state::Meta;
+use crate::breaker::BreakerHandle;
+
+/// A handle on a [`Failover`](super::Failover)'s targets: the health
+/// snapshot, and each target's breaker for manual control (seed 001's
+/// `openCircuit({ index })`).
+#[derive(Clone)]
+pub struct FailoverHandle {
+    pub(crate) meta: Arc<Meta>,
+}
+
+/// Every target's state now, and which share of requests a fallback served.
+///
+/// The signals worth alerting on (seed 000, "What to watch"): a growing
+/// [`fallback_share`](Self::fallback_share), a target [`parked`](TargetHealth::state)
+/// (a spend cap is a conversation with finance), time open per target, and a
+/// quota scope [`gated`](ScopeHealth::gated_last_hour) for a growing share
+/// of each hour (its quota no longer fits its traffic).
+///
+/// With the `serde` feature it serializes to JSON with durations in
+/// milliseconds (`retry_after_ms`, `gated_last_hour_ms`).
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct HealthSnapshot {
+    /// Each target, in failover order.
+    pub targets: Vec<TargetHealth>,
+    /// Successful responses served.
+    pub served: u64,
+    /// Of those, served by a target other than the first in order.
+    pub served_by_fallback: u64,
+    /// `served_by_fallback / served` (0 when nothing was served).
+    pub fallback_share: f64,
+    /// Requests refused with `NoTargetAvailable`.
+    pub no_target_available: u64,
+}
+
+/// One target's state.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct TargetHealth {
+    /// The target's name.
+    pub name: String,
+    /// Its position in the failover order (0 is the primary).
+    pub index: usize,
+    /// Its provider label.
+    pub provider: Option<String>,
+    /// Its region label.
+    pub region: Option<String>,
+    /// The most lasting refusal among its scopes: `parked`, `open`,
+    /// `half_open`, `throttled` (some quota scope gated), `full` (bulkhead),
+    /// else `available`.
+    pub state: &'static str,
+    /// How long until it admits requests again, when `state` refuses.
+    #[cfg_attr(feature = "serde", serde(rename = "retry_after_ms", with = "millis"))]
+    pub retry_after: Option<Duration>,
+    /// Why: the park's cause, or the last outcome that sent a request on.
+    pub reason: Option<String>,
+    /// Whether its provider and region are marked overloaded (several of
+    /// their targets failed together), so other targets are tried first.
+    pub provider_overloaded: bool,
+    /// Successful responses it served.
+    pub served: u64,
+    /// Its answers after which the request went on to another target.
+    pub failed_over: u64,
+    /// Time its most gated quota scope spent gated in the last hour.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "gated_last_hour_ms", with = "millis")
+    )]
+    pub gated_last_hour: Option<Duration>,
+    /// Its bulkhead, if it has one.
+    pub bulkhead: Option<BulkheadHealth>,
+    /// Every scope its breaker layer tracks.
+    pub scopes: Vec<ScopeHealth>,
+}
+
+/// A target's bulkhead gauges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct BulkheadHealth {
+    /// Calls holding a permit now.
+    pub in_flight: usize,
+    /// Permits in all.
+    pub limit: usize,
+}
+
+/// One scope of one mechanism (breaker, gate or park) of a target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct ScopeHealth {
+    /// `breaker`, `gate` or `park`.
+    pub mechanism: &'static str,
+    /// The scope's key.
+    pub scope: String,
+    /// `closed`, `open`, `half_open`, `clear`, `gated`, `active` or `parked`.
+    pub state: &'static str,
+    /// How long until it admits requests again, if it does not now.
+    #[cfg_attr(feature = "serde", serde(rename = "retry_after_ms", with = "millis"))]
+    pub retry_after: Option<Duration>,
+    /// Time spent gated in the last hour (gates only).
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "gated_last_hour_ms", with = "millis")
+    )]
+    pub gated_last_hour: Option<Duration>,
+    /// Why: a park's cause, a breaker's failures by cause, or the throttle
+    /// that gated a gate (as the target last reported it).
+    pub reason: Option<String>,
+}
+
+impl FailoverHandle {
+    /// Every target's state now. Reads each target's breaker layer, counters
+    /// and bulkhead; takes short locks, changes nothing.
+    pub fn snapshot(&self) -> HealthSnapshot {
+        let meta = &*self.meta;
+        let mut served = 0;
+        let mut served_by_fallback = 0;
+        let targets: Vec<_> = meta
+            .targets
+            .iter()
+            .enumerate()
+            .map(|(index, _)| {
+                let health = target_health(meta, index);
+                served += health.served;
+                if index > 0 {
+                    served_by_fallback += health.served;
+                }
+                health
+            })
+            .collect();
+        HealthSnapshot {
+            targets,
+            served,
+            served_by_fallback,
+            fallback_share: if served == 0 {
+                0.0
+            } else {
+                served_by_fallback as f64 / served as f64
+            },
+            no_target_available: meta.no_target.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The breaker handle of the target named `target`: open, close or
+    /// isolate its failure domains, unpark its billing scopes.
+    pub fn breaker(&self, target: &str) -> Option<&BreakerHandle> {
+        self.meta
+            .targets
+            .iter()
+            .find(|t| t.name == target)
+            .map(|t| &t.breaker)
+    }
+
+    /// The targets' names, in failover order.
+    pub fn targets(&self) -> impl Iterator<Item = &str> + '_ {
+        self.meta.targets.iter().map(|t| t.name)
+    }
+}
+
+fn target_health(meta: &Meta, index: usize) -> TargetHealth {
+    let t = &meta.targets[index];
+    let shared = &t.breaker.shared;
+    let last = t
+        .last_failure
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    let scopes: Vec<ScopeHealth> = t
+        .breaker
+        .states()
+        .into_iter()
+        .map(|s| {
+            let reason = match s.mechanism {
+                Mechanism::Park => shared
+                    .parks
+                    .get(&s.scope)
+                    .and_then(|h| Some(h.lock()?.reason()?.to_string())),
+                Mechanism::Breaker if s.state != "closed" => t
+                    .breaker
+                    .failure_breakdown(&s.scope)
+                    .filter(|b| !b.is_empty())
+                    .map(|b| {
+                        let causes: Vec<_> = b.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
+                        causes.join(", ")
+                    }),
+                Mechanism::Gate if s.state == "gated" => last
+                    .as_ref()
+                    .filter(|l| l.verdict == Verdict::Throttled)
+                    .map(|l| l.reason.clone()),
+                _ => None,
+            };
+            ScopeHealth {
+                mechanism: s.mechanism.as_str(),
+                scope: s.scope,
+                state: s.state,
+                retry_after: s.retry_after,
+                gated_last_hour: s.gated_last_hour,
+                reason,
+            }
+        })
+        .collect();
+    let bulkhead = t.bulkhead.as_ref().map(|b| {
+        let s = b.snapshot();
+        BulkheadHealth {
+            in_flight: s.in_flight,
+            limit: s.limit,
+        }
+    });
+    // The most lasting refusal first, as the breaker layer checks them.
+    let refusing = |state: &str| {
+        scopes
+            .iter()
+            .filter(|s| s.state == state)
+            .map(|s| s.retry_after)
+            .min()
+    };
+    let (state, retry_after) = [
+        ("parked", "parked"),
+        ("open", "open"),
+        ("half_open", "half_open"),
+        ("throttled", "gated"),
+    ]
+    .into_iter()
+    .find_map(|(name, scope_state)| refusing(scope_state).map(|r| (name, r)))
+    .unwrap_or(match bulkhead {
+        Some(b) if b.in_flight >= b.limit => ("full", None),
+        _ => ("available", None),
+    });
+    let park_reason = scopes
+        .iter()
+        .find(|s| s.state == "parked")
+        .and_then(|s| s.reason.clone());
+    TargetHealth {
+        name: t.name.to_owned(),
+        index,
+        provider: t.provider.as_deref().map(str::to_owned),
+        region: t.region.as_deref().map(str::to_owned),
+        state,
+        retry_after,
+        reason: park_reason.or(last.map(|l| l.reason)),
+        provider_overloaded: t.group.is_some_and(|g| meta.overloaded(g)),
+        served: t.served.sum(),
+        failed_over: t.failed_over.load(Ordering::Relaxed),
+        gated_last_hour: scopes.iter().filter_map(|s| s.gated_last_hour).max(),
+        bulkhead,
+        scopes,
+    }
+}
+
+impl fmt::Debug for FailoverHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.meta, f)
+    }
+}
+
+#[cfg(feature = "serde")]
+mod millis {
+    use std::time::Duration;
+
+    pub(super) fn serialize<S: serde::Serializer>(
+        d: &Option<Duration>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            None => s.serialize_none(),
+        }
+    }
+}

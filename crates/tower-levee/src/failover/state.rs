@@ -1,0 +1,285 @@
+//! What every clone of one failover shares: the targets, their counters,
+//! and the order in which a request visits them.
+
+use std::cell::Cell;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use http::{Request, Response};
+use http_body::Body;
+use levee_core::classify::Verdict;
+use levee_core::clock::duration_nanos;
+use tokio::time::Instant;
+use tower::util::BoxCloneSyncService;
+
+use super::error::RefusalKind;
+use super::target::Rewrite;
+use crate::BoxError;
+use crate::body::ResponseBody;
+use crate::breaker::{BreakerHandle, PeekCache};
+use crate::bulkhead::BulkheadLayer;
+
+/// A target's whole stack (bulkhead → breaker → the user's service), boxed.
+pub(crate) type TargetService<B, RB> =
+    BoxCloneSyncService<Request<B>, Response<ResponseBody<RB>>, BoxError>;
+
+/// The user's override of when to go on to the next target.
+pub(crate) type FallbackFn = Arc<dyn Fn(&Advance<'_>) -> bool + Send + Sync>;
+
+/// What a [`fallback_on`](super::FailoverBuilder::fallback_on) hook sees:
+/// one target's outcome, and whether to try the next target.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct Advance<'a> {
+    /// The target's name.
+    pub target: &'a str,
+    /// Its position in the failover order.
+    pub index: usize,
+    /// What the outcome says about the target. A refusal reads as the
+    /// verdict that causes it: throttled (gate), quota (park), availability
+    /// (open breaker, full bulkhead).
+    pub verdict: Verdict,
+    /// `Some` if the target refused without sending anything.
+    pub refusal: Option<RefusalKind>,
+}
+
+impl Advance<'_> {
+    /// The default policy: go on after a throttled, quota, availability or
+    /// credential outcome; return a `request` verdict (another provider
+    /// would reject a malformed body too) and a success as they are.
+    pub fn default_policy(&self) -> bool {
+        matches!(
+            self.verdict,
+            Verdict::Throttled | Verdict::Quota | Verdict::Availability | Verdict::Credential
+        )
+    }
+}
+
+/// The generic part: each target's service and rewrite.
+pub(crate) struct Common<B, RB: Body> {
+    pub(crate) meta: Arc<Meta>,
+    pub(crate) entries: Box<[Entry<B, RB>]>,
+}
+
+pub(crate) struct Entry<B, RB: Body> {
+    pub(crate) service: TargetService<B, RB>,
+    pub(crate) rewrite: Option<Rewrite<B>>,
+}
+
+/// The part a health handle reads: names, labels, state handles, counters.
+pub(crate) struct Meta {
+    pub(crate) targets: Box<[TargetMeta]>,
+    pub(crate) groups: Box<[Group]>,
+    pub(crate) max_targets: usize,
+    pub(crate) max_retry_after: Duration,
+    pub(crate) overload_window: Duration,
+    pub(crate) fallback_on: Option<FallbackFn>,
+    pub(crate) origin: Instant,
+    pub(crate) no_target: AtomicU64,
+}
+
+pub(crate) struct TargetMeta {
+    pub(crate) name: &'static str,
+    pub(crate) provider: Option<Arc<str>>,
+    pub(crate) region: Option<Arc<str>>,
+    /// The provider × region group, for targets with a provider label.
+    pub(crate) group: Option<usize>,
+    pub(crate) breaker: BreakerHandle,
+    pub(crate) peek: PeekCache,
+    pub(crate) bulkhead: Option<BulkheadLayer>,
+    /// Successes served, striped per thread.
+    pub(crate) served: Striped,
+    /// Outcomes after which the request went on to another target.
+    pub(crate) failed_over: AtomicU64,
+    /// Nanoseconds since `origin` + 1 of the last availability failure; 0 if none.
+    pub(crate) last_availability: AtomicU64,
+    pub(crate) last_failure: Mutex<Option<LastFailure>>,
+}
+
+/// The last outcome that sent a request on from a target.
+#[derive(Clone, Debug)]
+pub(crate) struct LastFailure {
+    pub(crate) verdict: Verdict,
+    pub(crate) reason: String,
+}
+
+/// Targets that share a provider and region.
+#[derive(Debug, Default)]
+pub(crate) struct Group {
+    /// Nanoseconds since `origin` + 1 until which the group counts as
+    /// overloaded (several of its targets failed together); 0 if not.
+    pub(crate) overloaded_until: AtomicU64,
+}
+
+impl Meta {
+    fn now_nanos(&self) -> u64 {
+        duration_nanos(Instant::now().saturating_duration_since(self.origin))
+    }
+
+    /// Whether a group's targets are being passed over for overload.
+    pub(crate) fn overloaded(&self, group: usize) -> bool {
+        let until = self.groups[group].overloaded_until.load(Ordering::Relaxed);
+        // The clock is read only while some group is marked.
+        until != 0 && self.now_nanos() < until
+    }
+
+    /// The next target to consider: the first untried one in order whose
+    /// provider/region is neither marked overloaded nor in `avoid` (groups
+    /// that already failed for availability in this request); failing that,
+    /// the first untried one.
+    pub(crate) fn next_candidate(&self, tried: u64, avoid: u64) -> Option<usize> {
+        let mut deferred = None;
+        for (i, t) in self.targets.iter().enumerate() {
+            if tried & (1 << i) != 0 {
+                continue;
+            }
+            let passed_over = t
+                .group
+                .is_some_and(|g| avoid & (1 << g) != 0 || self.overloaded(g));
+            if !passed_over {
+                return Some(i);
+            }
+            deferred.get_or_insert(i);
+        }
+        deferred
+    }
+
+    /// Whether any target other than those in `tried` is left.
+    pub(crate) fn untried_left(&self, tried: u64) -> bool {
+        let all = if self.targets.len() == 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.targets.len()) - 1
+        };
+        tried & all != all
+    }
+
+    /// Whether to go on to another target after `index`'s outcome.
+    pub(crate) fn advances(
+        &self,
+        index: usize,
+        verdict: Verdict,
+        refusal: Option<RefusalKind>,
+    ) -> bool {
+        let advance = Advance {
+            target: self.targets[index].name,
+            index,
+            verdict,
+            refusal,
+        };
+        match &self.fallback_on {
+            Some(f) => verdict != Verdict::Success && f(&advance),
+            None => advance.default_policy(),
+        }
+    }
+
+    /// A success from `index`: one striped increment, and clearing the
+    /// group's overload mark if set (read first, so no write otherwise).
+    pub(crate) fn served(&self, index: usize) {
+        let t = &self.targets[index];
+        t.served.add();
+        if let Some(g) = t.group {
+            let group = &self.groups[g];
+            if group.overloaded_until.load(Ordering::Relaxed) != 0 {
+                group.overloaded_until.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// An answer from `index` that sends the request on (slow path).
+    pub(crate) fn failed(&self, index: usize, verdict: Verdict, reason: String) {
+        let t = &self.targets[index];
+        t.failed_over.fetch_add(1, Ordering::Relaxed);
+        *t.last_failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(LastFailure { verdict, reason });
+        if verdict != Verdict::Availability {
+            return;
+        }
+        let now = self.now_nanos();
+        t.last_availability.store(now + 1, Ordering::Relaxed);
+        let Some(g) = t.group else {
+            return;
+        };
+        let window = duration_nanos(self.overload_window);
+        let together = self.targets.iter().enumerate().any(|(j, o)| {
+            let at = o.last_availability.load(Ordering::Relaxed);
+            j != index && o.group == Some(g) && at != 0 && now.saturating_sub(at - 1) <= window
+        });
+        if together {
+            let until = now.saturating_add(window) + 1;
+            let prev = self.groups[g]
+                .overloaded_until
+                .swap(until, Ordering::Relaxed);
+            if prev == 0 || prev <= now {
+                tracing::warn!(
+                    target: "levee::failover",
+                    provider = t.provider.as_deref().unwrap_or(""),
+                    region = t.region.as_deref().unwrap_or(""),
+                    window = ?self.overload_window,
+                    "several targets of one provider failed together: preferring other providers"
+                );
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Meta {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<_> = self.targets.iter().map(|t| t.name).collect();
+        f.debug_struct("Failover")
+            .field("targets", &names)
+            .field("max_targets", &self.max_targets)
+            .field("max_retry_after", &self.max_retry_after)
+            .finish_non_exhaustive()
+    }
+}
+
+// === Striped ===
+
+/// Counters are striped over this many cache lines, one per thread (modulo).
+const STRIPES: usize = 16;
+
+#[repr(align(128))]
+#[derive(Default)]
+struct Stripe(AtomicU64);
+
+/// A counter that threads increment without sharing a cache line: the
+/// success path's only write lands on the calling thread's own stripe.
+pub(crate) struct Striped(Box<[Stripe]>);
+
+impl Default for Striped {
+    fn default() -> Self {
+        Striped((0..STRIPES).map(|_| Stripe::default()).collect())
+    }
+}
+
+impl Striped {
+    #[inline]
+    pub(crate) fn add(&self) {
+        self.0[stripe_index()].0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn sum(&self) -> u64 {
+        self.0.iter().map(|s| s.0.load(Ordering::Relaxed)).sum()
+    }
+}
+
+/// This thread's stripe, assigned round-robin on first use.
+#[inline]
+fn stripe_index() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
+    }
+    INDEX.with(|index| {
+        let mut i = index.get();
+        if i == usize::MAX {
+            i = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
+            index.set(i);
+        }
+        i
+    })
+}

@@ -1,0 +1,175 @@
+//! A failover target (an account, deployment, region or provider) and the
+//! [`ServedBy`] record of which target answered.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use http::Request;
+use levee_core::classify::ProviderClassifier;
+
+use crate::breaker::BreakerLayer;
+use crate::bulkhead::BulkheadLayer;
+
+/// A request rewrite for one target: point the URI at its endpoint, set its
+/// key, name its model or deployment.
+pub type Rewrite<B> = Arc<dyn Fn(&mut Request<B>) + Send + Sync>;
+
+/// One place a request can go: a name, a service, its own breaker, throttle
+/// gate and park table (a [`BreakerLayer`]), an optional bulkhead, an
+/// optional request rewrite, and optional provider/region labels.
+///
+/// Give each target its own `BreakerLayer` (the default: [`Target::new`]
+/// makes one with the default configuration) so an account's breaker, gates
+/// and parks are its own. One layer may also be shared by several targets
+/// when their rewrites give them different scopes (a [`Scope`] extension
+/// naming the account, or different URIs): state is keyed by scope either way.
+///
+/// ```
+/// use std::convert::Infallible;
+/// use http::{Request, Response};
+/// use tower_levee::breaker::Scope;
+/// use tower_levee::failover::Target;
+///
+/// let client = tower::service_fn(|_req: Request<String>| async {
+///     Ok::<_, Infallible>(Response::new(String::new()))
+/// });
+/// let backup = Target::new("openai-org-b", client)
+///     .provider("openai")
+///     .region("us")
+///     .max_concurrent(32)
+///     .rewrite(|req: &mut Request<String>| {
+///         req.headers_mut().insert("authorization", "Bearer sk-org-b".parse().unwrap());
+///         req.extensions_mut().insert(Scope::new().domain("openai-org-b"));
+///     });
+/// # let _ = backup;
+/// ```
+///
+/// [`Scope`]: crate::breaker::Scope
+pub struct Target<S, B, C = ProviderClassifier> {
+    pub(crate) name: String,
+    pub(crate) service: S,
+    pub(crate) breaker: BreakerLayer<C>,
+    pub(crate) bulkhead: Option<BulkheadLayer>,
+    pub(crate) rewrite: Option<Rewrite<B>>,
+    pub(crate) provider: Option<Arc<str>>,
+    pub(crate) region: Option<Arc<str>>,
+}
+
+impl<S, B> Target<S, B> {
+    /// A target named `name` (unique within a failover) calling `service`,
+    /// with its own default [`BreakerLayer`] and no bulkhead.
+    pub fn new(name: impl Into<String>, service: S) -> Self {
+        Target {
+            name: name.into(),
+            service,
+            breaker: BreakerLayer::new(),
+            bulkhead: None,
+            rewrite: None,
+            provider: None,
+            region: None,
+        }
+    }
+}
+
+impl<S, B, C> Target<S, B, C> {
+    /// The target's breaker, throttle gate and park table: a configured
+    /// layer, or a clone of one shared with other targets.
+    pub fn breaker<C2>(self, layer: BreakerLayer<C2>) -> Target<S, B, C2> {
+        Target {
+            name: self.name,
+            service: self.service,
+            breaker: layer,
+            bulkhead: self.bulkhead,
+            rewrite: self.rewrite,
+            provider: self.provider,
+            region: self.region,
+        }
+    }
+
+    /// The target's bulkhead (a compartment of its own, or one shared with
+    /// the targets that use the same dependency).
+    pub fn bulkhead(mut self, layer: BulkheadLayer) -> Self {
+        self.bulkhead = Some(layer);
+        self
+    }
+
+    /// A bulkhead of its own, named after the target, admitting `max`
+    /// calls in flight.
+    pub fn max_concurrent(self, max: usize) -> Self {
+        let layer = BulkheadLayer::named(self.name.as_str(), max);
+        self.bulkhead(layer)
+    }
+
+    /// Rewrites each request before this target sees it (and before its
+    /// admission is checked, so the scopes are those the target will use).
+    /// Cross-provider body translation plugs in here too.
+    pub fn rewrite(mut self, f: impl Fn(&mut Request<B>) + Send + Sync + 'static) -> Self {
+        self.rewrite = Some(Arc::new(f));
+        self
+    }
+
+    /// The provider label (`"openai"`, `"anthropic"`): targets sharing a
+    /// provider and region are expected to fail together on overload.
+    pub fn provider(mut self, provider: impl Into<Arc<str>>) -> Self {
+        self.provider = Some(provider.into());
+        self
+    }
+
+    /// The region label (`"us-east-1"`).
+    pub fn region(mut self, region: impl Into<Arc<str>>) -> Self {
+        self.region = Some(region.into());
+        self
+    }
+
+    /// The target's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl<S, B, C> fmt::Debug for Target<S, B, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Target")
+            .field("name", &self.name)
+            .field("provider", &self.provider)
+            .field("region", &self.region)
+            .field("bulkhead", &self.bulkhead)
+            .field("rewrite", &self.rewrite.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Which target answered a request: a response extension on every response
+/// a [`Failover`](super::Failover) returns from a target (successful or not),
+/// so a caller can log which account or model served it.
+///
+/// `Copy`, and free of reference counts: the name is interned once when the
+/// failover is built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ServedBy {
+    /// The target's name.
+    pub target: &'static str,
+    /// The target's position in the failover order (0 is the primary).
+    pub index: usize,
+    /// Which call of this request it was: 1 for the first target called.
+    pub attempt: u32,
+    /// Whether a target other than the first in order answered.
+    pub fallback: bool,
+}
+
+/// Interns a target name: each distinct name is leaked once per process, so
+/// a [`ServedBy`] can carry it without a reference count.
+pub(crate) fn intern(name: &str) -> &'static str {
+    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut names = NAMES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if let Some(n) = names.get(name) {
+        return n;
+    }
+    let leaked: &'static str = Box::leak(name.into());
+    names.insert(leaked);
+    leaked
+}
