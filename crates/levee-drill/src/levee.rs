@@ -1,8 +1,7 @@
-//! The `levee` stack: RetryBudget → failover → Bulkhead → Breaker →
+//! The `levee` stack: RetryBudget → Failover → Bulkhead → Breaker →
 //! per-attempt timeout → provider, from the defaults and the scenario's
 //! `[levee]` overrides.
 
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,20 +11,32 @@ use levee_core::breaker::{BreakerConfig, Cooldown, Jitter};
 use levee_core::gate::GateConfig;
 use levee_core::park::ParkConfig;
 use tokio::time::Instant;
-use tower::util::BoxCloneSyncService;
 use tower::{Layer, ServiceExt};
 use tower_levee::breaker::Scope;
+use tower_levee::failover::{Failover, NoTargetAvailable, ServedBy, Target};
 use tower_levee::retry::{Deadline, Retry, RetryOutcome, Stop};
 use tower_levee::{BoxError, BreakerLayer, BulkheadLayer, RetryBudget, RetryBudgetLayer};
 
+use crate::dialect::SimBody;
 use crate::outcome::{Fail, TransitionRecord, is_timeout, rejection_kind, response_failure};
 use crate::provider::{Provider, StreamCheck};
-use crate::router::{NoTargetFlag, ServedBy, StandInRouter, TargetSvc};
 use crate::scenario::{LeveeConfig, Scenario};
+
+/// The provider label of a dialect: targets of one provider are expected to
+/// fail together on overload, so failover tries another provider first.
+fn provider_label(dialect: &str) -> &'static str {
+    match dialect {
+        "azure" => "azure",
+        "anthropic" => "anthropic",
+        "gemini" => "google",
+        "bedrock" => "aws",
+        _ => "openai",
+    }
+}
 
 /// The Levee stack of one run.
 pub struct LeveeStack {
-    svc: Retry<StandInRouter>,
+    svc: Retry<Failover<Bytes, SimBody>>,
     budget: Arc<RetryBudget>,
     timeout: Duration,
     events: Arc<Mutex<Vec<TransitionRecord>>>,
@@ -165,25 +176,28 @@ impl LeveeStack {
             .map_err(|e| format!("[levee.breaker]: {e}"))?;
         let attempt_timeout = cfg.attempt_timeout.unwrap_or(sc.load.timeout / 3);
         let max_concurrent = cfg.bulkhead.max_concurrent.unwrap_or(256);
-        let targets: Vec<(TargetSvc, Scope)> = sc
-            .targets
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                let inner =
-                    tower::timeout::Timeout::new(StreamCheck(provider.target(i)), attempt_timeout);
-                let mut bulkhead = BulkheadLayer::named(t.name.clone(), max_concurrent);
-                if let Some(w) = cfg.bulkhead.max_wait {
-                    bulkhead = bulkhead.max_wait(w);
-                }
-                let svc = bulkhead.layer(breaker.layer(inner));
-                let scope = Scope::new()
-                    .domain(t.name.clone())
-                    .model(sc.load.model.clone())
-                    .billing(t.account.clone());
-                (BoxCloneSyncService::new(svc), scope)
-            })
-            .collect();
+        let mut failover = Failover::builder();
+        for (i, t) in sc.targets.iter().enumerate() {
+            let inner =
+                tower::timeout::Timeout::new(StreamCheck(provider.target(i)), attempt_timeout);
+            let mut bulkhead = BulkheadLayer::named(t.name.clone(), max_concurrent);
+            if let Some(w) = cfg.bulkhead.max_wait {
+                bulkhead = bulkhead.max_wait(w);
+            }
+            let scope = Scope::new()
+                .domain(t.name.clone())
+                .model(sc.load.model.clone())
+                .billing(t.account.clone());
+            let target = Target::new(t.name.clone(), inner)
+                .breaker(breaker.clone())
+                .bulkhead(bulkhead)
+                .provider(provider_label(&t.dialect))
+                .rewrite(move |req: &mut Request<Bytes>| {
+                    req.extensions_mut().insert(scope.clone());
+                });
+            failover = failover.target(target);
+        }
+        let failover = failover.build().map_err(|e| format!("[[target]]: {e}"))?;
         let r = &cfg.retry;
         let ttl = r.ttl.unwrap_or(Duration::from_secs(10));
         if ttl < Duration::from_millis(1) || ttl > Duration::from_secs(3600) {
@@ -209,9 +223,7 @@ impl LeveeStack {
                 r.backoff_cap.unwrap_or(Duration::from_secs(8)),
             );
         }
-        let svc = layer.layer(StandInRouter {
-            targets: targets.into(),
-        });
+        let svc = layer.layer(failover);
         Ok(LeveeStack {
             svc,
             budget,
@@ -235,13 +247,11 @@ impl LeveeStack {
         let mut req = Request::post("https://drill.invalid/v1/chat/completions")
             .body(Bytes::new())
             .expect("static request");
-        let flag = NoTargetFlag::default();
         req.extensions_mut()
             .insert(Deadline(Instant::now() + self.timeout));
-        req.extensions_mut().insert(flag.clone());
         match self.svc.clone().oneshot(req).await {
             Ok(res) if res.status().is_success() => {
-                Ok(res.extensions().get::<ServedBy>().map_or(0, |s| s.0))
+                Ok(res.extensions().get::<ServedBy>().map_or(0, |s| s.index))
             }
             Ok(res) => {
                 if res
@@ -254,7 +264,7 @@ impl LeveeStack {
                 Err(response_failure(&res, b""))
             }
             Err(e) => Err(match rejection_kind(&*e) {
-                Some(_) if flag.0.load(Ordering::Relaxed) => Fail::NoTarget,
+                _ if e.is::<NoTargetAvailable>() => Fail::NoTarget,
                 Some(kind) => kind,
                 None if is_timeout(&*e) => Fail::Timeout,
                 None => Fail::Upstream,

@@ -11,9 +11,8 @@
 //! byte ([`report`], [`svg`]). With `--live` ([`live`]) the same scenario
 //! runs over a real hyper server and client on 127.0.0.1, in real time.
 //!
-//! The `levee` stack is RetryBudget → failover → Bulkhead → Breaker →
-//! per-attempt timeout ([`levee`]); until `tower_levee`'s `Failover` lands,
-//! failover is a stand-in router ([`router`]).
+//! The `levee` stack is RetryBudget → `tower_levee::failover::Failover` →
+//! Bulkhead → Breaker → per-attempt timeout ([`levee`]).
 //!
 //! Also here: [`classify_cmd`] (`levee-drill classify`) and [`samples`]
 //! (`levee-drill samples`).
@@ -26,7 +25,6 @@ pub mod live;
 pub mod outcome;
 pub mod provider;
 pub mod report;
-pub mod router;
 pub mod run;
 pub mod samples;
 pub mod scenario;
