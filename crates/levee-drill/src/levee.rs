@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::Request;
+use http_body_util::BodyExt;
 use levee_core::breaker::{BreakerConfig, Cooldown, Jitter};
+use levee_core::classify::{StreamScanner, Verdict};
 use levee_core::gate::GateConfig;
 use levee_core::park::ParkConfig;
 use tokio::time::Instant;
@@ -19,7 +21,7 @@ use tower_levee::{BoxError, BreakerLayer, BulkheadLayer, RetryBudget, RetryBudge
 
 use crate::dialect::SimBody;
 use crate::outcome::{Fail, TransitionRecord, is_timeout, rejection_kind, response_failure};
-use crate::provider::{Provider, StreamCheck};
+use crate::provider::Provider;
 use crate::scenario::{LeveeConfig, Scenario};
 
 /// The provider label of a dialect: targets of one provider are expected to
@@ -178,8 +180,9 @@ impl LeveeStack {
         let max_concurrent = cfg.bulkhead.max_concurrent.unwrap_or(256);
         let mut failover = Failover::builder();
         for (i, t) in sc.targets.iter().enumerate() {
-            let inner =
-                tower::timeout::Timeout::new(StreamCheck(provider.target(i)), attempt_timeout);
+            // No stream check below the breaker: its own stream watch sees
+            // the body as the caller reads it.
+            let inner = tower::timeout::Timeout::new(provider.target(i), attempt_timeout);
             let mut bulkhead = BulkheadLayer::named(t.name.clone(), max_concurrent);
             if let Some(w) = cfg.bulkhead.max_wait {
                 bulkhead = bulkhead.max_wait(w);
@@ -251,7 +254,26 @@ impl LeveeStack {
             .insert(Deadline(Instant::now() + self.timeout));
         match self.svc.clone().oneshot(req).await {
             Ok(res) if res.status().is_success() => {
-                Ok(res.extensions().get::<ServedBy>().map_or(0, |s| s.index))
+                let served = res.extensions().get::<ServedBy>().map_or(0, |s| s.index);
+                // Read the body as the caller would: the breaker's stream
+                // watch reports its verdict at the end; an in-band error
+                // fails this request (its head already arrived: no failover).
+                let scanner = StreamScanner::for_response(res.status(), res.headers());
+                let bytes = match res.into_body().collect().await {
+                    Ok(b) => b.to_bytes(),
+                    Err(_) => return Err(Fail::Upstream),
+                };
+                match scanner {
+                    Some(mut sc) => {
+                        sc.feed(&bytes);
+                        if sc.finish().verdict == Verdict::Success {
+                            Ok(served)
+                        } else {
+                            Err(Fail::Upstream)
+                        }
+                    }
+                    None => Ok(served),
+                }
             }
             Ok(res) => {
                 if res
