@@ -295,7 +295,8 @@ impl std::error::Error for MidStreamError {
 
 /// Reads a streamed body to its end with a [`StreamScanner`], as a client
 /// consuming the stream would, and turns an in-band error into a
-/// [`MidStreamError`]. (A stand-in until tower-levee watches streams itself.)
+/// [`MidStreamError`]: the client of the `unprotected` and `naive` stacks.
+/// (The `levee` stack reads streams through the breaker's own stream watch.)
 #[derive(Clone, Debug)]
 pub struct StreamCheck<S>(pub S);
 

@@ -294,3 +294,25 @@ fn every_levee_key_parses_and_reaches_the_stack() {
         gap(2, 3)
     );
 }
+
+#[test]
+fn midstream_errors_trip_levees_breaker_through_its_stream_watch() {
+    let r = run(&builtin("midstream-errors", 60));
+    assert_accounted(&r);
+    let levee = stack(&r, "levee");
+    let unprotected = stack(&r, "unprotected");
+    let open = levee
+        .transitions
+        .iter()
+        .find(|t| t.target == "primary" && t.to == "open")
+        .expect("the primary's breaker opens");
+    println!(
+        "levee: opened at {} ms ({}), {:.2}% served; unprotected {:.2}%",
+        open.t_ms,
+        open.reason,
+        levee.success_rate() * 100.0,
+        unprotected.success_rate() * 100.0
+    );
+    assert!(open.reason.contains("overloaded_error"), "{}", open.reason);
+    assert!(levee.success_rate() > 0.97 && unprotected.success_rate() < 0.8);
+}
