@@ -78,6 +78,12 @@ pub fn render(sc: &Scenario, report: &ScenarioReport) -> String {
                 let my = ty + BAND * mi as f64;
                 let _ = writeln!(
                     s,
+                    r##"<text x="{:.1}" y="{:.1}" font-size="8" fill="#666666" text-anchor="end">{mech}</text>"##,
+                    LEFT - 4.0,
+                    my + BAND - 2.0
+                );
+                let _ = writeln!(
+                    s,
                     r##"<rect x="{LEFT}" y="{my:.1}" width="{:.1}" height="{:.1}" fill="#eeeeee"/>"##,
                     W - LEFT - 10.0,
                     BAND - 1.0
