@@ -34,6 +34,9 @@ pub struct CallStats {
     /// Calls the provider did not answer with a success (error status,
     /// transport error, hang, mid-stream error): wasted calls.
     pub rejected: u64,
+    /// When each target's account first answered that its spend cap was
+    /// exhausted (from the start).
+    pub cap_reached: BTreeMap<String, Duration>,
 }
 
 struct Bucket {
@@ -171,6 +174,7 @@ impl Provider {
             && target.spend_cap > 0
             && st.spent.get(&target.account).copied().unwrap_or(0) >= target.spend_cap
         {
+            st.stats.cap_reached.entry(target.name.clone()).or_insert(t);
             answer = Some(Answer::Respond(dialect::spend_cap(d), quick));
         }
         if answer.is_none() && target.rpm > 0 {

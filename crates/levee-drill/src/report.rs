@@ -100,7 +100,8 @@ pub struct StackResult {
     pub latency_ms: Latency,
     /// Every transition of every breaker, gate and park.
     pub transitions: Vec<TransitionRecord>,
-    /// Time from the first fault's start to the first mechanism reacting on its target.
+    /// Time from the first fault's start (or the first spend cap reached) to
+    /// the first mechanism reacting on its target.
     #[serde(skip)]
     pub detect: Option<Duration>,
     /// Time from the first fault's end to the first request served by its target.
@@ -195,8 +196,22 @@ impl StackResult {
 }
 
 fn timings(sc: &Scenario, run: &StackRun) -> (Option<Duration>, Option<Duration>) {
-    let Some(fault) = sc.faults.first() else {
-        return (None, None);
+    // The first scripted fault; else the first spend cap reached (no end).
+    let (target, from, to) = match sc.faults.first() {
+        Some(f) => (f.target.as_str(), f.from, f.to),
+        None => match run.calls.cap_reached.iter().min_by_key(|(_, at)| **at) {
+            Some((name, at)) => (name.as_str(), *at, sc.duration),
+            None => return (None, None),
+        },
+    };
+    let fault = crate::scenario::Fault {
+        target: target.to_owned(),
+        kind: String::new(),
+        from,
+        to,
+        status: None,
+        factor: 1.0,
+        period: Duration::from_secs(1),
     };
     let on_target = |name: &str| fault.target == "*" || fault.target == name;
     let from_ms = fault.from.as_millis() as u64;
