@@ -1,6 +1,6 @@
 //! `levee-drill`: prove a Levee configuration against scripted provider faults.
 
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -121,11 +121,19 @@ fn run_file(args: &[&str]) -> ExitCode {
             sc.duration.as_secs_f64() / scale
         );
     }
+    let tty = io::stderr().is_terminal();
     let run = if live {
         run::run_scenario_live(&sc, scale)
     } else {
-        run::run_scenario(&sc)
+        run::run_scenario_with(&sc, |stack, n| {
+            if tty {
+                eprint!("\r\x1b[Klevee-drill: {stack}: {n} requests in virtual time ...");
+            }
+        })
     };
+    if tty && !live {
+        eprint!("\r\x1b[K");
+    }
     let report = match run {
         Ok(r) => r,
         Err(e) => return fail(format!("{file}: {e}"), 1),

@@ -149,10 +149,19 @@ async fn drive(
 
 /// Runs every stack the scenario names and builds its report.
 pub fn run_scenario(sc: &Scenario) -> Result<ScenarioReport, BoxError> {
+    run_scenario_with(sc, |_, _| {})
+}
+
+/// As [`run_scenario`], calling `progress(stack, requests)` before each stack runs.
+pub fn run_scenario_with(
+    sc: &Scenario,
+    mut progress: impl FnMut(&str, usize),
+) -> Result<ScenarioReport, BoxError> {
     let sc = Arc::new(sc.clone());
     let arrivals = arrivals(&sc);
     let mut results = Vec::new();
     for stack in &sc.stacks {
+        progress(stack, arrivals.len());
         let run = run_stack(&sc, stack, &arrivals)?;
         results.push(StackResult::from_run(&sc, run));
     }
