@@ -6,7 +6,7 @@
 //! ```
 //! use std::time::Duration;
 //!
-//! #[derive(serde::Serialize, serde::Deserialize)]
+//! #[derive(Debug, serde::Serialize, serde::Deserialize)]
 //! struct Upstream {
 //!     #[serde(with = "levee_core::config::duration")]
 //!     timeout: Duration,
