@@ -52,6 +52,8 @@ pub mod body;
 pub mod breaker;
 pub mod bulkhead;
 pub mod clock;
+#[cfg(feature = "serde")]
+pub mod config;
 pub mod error;
 pub mod retry;
 
