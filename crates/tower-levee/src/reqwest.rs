@@ -30,7 +30,8 @@
 //!     .header("authorization", "Bearer sk-...")
 //!     .header("content-type", "application/json")
 //!     .body(r#"{"model":"gpt-4o","messages":[]}"#.to_owned())?;
-//! let res = client.ready().await?.call(req).await?;
+//! // The stack accepts any body reqwest does: name the one used.
+//! let res = ServiceExt::<Request<String>>::ready(&mut client).await?.call(req).await?;
 //! println!("{}", res.status());
 //! # Ok(())
 //! # }
