@@ -112,7 +112,7 @@ impl BudgetConfig {
     pub fn new(ttl: Duration, min_per_sec: u32, retry_ratio: f64) -> Self {
         match Self::try_new(ttl, min_per_sec, retry_ratio) {
             Ok(config) => config,
-            Err(err) => panic!("retry {err}"),
+            Err(err) => panic!("retry budget: {err}"),
         }
     }
 
