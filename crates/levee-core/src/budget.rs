@@ -75,6 +75,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::clock::{Timestamp, duration_nanos};
+use crate::config_error::ConfigError;
 
 /// Number of time slots the window is divided into.
 pub const SLOTS: usize = 10;
@@ -109,19 +110,40 @@ impl BudgetConfig {
     /// If `ttl` is under 1 ms or over one hour, or `retry_ratio` is not a
     /// finite number in `0.0..=1000.0`.
     pub fn new(ttl: Duration, min_per_sec: u32, retry_ratio: f64) -> Self {
-        assert!(
-            ttl >= Duration::from_millis(1) && ttl <= Duration::from_secs(3600),
-            "retry budget ttl must be between 1 ms and 1 hour, got {ttl:?}"
-        );
-        assert!(
-            retry_ratio.is_finite() && (0.0..=1000.0).contains(&retry_ratio),
-            "retry budget ratio must be in 0.0..=1000.0, got {retry_ratio}"
-        );
-        BudgetConfig {
+        match Self::try_new(ttl, min_per_sec, retry_ratio) {
+            Ok(config) => config,
+            Err(err) => panic!("retry budget: {err}"),
+        }
+    }
+
+    /// As [`new`](BudgetConfig::new), with an error naming the field
+    /// (`budget.ttl`, `budget.retry_ratio`) instead of a panic.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use levee_core::budget::BudgetConfig;
+    ///
+    /// let err = BudgetConfig::try_new(Duration::from_secs(10), 10, -1.0).unwrap_err();
+    /// assert_eq!(err.to_string(), "invalid budget.retry_ratio: must be a finite number in 0.0..=1000.0, got -1");
+    /// ```
+    pub fn try_new(ttl: Duration, min_per_sec: u32, retry_ratio: f64) -> Result<Self, ConfigError> {
+        if !(ttl >= Duration::from_millis(1) && ttl <= Duration::from_secs(3600)) {
+            return Err(ConfigError::new(
+                "budget.ttl",
+                format!("must be between 1ms and 1h, got {ttl:?}"),
+            ));
+        }
+        if !(retry_ratio.is_finite() && (0.0..=1000.0).contains(&retry_ratio)) {
+            return Err(ConfigError::new(
+                "budget.retry_ratio",
+                format!("must be a finite number in 0.0..=1000.0, got {retry_ratio}"),
+            ));
+        }
+        Ok(BudgetConfig {
             ttl,
             min_per_sec,
             retry_ratio,
-        }
+        })
     }
 
     /// How long a deposit counts.

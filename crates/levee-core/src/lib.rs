@@ -36,6 +36,8 @@ pub mod breaker;
 pub mod budget;
 pub mod classify;
 pub mod clock;
+#[cfg(feature = "serde")]
+pub mod config;
 pub mod config_error;
 pub mod gate;
 pub mod park;

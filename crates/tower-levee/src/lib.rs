@@ -46,14 +46,28 @@
 //! # }
 //! ```
 
+//! # Features
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `serde` | `tower_levee::config`: every layer's configuration from TOML/JSON/YAML, validated at load |
+//! | `reqwest` | `tower_levee::reqwest::HttpClient`: a `reqwest::Client` as a `Service<http::Request<B>>` |
+//!
+//! A `hyper_util::client::legacy::Client` is already a
+//! `Service<http::Request<B>>`: put the layers straight on it.
+
 pub use levee_core as core;
 
 pub mod body;
 pub mod breaker;
 pub mod bulkhead;
 pub mod clock;
+#[cfg(feature = "serde")]
+pub mod config;
 pub mod error;
 pub mod failover;
+#[cfg(feature = "reqwest")]
+pub mod reqwest;
 pub mod retry;
 
 pub use breaker::{BreakerHandle, BreakerLayer, CircuitOpen, Parked, Scope, Throttled};

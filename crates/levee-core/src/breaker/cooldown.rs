@@ -18,6 +18,11 @@ pub const FULL_JITTER_FLOOR: f64 = 0.1;
 /// How a nominal cool-off is randomized, so that many clients that saw the
 /// same outage do not all probe the provider at the same instant.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "lowercase")
+)]
 pub enum Jitter {
     /// Exactly the nominal duration.
     None,

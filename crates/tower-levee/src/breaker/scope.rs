@@ -97,14 +97,15 @@ pub struct ScopeKeys<'a> {
 pub type ScopeFn = Arc<dyn for<'a> Fn(&RequestHead<'a>) -> ScopeKeys<'a> + Send + Sync>;
 
 /// The default scopes: a [`Scope`] extension where set; otherwise the URI's
-/// authority as failure and billing domain, and the model named in the path
+/// authority (host and port; a userinfo is dropped, since it may hold a
+/// credential) as failure and billing domain, and the model named in the path
 /// for the providers that put it there (Azure `deployments/{name}`, Bedrock
 /// `model/{id}`, Gemini/Vertex `models/{name}:verb`).
 pub fn default_scope<'a>(head: &RequestHead<'a>) -> ScopeKeys<'a> {
     let ext = head.extensions.get::<Scope>();
     let domain = ext
         .and_then(|s| s.domain.as_deref())
-        .or_else(|| head.uri.authority().map(|a| a.as_str()))
+        .or_else(|| head.uri.authority().map(|a| without_userinfo(a.as_str())))
         .unwrap_or("default");
     let model = ext
         .and_then(|s| s.model.as_deref())
@@ -115,6 +116,15 @@ pub fn default_scope<'a>(head: &RequestHead<'a>) -> ScopeKeys<'a> {
         model,
         billing,
     }
+}
+
+/// `host[:port]` of an authority: credentials in its userinfo
+/// (`user:sk-…@host`) never become a scope name, so they never reach an
+/// event, a log line or a health snapshot.
+fn without_userinfo(authority: &str) -> &str {
+    authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host)
 }
 
 /// The model or deployment a provider URL path names, if any.

@@ -1,0 +1,279 @@
+//! The layer configs: breaker layer settings, retry, bulkhead.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use levee_core::budget::BudgetConfig;
+use levee_core::config::duration;
+use levee_core::config_error::ConfigError;
+
+use super::validated_config;
+use crate::breaker::{BreakerLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_PEEK_LIMIT};
+use crate::bulkhead::BulkheadLayer;
+use crate::retry::{RetryBudget, RetryBudgetLayer};
+
+/// `bulkhead.max_concurrent` when the file names none.
+pub const DEFAULT_MAX_CONCURRENT: usize = 64;
+
+// === BreakerLayerConfig ===
+
+validated_config! {
+    /// The breaker layer's own settings (its breaker, gate and park
+    /// configurations are siblings in [`LeveeConfig`](super::LeveeConfig)).
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct BreakerLayerConfig {
+        /// Bytes of a non-2xx body read to classify it (16 KiB).
+        pub peek_limit: usize,
+        /// Scopes tracked per mechanism before idle ones are evicted (10,000).
+        pub max_keys: usize,
+        /// A breaker per model within a failure domain (off).
+        pub isolate_by_model: bool,
+        /// A stream whose total duration exceeds this is a failure (none).
+        #[serde(default, with = "duration::option", skip_serializing_if = "Option::is_none")]
+        pub slow_stream: Option<Duration>,
+        /// Slow-call thresholds per model, overriding `breaker.slow_call`.
+        #[serde(with = "duration_map")]
+        pub slow_call_by_model: BTreeMap<String, Duration>,
+    }
+}
+
+impl Default for BreakerLayerConfig {
+    fn default() -> Self {
+        BreakerLayerConfig {
+            peek_limit: DEFAULT_PEEK_LIMIT,
+            max_keys: DEFAULT_MAX_KEYS,
+            isolate_by_model: false,
+            slow_stream: None,
+            slow_call_by_model: BTreeMap::new(),
+        }
+    }
+}
+
+impl BreakerLayerConfig {
+    /// Checks every field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.apply(crate::BreakerLayer::builder()).map(drop)
+    }
+
+    /// Applies these settings to `builder`, then checks them as
+    /// [`BreakerLayerBuilder::build`] will.
+    pub fn apply<C>(
+        &self,
+        mut builder: BreakerLayerBuilder<C>,
+    ) -> Result<BreakerLayerBuilder<C>, ConfigError> {
+        if self.peek_limit == 0 || u32::try_from(self.peek_limit).is_err() {
+            return Err(ConfigError::new(
+                "breaker_layer.peek_limit",
+                format!(
+                    "must be between 1 and {} bytes, got {}",
+                    u32::MAX,
+                    self.peek_limit
+                ),
+            ));
+        }
+        if self.max_keys == 0 {
+            return Err(ConfigError::new(
+                "breaker_layer.max_keys",
+                "must be at least 1, got 0",
+            ));
+        }
+        builder = builder
+            .peek_limit(self.peek_limit)
+            .max_keys(self.max_keys)
+            .isolate_by_model(self.isolate_by_model);
+        if let Some(d) = self.slow_stream {
+            if d.is_zero() {
+                return Err(ConfigError::new(
+                    "breaker_layer.slow_stream",
+                    "must be greater than zero, got 0s",
+                ));
+            }
+            builder = builder.slow_stream(d);
+        }
+        for (model, d) in &self.slow_call_by_model {
+            if d.is_zero() {
+                return Err(ConfigError::new(
+                    "breaker_layer.slow_call_by_model",
+                    format!("threshold for `{model}` must be greater than zero, got 0s"),
+                ));
+            }
+            builder = builder.slow_call_for_model(model.as_str(), *d);
+        }
+        Ok(builder)
+    }
+}
+
+// === RetryConfig ===
+
+validated_config! {
+    /// The retry layer: attempts, backoff, waits, deadline, budget.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct RetryConfig {
+        /// Attempts per request, the first included (3).
+        pub max_attempts: u32,
+        /// The first backoff step when the provider gave no hint (500 ms).
+        #[serde(with = "duration")]
+        pub backoff_base: Duration,
+        /// The backoff's cap (8 s).
+        #[serde(with = "duration")]
+        pub backoff_cap: Duration,
+        /// The longest wait slept before a retry (60 s).
+        #[serde(with = "duration")]
+        pub max_wait: Duration,
+        /// The caller's overall deadline, from `call` (none).
+        #[serde(default, with = "duration::option", skip_serializing_if = "Option::is_none")]
+        pub timeout: Option<Duration>,
+        /// The retry budget (10 s, 10 per second, 10%).
+        pub budget: BudgetConfig,
+    }
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        RetryConfig {
+            max_attempts: 3,
+            backoff_base: Duration::from_millis(500),
+            backoff_cap: Duration::from_secs(8),
+            max_wait: Duration::from_secs(60),
+            timeout: None,
+            budget: BudgetConfig::default(),
+        }
+    }
+}
+
+impl RetryConfig {
+    /// Checks every field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_attempts == 0 {
+            return Err(ConfigError::new(
+                "retry.max_attempts",
+                "must be at least 1 (it counts the first attempt), got 0",
+            ));
+        }
+        if self.backoff_cap < self.backoff_base {
+            return Err(ConfigError::new(
+                "retry.backoff_cap",
+                format!(
+                    "must be at least backoff_base ({}), got {}",
+                    duration::format(self.backoff_base),
+                    duration::format(self.backoff_cap)
+                ),
+            ));
+        }
+        if self.timeout.is_some_and(|t| t.is_zero()) {
+            return Err(ConfigError::new(
+                "retry.timeout",
+                "must be greater than zero, got 0s",
+            ));
+        }
+        BudgetConfig::try_new(
+            self.budget.ttl(),
+            self.budget.min_per_sec(),
+            self.budget.retry_ratio(),
+        )
+        .map(drop)
+    }
+
+    /// A [`RetryBudgetLayer`] with its own budget. To share one budget
+    /// between dependencies, build the layer yourself with
+    /// [`RetryBudgetLayer::new`] and [`apply`](RetryConfig::apply).
+    pub fn layer(&self) -> Result<RetryBudgetLayer, ConfigError> {
+        self.validate()?;
+        let budget = Arc::new(RetryBudget::from_config(self.budget));
+        self.apply(RetryBudgetLayer::new(budget))
+    }
+
+    /// Applies everything but the budget to `layer`.
+    pub fn apply<C>(&self, layer: RetryBudgetLayer<C>) -> Result<RetryBudgetLayer<C>, ConfigError> {
+        self.validate()?;
+        let layer = layer
+            .max_attempts(self.max_attempts)
+            .backoff(self.backoff_base, self.backoff_cap)
+            .max_wait(self.max_wait);
+        Ok(match self.timeout {
+            Some(t) => layer.timeout(t),
+            None => layer,
+        })
+    }
+}
+
+// === BulkheadConfig ===
+
+validated_config! {
+    /// A bulkhead compartment.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct BulkheadConfig {
+        /// The compartment's name, in errors, events and snapshots ("bulkhead").
+        pub name: String,
+        /// Calls in flight at most (64).
+        pub max_concurrent: usize,
+        /// How long a caller may queue when full (none: fail fast).
+        #[serde(default, with = "duration::option", skip_serializing_if = "Option::is_none")]
+        pub max_wait: Option<Duration>,
+    }
+}
+
+impl Default for BulkheadConfig {
+    fn default() -> Self {
+        BulkheadConfig {
+            name: "bulkhead".into(),
+            max_concurrent: DEFAULT_MAX_CONCURRENT,
+            max_wait: None,
+        }
+    }
+}
+
+impl BulkheadConfig {
+    /// Checks every field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_concurrent == 0 {
+            return Err(ConfigError::new(
+                "bulkhead.max_concurrent",
+                "must be at least 1, got 0",
+            ));
+        }
+        if self.name.is_empty() {
+            return Err(ConfigError::new(
+                "bulkhead.name",
+                "must not be empty, got \"\"",
+            ));
+        }
+        Ok(())
+    }
+
+    /// A [`BulkheadLayer`] with its own compartment.
+    pub fn layer(&self) -> Result<BulkheadLayer, ConfigError> {
+        self.validate()?;
+        let layer = BulkheadLayer::named(self.name.as_str(), self.max_concurrent);
+        Ok(match self.max_wait {
+            Some(d) => layer.max_wait(d),
+            None => layer,
+        })
+    }
+}
+
+/// `BTreeMap<String, Duration>` with human durations.
+mod duration_map {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    struct Human(#[serde(with = "levee_core::config::duration")] Duration);
+
+    pub(super) fn serialize<S: Serializer>(
+        map: &BTreeMap<String, Duration>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_map(map.iter().map(|(k, v)| (k, Human(*v))))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<String, Duration>, D::Error> {
+        let map = BTreeMap::<String, Human>::deserialize(d)?;
+        Ok(map.into_iter().map(|(k, Human(v))| (k, v)).collect())
+    }
+}

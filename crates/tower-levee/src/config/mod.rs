@@ -1,0 +1,166 @@
+//! Per-service configuration from files (feature `serde`).
+//!
+//! A [`LeveeConfig`] holds everything one dependency's stack needs — the
+//! breaker, throttle gate and park table, the breaker layer's own settings,
+//! the retry layer with its budget, the bulkhead — and deserialises from
+//! TOML, JSON or YAML through serde. Durations are written the human way
+//! (`"30s"`, `"250ms"`, `"2m"`); every field is optional (a missing one
+//! takes the default below); an unknown field is an error; and every value
+//! is validated **at load**, with an error that names the field and the bad
+//! value (`invalid breaker.half_open_probes: must be at least 1, got 0`).
+//! Serialising writes every field, and a config read back is the same.
+//!
+//! ```
+//! use tower_levee::config::LeveeConfig;
+//!
+//! let config: LeveeConfig = serde_json::from_str(r#"{
+//!     "breaker": { "threshold": 3, "cooldown": "10s", "slow_call": "20s" },
+//!     "gate": { "max_wait": "5m" },
+//!     "retry": { "max_attempts": 2, "timeout": "45s", "budget": { "retry_ratio": 0.2 } },
+//!     "bulkhead": { "name": "openai", "max_concurrent": 32 }
+//! }"#)?;
+//! let breaker = config.breaker_layer()?.on_event(|e| println!("{e:?}")).build()?;
+//! let retry = config.retry.layer()?;
+//! let bulkhead = config.bulkhead.layer()?;
+//! # let _ = (breaker, retry, bulkhead);
+//!
+//! let err = serde_json::from_str::<LeveeConfig>(r#"{ "bulkhead": { "max_concurrent": 0 } }"#)
+//!     .unwrap_err();
+//! assert!(err.to_string().contains("invalid bulkhead.max_concurrent: must be at least 1, got 0"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Fields and defaults
+//!
+//! | table.field | default | meaning |
+//! |---|---|---|
+//! | `breaker.threshold` | 5 | consecutive failures that open (or a rolling window: ↓) |
+//! | `breaker.window`, `min_calls`, `failure_ratio` | none, 10, none | rolling-window tripping |
+//! | `breaker.credential_threshold` | 2 | consecutive rejected keys that open |
+//! | `breaker.cooldown` | `{ base = "30s", multiplier = 2.0, max = "15m", jitter = "full" }` | or `"30s"`: fixed |
+//! | `breaker.credential_cooldown` | `{ base = "5m", multiplier = 2.0, max = "1h", jitter = "equal" }` | |
+//! | `breaker.half_open_probes` | 1 | trial calls per half-open round |
+//! | `breaker.half_open_success_ratio` | 1.0 | share of probes that must succeed |
+//! | `breaker.probe_timeout` | `"60s"` | a hung probe's lease |
+//! | `breaker.slow_call` | none | a success slower than this is a failure |
+//! | `gate.default_wait` | `"5s"` | gate length for a 429 without a hint |
+//! | `gate.jitter` | 0.2 | spread of `default_wait` |
+//! | `gate.max_wait` | `"10m"` | a longer hint parks; `"never"` always gates |
+//! | `park.default_park` | `"1h"` | park length when no reset is named |
+//! | `breaker_layer.peek_limit` | 16384 | bytes of a non-2xx body read to classify |
+//! | `breaker_layer.max_keys` | 10000 | scopes tracked per mechanism |
+//! | `breaker_layer.isolate_by_model` | false | a breaker per model |
+//! | `breaker_layer.slow_stream` | none | a stream slower than this in all is a failure |
+//! | `breaker_layer.slow_call_by_model` | `{}` | `{ "gpt-4o" = "30s" }` |
+//! | `retry.max_attempts` | 3 | attempts in all, the first included |
+//! | `retry.backoff_base`, `backoff_cap` | `"500ms"`, `"8s"` | backoff without a hint |
+//! | `retry.max_wait` | `"60s"` | a longer hint is not waited out |
+//! | `retry.timeout` | none | the caller's overall deadline |
+//! | `retry.budget.ttl`, `min_per_sec`, `retry_ratio` | `"10s"`, 10, 0.1 | the retry budget |
+//! | `bulkhead.name` | `"bulkhead"` | the compartment's name |
+//! | `bulkhead.max_concurrent` | 64 | calls in flight |
+//! | `bulkhead.max_wait` | none | queue this long when full (none: fail fast) |
+//!
+//! # What is not in a file
+//!
+//! Functions and trait objects are not data: a custom tripping policy or
+//! cool-off function, a classifier, a scope function, a soft-failure hook,
+//! event subscribers. Load the file, then add them on the builder that
+//! [`LeveeConfig::breaker_layer`] returns. Serialising a config that holds a
+//! custom policy fails with an error saying so.
+
+mod layers;
+
+pub use layers::{BreakerLayerConfig, BulkheadConfig, DEFAULT_MAX_CONCURRENT, RetryConfig};
+pub use levee_core::config::duration;
+
+use levee_core::breaker::BreakerConfig;
+use levee_core::config_error::ConfigError;
+use levee_core::gate::GateConfig;
+use levee_core::park::ParkConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::breaker::BreakerLayerBuilder;
+
+/// Everything one dependency's Levee stack is configured with. See the
+/// [module docs](self) for the fields and their defaults.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LeveeConfig {
+    /// The breaker: tripping, cool-offs, probes, slow calls.
+    pub breaker: BreakerConfig,
+    /// The throttle gate.
+    pub gate: GateConfig,
+    /// The park table.
+    pub park: ParkConfig,
+    /// The breaker layer's own settings.
+    pub breaker_layer: BreakerLayerConfig,
+    /// The retry layer and its budget.
+    pub retry: RetryConfig,
+    /// The bulkhead.
+    pub bulkhead: BulkheadConfig,
+}
+
+impl LeveeConfig {
+    /// Checks every field (a deserialised config is already checked).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.breaker.validate()?;
+        self.gate.validate()?;
+        self.park.validate()?;
+        self.breaker_layer.validate()?;
+        self.retry.validate()?;
+        self.bulkhead.validate()
+    }
+
+    /// A [`BreakerLayerBuilder`] with the breaker, gate, park and
+    /// breaker-layer settings applied; add a classifier, hooks or
+    /// subscribers, then `build()`.
+    pub fn breaker_layer(&self) -> Result<BreakerLayerBuilder, ConfigError> {
+        self.breaker.validate()?;
+        self.gate.validate()?;
+        self.park.validate()?;
+        let builder = crate::BreakerLayer::builder()
+            .breaker(self.breaker.clone())
+            .gate(self.gate.clone())
+            .park(self.park.clone());
+        self.breaker_layer.apply(builder)
+    }
+}
+
+/// Generates a config struct whose `Deserialize` fills missing fields from
+/// `Default`, refuses unknown ones and validates, with a private mirror.
+macro_rules! validated_config {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $( $(#[$fmeta:meta])* pub $field:ident : $ty:ty, )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(serde::Serialize)]
+        pub struct $name {
+            $( $(#[$fmeta])* pub $field: $ty, )*
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                #[derive(serde::Deserialize)]
+                #[serde(default, deny_unknown_fields)]
+                struct Raw {
+                    $( $(#[$fmeta])* $field: $ty, )*
+                }
+                impl Default for Raw {
+                    fn default() -> Self {
+                        let d = $name::default();
+                        Raw { $( $field: d.$field, )* }
+                    }
+                }
+                let raw = Raw::deserialize(d)?;
+                let config = $name { $( $field: raw.$field, )* };
+                config.validate().map_err(serde::de::Error::custom)?;
+                Ok(config)
+            }
+        }
+    };
+}
+pub(crate) use validated_config;
