@@ -503,3 +503,59 @@ async fn the_health_listing_shows_each_mechanism_and_scope() {
     let breaker = states.iter().find(|s| s.scope == "api.openai.com").unwrap();
     assert_eq!(breaker.state, "closed");
 }
+
+fn azure(deployment: &str) -> Request<String> {
+    Request::post(format!(
+        "https://res.openai.azure.com/openai/deployments/{deployment}/chat/completions?api-version=2024-10-21"
+    ))
+    .body(String::new())
+    .unwrap()
+}
+
+/// Scopes named from the URI alone (the default), with more deployments than
+/// a clone remembers: each deployment keeps its own gate and, isolated by
+/// model, its own breaker, and the scope names come from the path.
+#[tokio::test(start_paused = true)]
+async fn deployments_in_the_path_get_their_own_scopes_on_one_clone() {
+    let inner = Scripted::new(|req| {
+        let path = req.uri().path();
+        let mut b = Response::builder();
+        if path.contains("/deployments/slow/") {
+            b = b.status(429).header("retry-after", "7");
+        } else if path.contains("/deployments/dead/") {
+            b = b.status(503);
+        }
+        Ok(b.body(String::new()).unwrap())
+    });
+    let layer = BreakerLayer::builder()
+        .isolate_by_model(true)
+        .build()
+        .unwrap();
+    let handle = layer.handle();
+    let mut svc = ServiceBuilder::new().layer(layer).service(inner.clone());
+    let mut call =
+        async |deployment: &str| svc.ready().await.unwrap().call(azure(deployment)).await;
+
+    for _ in 0..6 {
+        for deployment in ["ok", "slow", "dead"] {
+            let _ = call(deployment).await;
+        }
+    }
+    let err = call("slow").await.unwrap_err();
+    let throttled = err.downcast_ref::<Throttled>().expect("gated");
+    assert_eq!(throttled.scope(), "res.openai.azure.com/slow");
+    let err = call("dead").await.unwrap_err();
+    let open = err.downcast_ref::<CircuitOpen>().expect("open");
+    assert_eq!(open.scope(), "res.openai.azure.com/dead");
+    assert_eq!(call("ok").await.unwrap().status(), 200);
+    // 6 to `ok`, 1 to `slow` (then gated), 5 to `dead` (then open), 1 more `ok`.
+    assert_eq!(inner.calls(), 6 + 1 + 5 + 1);
+    assert_eq!(
+        handle.breaker_status("res.openai.azure.com/dead"),
+        Some(BreakerStatus::Open)
+    );
+    assert_eq!(
+        handle.breaker_status("res.openai.azure.com/ok"),
+        Some(BreakerStatus::Closed)
+    );
+}

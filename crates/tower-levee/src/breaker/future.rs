@@ -101,25 +101,25 @@ where
                         }
                         Ok(response) => {
                             let slow = tracker.is_slow();
-                            let (parts, body) = response.into_parts();
-                            let (status, headers) = (parts.status, &parts.headers);
-                            if call.classifier.wants_body(status, headers) {
-                                let peeked = Peeked::new(body, call.peek_limit as usize);
-                                this.state.set(State::Peeking {
-                                    peeking: Some(Box::new((parts, peeked))),
-                                });
-                                continue;
-                            }
-                            if let Some(scanner) = call.classifier.stream_scanner(status, headers) {
+                            let (status, headers) = (response.status(), response.headers());
+                            let mut peek = call.classifier.wants_body(status, headers);
+                            if !peek
+                                && let Some(scanner) =
+                                    call.classifier.stream_scanner(status, headers)
+                            {
                                 // The stream's verdict is known at its end: the
                                 // body carries the tracker (and any probe slot).
                                 let call = this.call.take().expect("checked above");
                                 let watch = Watch::new(scanner, call.tracker, slow);
                                 this.state.set(State::Done);
-                                let body = ResponseBody::watched(body, watch);
-                                return Poll::Ready(Ok(Response::from_parts(parts, body)));
+                                return Poll::Ready(Ok(
+                                    response.map(|body| ResponseBody::watched(body, watch))
+                                ));
                             }
-                            if call.soft_failure.is_some() && status.is_success() {
+                            // A soft-failure hook reads a 2xx body that is not a stream.
+                            peek |= call.soft_failure.is_some() && status.is_success();
+                            if peek {
+                                let (parts, body) = response.into_parts();
                                 let peeked = Peeked::new(body, call.peek_limit as usize);
                                 this.state.set(State::Peeking {
                                     peeking: Some(Box::new((parts, peeked))),
@@ -129,8 +129,7 @@ where
                             let view = ResponseView::new(status, headers, &[]);
                             let c = call.classifier.classify_response(&view);
                             tracker.settle(&c, slow);
-                            let mut response =
-                                Response::from_parts(parts, ResponseBody::plain(body));
+                            let mut response = response.map(ResponseBody::plain);
                             if c.verdict != Verdict::Success {
                                 response.extensions_mut().insert(c);
                             }

@@ -122,58 +122,83 @@ pub fn default_scope<'a>(head: &RequestHead<'a>) -> ScopeKeys<'a> {
 /// (`user:sk-…@host`) never become a scope name, so they never reach an
 /// event, a log line or a health snapshot.
 fn without_userinfo(authority: &str) -> &str {
-    authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host)
+    match authority.bytes().rposition(|b| b == b'@') {
+        Some(at) => &authority[at + 1..],
+        None => authority,
+    }
 }
 
 /// The model or deployment a provider URL path names, if any.
 pub fn model_in_path(path: &str) -> Option<&str> {
-    // Most paths (`/v1/chat/completions`) name no model: two substring
-    // searches, no splitting.
-    let start = if let Some(at) = path.find("/deployments/") {
-        at + "/deployments/".len()
-    } else {
-        let at = path.find("/model")?;
-        let rest = &path[at + "/model".len()..];
-        let skip = ["s/", "/"]
-            .iter()
-            .find(|m| rest.starts_with(*m))
-            .map_or(usize::MAX, |m| m.len());
-        if skip == usize::MAX {
-            return None;
+    // One pass over the bytes, comparing only at a segment that starts with
+    // `d` or `m` (a substring searcher built per call cost more than the
+    // rest of the breaker's hot path).
+    let bytes = path.as_bytes();
+    let mut model = None;
+    let mut segment_start = true;
+    for (at, &b) in bytes.iter().enumerate() {
+        if segment_start && (b == b'd' || b == b'm') {
+            let rest = &path[at..];
+            // The next segment's name; `None` when there is no next segment.
+            let after = |keyword: &str| {
+                let value = rest.strip_prefix(keyword)?.strip_prefix('/')?;
+                Some(name_of(value.split('/').next().unwrap_or(value)))
+            };
+            if b == b'd' {
+                // Azure: `/openai/deployments/{name}/chat/completions`.
+                if let Some(name) = after("deployments") {
+                    return name;
+                }
+            } else if model.is_none() {
+                // Bedrock `model/{id}/invoke`; Gemini/Vertex
+                // `models/gemini-2.5-pro:generateContent`.
+                model = after("models").or_else(|| after("model"));
+            }
         }
-        at + "/model".len() + skip
-    };
-    let rest = &path[start..];
-    // Gemini/Vertex: `models/gemini-2.5-pro:generateContent`.
-    let end = rest.find(['/', ':', '?']).unwrap_or(rest.len());
-    (end > 0).then(|| &rest[..end])
+        segment_start = b == b'/';
+    }
+    model.flatten()
+}
+
+/// A path segment's name, without a `:verb` suffix.
+fn name_of(segment: &str) -> Option<&str> {
+    let end = segment.find(':').unwrap_or(segment.len());
+    (end > 0).then(|| &segment[..end])
 }
 
 // === KeyBuf ===
 
+/// Separates the parts of a composite scope key (`domain/model`).
+pub(crate) const KEY_SEPARATOR: char = '/';
+
 /// Inline capacity of a [`KeyBuf`]: `bedrock-runtime.us-east-1.amazonaws.com`
-/// is 39 bytes, most authorities with a model name fit.
+/// is 39 bytes, most authorities with a model name fit (56 bytes in all).
 const INLINE: usize = 54;
 
-/// A scope key held by a response future: inline up to 54 bytes, so the hot
-/// path neither allocates nor touches a shared reference count.
+/// A scope key: inline up to 54 bytes.
+pub(crate) type KeyBuf = InlineStr<INLINE>;
+
+/// A model name held by every call's tracker: inline up to 22 bytes (24 in
+/// all), since the tracker moves with every response future.
+pub(crate) type ModelBuf = InlineStr<22>;
+
+/// A short string held inline up to `N` bytes, so the hot path neither
+/// allocates nor touches a shared reference count; longer ones on the heap.
 #[derive(Clone, PartialEq, Eq)]
-pub(crate) enum KeyBuf {
-    Inline { len: u8, bytes: [u8; INLINE] },
+pub(crate) enum InlineStr<const N: usize> {
+    Inline { len: u8, bytes: [u8; N] },
     Heap(Box<str>),
 }
 
-impl KeyBuf {
+impl<const N: usize> InlineStr<N> {
     /// `parts` joined with `sep` between the non-empty ones.
     pub(crate) fn join(parts: &[&str], sep: char) -> Self {
         let mut sep_buf = [0u8; 4];
         let sep = sep.encode_utf8(&mut sep_buf).as_bytes();
         let total: usize = parts.iter().map(|p| p.len()).sum::<usize>()
             + sep.len() * parts.len().saturating_sub(1);
-        if total <= INLINE {
-            let mut bytes = [0u8; INLINE];
+        if total <= N && total <= usize::from(u8::MAX) {
+            let mut bytes = [0u8; N];
             let mut at = 0;
             for (i, p) in parts.iter().enumerate() {
                 if i > 0 {
@@ -183,36 +208,39 @@ impl KeyBuf {
                 bytes[at..at + p.len()].copy_from_slice(p.as_bytes());
                 at += p.len();
             }
-            KeyBuf::Inline {
+            InlineStr::Inline {
                 len: total as u8,
                 bytes,
             }
         } else {
             let sep = std::str::from_utf8(sep).unwrap_or("/");
-            KeyBuf::Heap(parts.join(sep).into_boxed_str())
+            InlineStr::Heap(parts.join(sep).into_boxed_str())
         }
     }
 
     pub(crate) fn as_str(&self) -> &str {
         match self {
             // Built only from whole `&str`s joined by a whole char.
-            KeyBuf::Inline { len, bytes } => {
+            InlineStr::Inline { len, bytes } => {
                 std::str::from_utf8(&bytes[..*len as usize]).unwrap_or_default()
             }
-            KeyBuf::Heap(s) => s,
+            InlineStr::Heap(s) => s,
         }
     }
 
-    fn as_bytes(&self) -> &[u8] {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
         match self {
-            KeyBuf::Inline { len, bytes } => &bytes[..*len as usize],
-            KeyBuf::Heap(s) => s.as_bytes(),
+            InlineStr::Inline { len, bytes } => &bytes[..*len as usize],
+            InlineStr::Heap(s) => s.as_bytes(),
         }
     }
 
     /// Whether this key equals `parts` joined by `sep`, without building it.
     /// Compares bytes: no UTF-8 check on the hot path.
     pub(crate) fn eq_join(&self, parts: &[&str], sep: char) -> bool {
+        if let [only] = parts {
+            return self.as_bytes() == only.as_bytes();
+        }
         let mut sep_buf = [0u8; 4];
         let sep = sep.encode_utf8(&mut sep_buf).as_bytes();
         let mut rest = self.as_bytes();
@@ -232,7 +260,15 @@ impl KeyBuf {
     }
 }
 
-impl fmt::Debug for KeyBuf {
+impl<const N: usize> std::ops::Deref for InlineStr<N> {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl<const N: usize> fmt::Debug for InlineStr<N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(self.as_str(), f)
     }
@@ -290,6 +326,41 @@ mod tests {
             .as_deref(),
             Some("anthropic.claude-v2")
         );
+    }
+
+    /// The rule in its plainest form: the segment after the first
+    /// `deployments`, else after the first `model`/`models`, up to a `:verb`.
+    fn model_by_segments(path: &str) -> Option<&str> {
+        let segments: Vec<&str> = path.split('/').collect();
+        let after = |names: &[&str]| {
+            let i = segments.iter().position(|s| names.contains(s))?;
+            let next = segments.get(i + 1)?;
+            let name = next.split(':').next().unwrap_or(next);
+            Some((!name.is_empty()).then_some(name))
+        };
+        after(&["deployments"])
+            .or_else(|| after(&["model", "models"]))
+            .flatten()
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn model_in_path_agrees_with_the_segment_rule(
+            segments in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just("deployments".to_owned()),
+                    proptest::strategy::Just("models".to_owned()),
+                    proptest::strategy::Just("model".to_owned()),
+                    proptest::strategy::Just(String::new()),
+                    "[a-z:.0-9-]{0,12}",
+                ],
+                0..8,
+            ),
+            leading_slash in proptest::bool::ANY,
+        ) {
+            let path = format!("{}{}", if leading_slash { "/" } else { "" }, segments.join("/"));
+            proptest::prop_assert_eq!(model_in_path(&path), model_by_segments(&path), "path {:?}", path);
+        }
     }
 
     #[test]

@@ -9,18 +9,16 @@ use bytes::Buf;
 use http::{Request, Response};
 use http_body::Body;
 use levee_core::classify::{Classify, ProviderClassifier};
+use levee_core::clock::Clock;
 use tokio::time::Instant;
 use tower_service::Service;
 
 use super::future::{Call, ResponseFuture};
-use super::scope::{KeyBuf, RequestHead, default_scope};
+use super::scope::{KEY_SEPARATOR, KeyBuf, ModelBuf, RequestHead, Scope, ScopeKeys, default_scope};
 use super::shared::{DomainHandle, Shared};
 use super::tracker::{CallScopes, Tracker};
 use crate::BoxError;
 use crate::body::ResponseBody;
-
-/// Separates the parts of a composite scope key (`domain/model`).
-const KEY_SEPARATOR: char = '/';
 
 /// Breaker, throttle gate and park table in front of an inner service.
 ///
@@ -97,60 +95,93 @@ where
         let shared = &*self.shared;
         let settings = &shared.settings;
         let head = RequestHead::of(&req);
-        let keys = match &settings.scope_fn {
-            Some(f) => f(&head),
-            None => default_scope(&head),
+        // The default scopes are a function of the URI's authority and path:
+        // a clone that calls the same URIs again compares two strings
+        // instead of parsing them and hashing into the shared map.
+        let by_uri = settings.scope_fn.is_none() && head.extensions.get::<Scope>().is_none();
+        let authority = req.uri().authority().map(|a| a.as_str());
+        let path = req.uri().path();
+        let cached = match authority {
+            Some(authority) if by_uri => self.cache.get_by_uri(authority, path),
+            _ => None,
         };
-        let model = keys.model.unwrap_or("");
-        let domain_parts: &[&str] = if settings.isolate_by_model && !model.is_empty() {
-            &[keys.domain, model]
-        } else {
-            &[keys.domain]
+        let (keys, domain, entry) = match cached {
+            Some(hit) => hit,
+            None => {
+                let keys = match &settings.scope_fn {
+                    Some(f) => f(&head),
+                    None => default_scope(&head),
+                };
+                let model = keys.model.unwrap_or("");
+                let domain_parts: &[&str] = if settings.isolate_by_model && !model.is_empty() {
+                    &[keys.domain, model]
+                } else {
+                    &[keys.domain]
+                };
+                let uri_key = authority
+                    .filter(|_| by_uri)
+                    .and_then(|authority| CacheKey::uri(authority, path, &keys));
+                let by_parts = match uri_key {
+                    Some(_) => None,
+                    None => self.cache.get_by_parts(domain_parts),
+                };
+                let (domain, entry) = by_parts.unwrap_or_else(|| {
+                    let key = KeyBuf::join(domain_parts, KEY_SEPARATOR);
+                    let handle = shared.domain(&key);
+                    let name = Arc::from(&*key);
+                    let entry =
+                        self.cache
+                            .put(uri_key.unwrap_or(CacheKey::Parts(key)), handle, name);
+                    (handle, entry)
+                });
+                (keys, domain, entry)
+            }
         };
-        let domain = self.cache.get(domain_parts).unwrap_or_else(|| {
-            let key = KeyBuf::join(domain_parts, KEY_SEPARATOR);
-            let handle = shared.domain(key.as_str());
-            self.cache.put(key, handle);
-            handle
-        });
-        let quota = if model.is_empty() {
-            KeyBuf::join(&[keys.domain], KEY_SEPARATOR)
-        } else {
-            KeyBuf::join(&[keys.domain, model], KEY_SEPARATOR)
+        let model = keys.model.filter(|m| !m.is_empty());
+        let isolated = settings.isolate_by_model && model.is_some();
+        // Parked, then gated, then open: the most lasting refusal first.
+        // Keys are joined only while some scope is parked or gated.
+        if shared.active_parks.load(Ordering::Relaxed) > 0
+            && let Err(e) = shared.check_park(keys.billing.unwrap_or(keys.domain))
+        {
+            return ResponseFuture::rejected(e);
+        }
+        if shared.active_gates.load(Ordering::Relaxed) > 0 {
+            let quota = match model {
+                Some(model) => KeyBuf::join(&[keys.domain, model], KEY_SEPARATOR),
+                None => KeyBuf::join(&[keys.domain], KEY_SEPARATOR),
+            };
+            if let Err(e) = shared.check_gate(&quota) {
+                return ResponseFuture::rejected(e);
+            }
+        }
+        let hot = domain.hot();
+        let permit = match hot.and_then(|hot| hot.admit_closed()) {
+            Some(permit) => permit,
+            None => {
+                // Open and cooling off: refused without the lock.
+                if let Some(left) = hot.and_then(|hot| hot.open_for(shared.clock.now())) {
+                    let scope = self.cache.name(entry);
+                    return ResponseFuture::rejected(shared.reject_open(scope, left));
+                }
+                match shared.admit_breaker(domain) {
+                    Ok(permit) => permit,
+                    Err(e) => return ResponseFuture::rejected(e),
+                }
+            }
         };
-        // The billing scope defaults to the failure domain, a prefix of the
-        // quota key: only an explicit one is stored (and allocated).
-        let billing = keys
-            .billing
-            .filter(|b| *b != keys.domain)
-            .map(Box::<str>::from);
+
+        // The billing scope defaults to the failure domain: only an explicit
+        // one is stored (and allocated).
         let scopes = CallScopes {
-            quota,
-            domain_len: keys.domain.len(),
-            billing,
+            model: model.map(|m| ModelBuf::join(&[m], KEY_SEPARATOR)),
+            isolated,
+            billing: keys
+                .billing
+                .filter(|b| *b != keys.domain)
+                .map(Box::<str>::from),
         };
         let slow_call = settings.slow_call(keys.model);
-
-        // Parked, then gated, then open: the most lasting refusal first.
-        if shared.active_parks.load(Ordering::Relaxed) > 0
-            && let Err(e) = shared.check_park(scopes.billing())
-        {
-            return ResponseFuture::rejected(e);
-        }
-        if shared.active_gates.load(Ordering::Relaxed) > 0
-            && let Err(e) = shared.check_gate(scopes.quota())
-        {
-            return ResponseFuture::rejected(e);
-        }
-        let fast = domain.hot().and_then(|hot| hot.admit_closed());
-        let permit = match fast {
-            Some(permit) => permit,
-            None => match shared.admit_breaker(domain) {
-                Ok(permit) => permit,
-                Err(e) => return ResponseFuture::rejected(e),
-            },
-        };
-
         // `Instant::now()` only where a slow-call threshold needs it.
         let now = (slow_call.is_some() || settings.slow_stream.is_some()).then(Instant::now);
         let call = Call {
@@ -173,24 +204,122 @@ where
 // === DomainCache ===
 
 /// The last failure domains this clone called, so the hot path compares a
-/// key inline instead of hashing into the shared map. Copied on clone.
+/// key inline instead of parsing the URI and hashing into the shared map.
+/// Copied on clone.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct DomainCache {
-    entries: [Option<(KeyBuf, DomainHandle)>; 2],
+    /// The key looked up by, the domain, and its name (for rejections).
+    entries: [Option<(CacheKey, DomainHandle, Arc<str>)>; 2],
     next: u8,
 }
 
+/// What a cached failure domain was found by.
+#[derive(Clone, Debug)]
+pub(crate) enum CacheKey {
+    /// The default scopes of a URI: its raw authority and path, where in
+    /// them the domain and the model are.
+    Uri {
+        authority: KeyBuf,
+        path: KeyBuf,
+        /// The model is `path[start..end]`, if the path names one.
+        model: Option<(u16, u16)>,
+    },
+    /// The joined failure-domain key (a [`Scope`] extension or a scope fn).
+    Parts(KeyBuf),
+}
+
+impl CacheKey {
+    /// The key of `keys`, the default scopes of `authority` and `path`:
+    /// `None` if they do not point into them, or if the authority carries a
+    /// userinfo (a credential is never kept, not even in a cache).
+    fn uri(authority: &str, path: &str, keys: &ScopeKeys<'_>) -> Option<Self> {
+        let offset = |outer: &str, inner: &str| {
+            let start = (inner.as_ptr() as usize).checked_sub(outer.as_ptr() as usize)?;
+            let end = start.checked_add(inner.len())?;
+            (end <= outer.len()).then_some((u16::try_from(start).ok()?, u16::try_from(end).ok()?))
+        };
+        let (domain_from, domain_end) = offset(authority, keys.domain)?;
+        let model = match keys.model {
+            Some(model) => Some(offset(path, model)?),
+            None => None,
+        };
+        let plain = domain_from == 0 && usize::from(domain_end) == authority.len();
+        (plain && keys.billing.is_none()).then(|| CacheKey::Uri {
+            authority: KeyBuf::join(&[authority], KEY_SEPARATOR),
+            path: KeyBuf::join(&[path], KEY_SEPARATOR),
+            model,
+        })
+    }
+}
+
 impl DomainCache {
+    /// The default scopes of `authority` and `path`, with their domain and
+    /// the entry's index.
     #[inline]
-    fn get(&self, parts: &[&str]) -> Option<DomainHandle> {
-        self.entries.iter().flatten().find_map(|(key, handle)| {
-            (key.eq_join(parts, KEY_SEPARATOR) && handle.is_current()).then_some(*handle)
+    fn get_by_uri<'a>(
+        &self,
+        authority: &'a str,
+        path: &'a str,
+    ) -> Option<(ScopeKeys<'a>, DomainHandle, usize)> {
+        self.entries.iter().enumerate().find_map(|(at, entry)| {
+            let (
+                CacheKey::Uri {
+                    authority: a,
+                    path: p,
+                    model,
+                },
+                handle,
+                _,
+            ) = entry.as_ref()?
+            else {
+                return None;
+            };
+            if a.as_bytes() != authority.as_bytes()
+                || p.as_bytes() != path.as_bytes()
+                || !handle.is_current()
+            {
+                return None;
+            }
+            let keys = ScopeKeys {
+                domain: authority,
+                model: match model {
+                    Some((start, end)) => Some(path.get(usize::from(*start)..usize::from(*end))?),
+                    None => None,
+                },
+                billing: None,
+            };
+            Some((keys, *handle, at))
         })
     }
 
-    fn put(&mut self, key: KeyBuf, handle: DomainHandle) {
+    #[inline]
+    fn get_by_parts(&self, parts: &[&str]) -> Option<(DomainHandle, usize)> {
+        self.entries
+            .iter()
+            .enumerate()
+            .find_map(|(at, entry)| match entry {
+                Some((CacheKey::Parts(k), handle, _))
+                    if k.eq_join(parts, KEY_SEPARATOR) && handle.is_current() =>
+                {
+                    Some((*handle, at))
+                }
+                _ => None,
+            })
+    }
+
+    /// Caches `handle` under `key`; returns the entry's index.
+    fn put(&mut self, key: CacheKey, handle: DomainHandle, name: Arc<str>) -> usize {
         let at = usize::from(self.next) % self.entries.len();
-        self.entries[at] = Some((key, handle));
+        self.entries[at] = Some((key, handle, name));
         self.next = self.next.wrapping_add(1);
+        at
+    }
+
+    /// The failure domain's name at entry `at`, for a rejection.
+    fn name(&self, at: usize) -> Arc<str> {
+        self.entries
+            .get(at)
+            .and_then(|e| e.as_ref())
+            .map_or_else(|| Arc::from(""), |(_, _, name)| name.clone())
     }
 }

@@ -32,15 +32,18 @@ const HALF_OPEN: u64 = 2;
 const DIRTY: u64 = 0b100;
 const GENERATION_SHIFT: u32 = 3;
 
-/// The published summary of a breaker: status and dirty bits.
+/// The published summary of a breaker: status and dirty bits, and the end
+/// of an open breaker's cool-off so that rejections take no lock either.
 #[derive(Debug, Default)]
 pub(crate) struct DomainHot {
     word: AtomicU64,
+    open_until: UntilHot,
 }
 
 impl Hot for DomainHot {
     fn reset(&self) {
         self.word.store(0, Ordering::Release);
+        self.open_until.reset();
     }
 }
 
@@ -64,7 +67,24 @@ impl DomainHot {
         self.word.load(Ordering::Acquire) & (STATUS_MASK | DIRTY) == 0
     }
 
+    /// How long an open breaker still refuses calls, read without the lock;
+    /// `None` sends the call down the slow path (closed, half-open, isolated,
+    /// or the cool-off is over and a probe may go).
+    #[inline]
+    pub(crate) fn open_for(&self, now: Timestamp) -> Option<Duration> {
+        if self.word.load(Ordering::Acquire) & STATUS_MASK != OPEN {
+            return None;
+        }
+        let until = self.open_until.get()?;
+        (now < until).then(|| until.saturating_duration_since(now))
+    }
+
     fn publish(&self, state: &BreakerState, settings: &Settings) {
+        // The deadline first: a reader that sees OPEN sees its deadline.
+        self.open_until.publish(match state.status() {
+            BreakerStatus::Open if !state.is_isolated() => state.open_until(),
+            _ => None,
+        });
         let status = match state.status() {
             BreakerStatus::Closed => 0,
             BreakerStatus::Open => OPEN,
@@ -188,6 +208,13 @@ impl Shared {
             },
             |cell| cell.state.is_idle(),
         )
+    }
+
+    /// The rejection of a call to a breaker that [`DomainHot::open_for`]
+    /// found open: counted, without the lock.
+    pub(crate) fn reject_open(&self, scope: Arc<str>, retry_after: Duration) -> BoxError {
+        self.stats.rejected_breaker.fetch_add(1, Ordering::Relaxed);
+        CircuitOpen::new(scope, retry_after).into()
     }
 
     /// Admission through a breaker that is not closed (slow path).

@@ -1,10 +1,12 @@
 //! Reporting one call's outcome, from its future or from its response body.
 
+use std::borrow::Cow;
+
 use levee_core::breaker::Permit;
 use levee_core::classify::{Classification, StreamScanner, Verdict};
 use tokio::time::Instant;
 
-use super::scope::KeyBuf;
+use super::scope::{KEY_SEPARATOR, ModelBuf};
 use super::shared::{DomainHandle, Report};
 
 /// What a call needs to report its outcome. No reference counts: the domain
@@ -21,24 +23,42 @@ pub(crate) struct Tracker {
     pub(crate) settled: bool,
 }
 
-/// The quota and billing scopes of a call, for the slow path.
+/// What a call must remember to name its quota and billing scopes on the
+/// slow path. The failure domain's key is in the registry slot the tracker
+/// already holds, so only the model (often none) is copied per call.
 pub(crate) struct CallScopes {
-    /// `domain/model`, or the domain alone.
-    pub(crate) quota: KeyBuf,
-    pub(crate) domain_len: usize,
+    /// The model, when the request named one.
+    pub(crate) model: Option<ModelBuf>,
+    /// Whether the failure domain's key already ends with `/model`
+    /// (`isolate_by_model`).
+    pub(crate) isolated: bool,
     /// An explicit billing scope; `None` means the failure domain.
     pub(crate) billing: Option<Box<str>>,
 }
 
 impl CallScopes {
-    pub(crate) fn quota(&self) -> &str {
-        self.quota.as_str()
+    /// The quota scope, `domain/model`, given the failure domain's key.
+    pub(crate) fn quota<'a>(&self, domain_key: &'a str) -> Cow<'a, str> {
+        match &self.model {
+            Some(model) if !self.isolated => {
+                Cow::Owned(format!("{domain_key}{KEY_SEPARATOR}{}", model.as_str()))
+            }
+            _ => Cow::Borrowed(domain_key),
+        }
     }
 
-    pub(crate) fn billing(&self) -> &str {
-        match &self.billing {
-            Some(b) => b,
-            None => self.quota().get(..self.domain_len).unwrap_or_default(),
+    /// The billing scope, given the failure domain's key.
+    pub(crate) fn billing<'a>(&'a self, domain_key: &'a str) -> &'a str {
+        if let Some(b) = &self.billing {
+            return b;
+        }
+        match &self.model {
+            // `domain/model`: the billing scope is the account, `domain`.
+            Some(model) if self.isolated => domain_key
+                .strip_suffix(model.as_str())
+                .and_then(|d| d.strip_suffix(KEY_SEPARATOR))
+                .unwrap_or(domain_key),
+            _ => domain_key,
         }
     }
 }
@@ -70,6 +90,7 @@ impl Tracker {
         let Some(shared) = cell.shared.upgrade() else {
             return;
         };
+        let domain_key = cell.key().to_owned();
         shared.record(
             cell,
             Report {
@@ -77,8 +98,8 @@ impl Tracker {
                 permit: self.permit,
                 classification: c,
                 slow,
-                quota_key: self.scopes.quota(),
-                billing_key: self.scopes.billing(),
+                quota_key: &self.scopes.quota(&domain_key),
+                billing_key: self.scopes.billing(&domain_key),
             },
         );
     }
