@@ -148,9 +148,15 @@ fn levee_closed() -> tower_levee::breaker::Breaker<Bare> {
     BreakerLayer::new().layer(Bare)
 }
 
+/// Open with a cool-off (as after failures) that outlasts the run: every
+/// call is refused, and each refusal compares the clock to the deadline.
 fn levee_open() -> tower_levee::breaker::Breaker<Bare> {
-    let layer = BreakerLayer::new();
-    layer.handle().isolate("api.openai.com");
+    let config = levee_core::breaker::BreakerConfig::builder()
+        .cooldown(levee_core::breaker::Cooldown::fixed(Duration::from_secs(3600)))
+        .build()
+        .unwrap();
+    let layer = BreakerLayer::builder().breaker(config).build().unwrap();
+    layer.handle().open("api.openai.com");
     layer.layer(Bare)
 }
 

@@ -160,7 +160,7 @@ where
             Some(permit) => permit,
             None => {
                 // Open and cooling off: refused without the lock.
-                if let Some(left) = hot.and_then(|hot| hot.open_for(shared.clock.now())) {
+                if let Some(left) = hot.and_then(|hot| hot.open_for(|| shared.clock.now())) {
                     let scope = self.cache.name(entry);
                     return ResponseFuture::rejected(shared.reject_open(scope, left));
                 }

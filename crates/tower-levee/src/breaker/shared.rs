@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use levee_core::breaker::{Admission, BreakerState, BreakerStatus, Outcome, Permit};
+use levee_core::breaker::{
+    Admission, BreakerState, BreakerStatus, ISOLATED_RETRY_AFTER, Outcome, Permit,
+};
 use levee_core::classify::{Classification, Verdict};
 use levee_core::clock::{Clock, Timestamp};
 use levee_core::gate::{GateDecision, GateState};
@@ -30,7 +32,9 @@ const HALF_OPEN: u64 = 2;
 /// Set when recording a success would change something (counts to reset, a
 /// rolling window to feed): the success path must then take the lock.
 const DIRTY: u64 = 0b100;
-const GENERATION_SHIFT: u32 = 3;
+/// Held open by `isolate`: refused with no deadline to compare.
+const ISOLATED: u64 = 0b1000;
+const GENERATION_SHIFT: u32 = 4;
 
 /// The published summary of a breaker: status and dirty bits, and the end
 /// of an open breaker's cool-off so that rejections take no lock either.
@@ -71,11 +75,16 @@ impl DomainHot {
     /// `None` sends the call down the slow path (closed, half-open, isolated,
     /// or the cool-off is over and a probe may go).
     #[inline]
-    pub(crate) fn open_for(&self, now: Timestamp) -> Option<Duration> {
-        if self.word.load(Ordering::Acquire) & STATUS_MASK != OPEN {
+    pub(crate) fn open_for(&self, now: impl FnOnce() -> Timestamp) -> Option<Duration> {
+        let word = self.word.load(Ordering::Acquire);
+        if word & STATUS_MASK != OPEN {
             return None;
         }
+        if word & ISOLATED != 0 {
+            return Some(ISOLATED_RETRY_AFTER);
+        }
         let until = self.open_until.get()?;
+        let now = now();
         (now < until).then(|| until.saturating_duration_since(now))
     }
 
@@ -95,9 +104,10 @@ impl DomainHot {
         } else {
             DIRTY
         };
+        let isolated = if state.is_isolated() { ISOLATED } else { 0 };
         let generation = state.generation() << GENERATION_SHIFT;
         self.word
-            .store(status | dirty | generation, Ordering::Release);
+            .store(status | dirty | isolated | generation, Ordering::Release);
     }
 }
 
