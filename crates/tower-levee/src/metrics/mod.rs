@@ -1,4 +1,4 @@
-//! Metrics through the [`metrics`](::metrics) facade (feature `metrics`):
+//! Metrics through the [`metrics`] facade (feature `metrics`):
 //! every layer's state and counters, for Prometheus, OpenTelemetry or any
 //! exporter that installs a `metrics` recorder.
 //!

@@ -16,7 +16,7 @@ use crate::failover::FailoverHandle;
 use crate::retry::RetryBudget;
 
 /// Publishes the state and counters of breaker layers, bulkheads, retry
-/// budgets and failovers through the [`metrics`](::metrics) facade, whenever
+/// budgets and failovers through the [`metrics`] facade, whenever
 /// [`record`](Self::record) is called: from a `/metrics` scrape handler, or
 /// on an interval ([`spawn`](Self::spawn)). See the [module docs](super).
 ///
