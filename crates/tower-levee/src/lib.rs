@@ -52,6 +52,7 @@
 //! |---|---|
 //! | `serde` | `tower_levee::config`: every layer's configuration from TOML/JSON/YAML, validated at load |
 //! | `reqwest` | `tower_levee::reqwest::HttpClient`: a `reqwest::Client` as a `Service<http::Request<B>>` |
+//! | `metrics` | `tower_levee::metrics::MetricsReporter`: every layer's state and counters through the `metrics` facade |
 //!
 //! A `hyper_util::client::legacy::Client` is already a
 //! `Service<http::Request<B>>`: put the layers straight on it.
@@ -66,6 +67,8 @@ pub mod clock;
 pub mod config;
 pub mod error;
 pub mod failover;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
 pub mod retry;

@@ -156,3 +156,57 @@ async fn the_snapshot_serializes_to_json_with_durations_in_milliseconds() {
     );
     assert_eq!(json["targets"][0]["scopes"][0]["mechanism"], "breaker");
 }
+
+#[tokio::test(start_paused = true)]
+async fn time_open_per_target_counts_from_the_trip_to_the_recovery() {
+    let primary_up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let up = primary_up.clone();
+    let primary = Scripted::new(move |_| {
+        let status = if up.load(std::sync::atomic::Ordering::SeqCst) {
+            200
+        } else {
+            503
+        };
+        Reply1::Now(response(status, None, ""))
+    });
+    let mut svc = Failover::builder()
+        .target(Target::new("primary", primary).breaker(breaker(GATE, PARK)))
+        .target(Target::new("backup", Scripted::ok()).breaker(breaker(GATE, PARK)))
+        .build()
+        .unwrap();
+    let handle = svc.handle();
+    assert_eq!(handle.snapshot().targets[0].open_time, None); // nothing tracked yet
+
+    // Five 503s in a row trip the primary's breaker; the backup serves.
+    for _ in 0..5 {
+        svc.ready().await.unwrap().call(req()).await.unwrap();
+    }
+    assert_eq!(handle.snapshot().targets[0].state, "open");
+    tokio::time::sleep(Duration::from_secs(90)).await;
+    let health = handle.snapshot();
+    assert_eq!(health.targets[0].open_time, Some(Duration::from_secs(90)));
+    assert_eq!(health.targets[1].open_time, Some(Duration::ZERO));
+    let scope = &health.targets[0].scopes[0];
+    assert_eq!(
+        (scope.mechanism, scope.open_time),
+        ("breaker", Some(Duration::from_secs(90)))
+    );
+
+    // The primary recovers: its probe closes the breaker at t = 90 s, and the
+    // time open stops growing.
+    primary_up.store(true, std::sync::atomic::Ordering::SeqCst);
+    svc.ready().await.unwrap().call(req()).await.unwrap();
+    assert_eq!(handle.snapshot().targets[0].state, "available");
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    let health = handle.snapshot();
+    assert_eq!(health.targets[0].open_time, Some(Duration::from_secs(90)));
+    let states = handle.breaker("primary").unwrap().states();
+    assert_eq!(states[0].open_time, Some(Duration::from_secs(90)));
+
+    #[cfg(feature = "serde")]
+    {
+        let json = serde_json::to_value(&health).unwrap();
+        assert_eq!(json["targets"][0]["open_time_ms"], 90_000);
+        assert_eq!(json["targets"][0]["scopes"][0]["open_time_ms"], 90_000);
+    }
+}

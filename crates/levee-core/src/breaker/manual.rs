@@ -48,7 +48,7 @@ impl BreakerState {
     /// clears the counts of an already closed breaker (returning no transition).
     pub fn close(&mut self, now: Timestamp) -> Option<Transition> {
         let from = self.status;
-        self.reset_closed(None, None);
+        self.reset_closed(None, None, now);
         (from != BreakerStatus::Closed)
             .then(|| self.transition(from.as_str(), now, "closed manually".to_owned()))
     }
@@ -65,7 +65,7 @@ impl BreakerState {
         if from == BreakerStatus::Open && self.isolated {
             return None;
         }
-        self.set_status(BreakerStatus::Open);
+        self.set_status(BreakerStatus::Open, now);
         self.isolated = true;
         self.open_until = None;
         self.round.clear();

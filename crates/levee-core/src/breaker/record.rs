@@ -167,7 +167,7 @@ impl BreakerState {
         match self.round.verdict(probes, cfg.required_successes()) {
             RoundVerdict::Pending => None,
             RoundVerdict::Close => {
-                self.reset_closed(Some(cfg), Some(key));
+                self.reset_closed(Some(cfg), Some(key), now);
                 let reason = format!("closed after {successes} of {probes} probes succeeded");
                 Some(self.transition(BreakerStatus::HalfOpen.as_str(), now, reason))
             }

@@ -52,6 +52,11 @@ pub struct BreakerState {
     pub(super) policy_reset_pending: bool,
     /// Whether the config this state was made for uses a custom policy.
     pub(super) custom_policy: bool,
+    /// When the breaker last left `closed`; `None` while closed.
+    pub(super) open_since: Option<Timestamp>,
+    /// Time spent away from `closed` in finished spells (open, half-open,
+    /// isolated). Updated on transitions only, never on the success path.
+    pub(super) open_total: Duration,
 }
 
 /// Why a breaker opens, which picks the cool-off schedule.
@@ -77,6 +82,8 @@ impl BreakerState {
             round: Round::default(),
             policy_reset_pending: false,
             custom_policy: matches!(config.tripping, Tripping::Custom(_)),
+            open_since: None,
+            open_total: Duration::ZERO,
         }
     }
 
@@ -174,6 +181,24 @@ impl BreakerState {
         }
     }
 
+    /// When the breaker last left `closed` (tripped, or was opened or
+    /// isolated by hand); `None` while closed. A spell lasts through
+    /// half-open until the breaker closes again.
+    pub fn open_since(&self) -> Option<Timestamp> {
+        self.open_since
+    }
+
+    /// Total time the breaker has spent away from `closed` (open, half-open
+    /// or isolated), up to `now`: the "time open" of seed 000's signals worth
+    /// watching. It is kept across recoveries and manual closes; it is kept
+    /// only as long as the state is (a registry may evict an idle key).
+    pub fn time_open(&self, now: Timestamp) -> Duration {
+        let current = self
+            .open_since
+            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since));
+        self.open_total.saturating_add(current)
+    }
+
     /// Failures by cause (`status:503: 3`, `transport:timeout: 1`) since the
     /// bucket last cleared: on a success while closed, on recovery, on a
     /// manual close. It is kept while open, so it explains the trip.
@@ -222,7 +247,7 @@ impl BreakerState {
             OpenKind::Credential => &cfg.credential_cooldown,
         };
         let until = now.saturating_add(cooldown.sample(self.reopens, rng));
-        self.set_status(BreakerStatus::Open);
+        self.set_status(BreakerStatus::Open, now);
         self.open_until = Some(until);
         self.isolated = false;
         self.round.clear();
@@ -231,8 +256,13 @@ impl BreakerState {
     }
 
     /// Closes the breaker and forgets everything counted, growth included.
-    pub(super) fn reset_closed(&mut self, cfg: Option<&BreakerConfig>, key: Option<&str>) {
-        self.set_status(BreakerStatus::Closed);
+    pub(super) fn reset_closed(
+        &mut self,
+        cfg: Option<&BreakerConfig>,
+        key: Option<&str>,
+        now: Timestamp,
+    ) {
+        self.set_status(BreakerStatus::Closed, now);
         self.open_until = None;
         self.isolated = false;
         self.reopens = 0;
@@ -248,7 +278,7 @@ impl BreakerState {
 
     fn enter_half_open(&mut self, cfg: &BreakerConfig, now: Timestamp) -> Transition {
         let from = self.status.as_str();
-        self.set_status(BreakerStatus::HalfOpen);
+        self.set_status(BreakerStatus::HalfOpen, now);
         self.open_until = None;
         self.round.clear();
         let probes = cfg.probes();
@@ -257,9 +287,20 @@ impl BreakerState {
         self.transition(from, now, reason)
     }
 
-    /// Sets the status, starting a new generation if it changed.
-    pub(super) fn set_status(&mut self, status: BreakerStatus) {
+    /// Sets the status, starting a new generation if it changed, and keeps
+    /// the time spent away from `closed`.
+    pub(super) fn set_status(&mut self, status: BreakerStatus, now: Timestamp) {
         if self.status != status {
+            match (self.status, status) {
+                (BreakerStatus::Closed, _) => self.open_since = Some(now),
+                (_, BreakerStatus::Closed) => {
+                    if let Some(since) = self.open_since.take() {
+                        let spell = now.saturating_duration_since(since);
+                        self.open_total = self.open_total.saturating_add(spell);
+                    }
+                }
+                _ => {}
+            }
             self.status = status;
             self.generation = self.generation.wrapping_add(1);
         }

@@ -34,6 +34,12 @@ pub struct ScopeState {
     pub retry_after: Option<Duration>,
     /// Time spent gated in the last hour (gates only).
     pub gated_last_hour: Option<Duration>,
+    /// Time spent gated in all, since the scope was first tracked (gates only).
+    pub gated_total: Option<Duration>,
+    /// Time spent away from `closed` (open, half-open, isolated) in all,
+    /// since the scope was first tracked (breakers only): seed 000's "time
+    /// open per target".
+    pub open_time: Option<Duration>,
 }
 
 /// Calls refused by each mechanism, counted apart from upstream failures
@@ -63,6 +69,8 @@ impl BreakerHandle {
                     state: state.status().as_str(),
                     retry_after: state.open_until().map(|u| u.saturating_duration_since(now)),
                     gated_last_hour: None,
+                    gated_total: None,
+                    open_time: Some(state.time_open(now)),
                 });
             }
         }
@@ -75,6 +83,8 @@ impl BreakerHandle {
                     state: if until.is_some() { "gated" } else { "clear" },
                     retry_after: until.map(|u| u.saturating_duration_since(now)),
                     gated_last_hour: Some(gate.gated_in_last(now, Duration::from_secs(3600))),
+                    gated_total: Some(gate.gated_time(now)),
+                    open_time: None,
                 });
             }
         }
@@ -87,6 +97,8 @@ impl BreakerHandle {
                     state: if until.is_some() { "parked" } else { "active" },
                     retry_after: until.map(|u| u.saturating_duration_since(now)),
                     gated_last_hour: None,
+                    gated_total: None,
+                    open_time: None,
                 });
             }
         }

@@ -32,9 +32,18 @@ pin_project! {
     /// outcome. It holds an untouched copy of the request only while another
     /// target may follow. Dropping it drops the target call in flight, which
     /// gives back that call's bulkhead permit and probe slot.
+    ///
+    /// Each request gets a `levee.failover` span (target `levee::failover`,
+    /// level `debug`), entered while the future is polled, with the fields
+    /// `target` and `attempt` of the latest target called and the `verdict`
+    /// of the outcome returned (`success`, a failure's verdict, or
+    /// `rejected` for a refusal sent nowhere). With the level disabled it is
+    /// never created: the cost is the callsite's level check.
+    #[project = ResponseFutureProj]
     pub struct ResponseFuture<B, RB: Body> {
         #[pin]
         state: State<B, RB>,
+        span: tracing::Span,
         common: Arc<Common<B, RB>>,
         // The request as the caller sent it, kept for the next target.
         request: Option<Request<B>>,
@@ -90,6 +99,14 @@ impl<B: Clone, RB: Body> ResponseFuture<B, RB> {
         services: &mut [TargetService<B, RB>],
         ready: &mut u64,
     ) -> Self {
+        let span = tracing::debug_span!(
+            target: "levee::failover",
+            "levee.failover",
+            target = tracing::field::Empty,
+            attempt = tracing::field::Empty,
+            verdict = tracing::field::Empty,
+        );
+        let entered = span.enter();
         let mut request = Some(request);
         let mut progress = Progress::default();
         let state = match select(&common, &mut request, &mut progress) {
@@ -97,6 +114,7 @@ impl<B: Clone, RB: Body> ResponseFuture<B, RB> {
                 // It must be polled ready again before its next call.
                 *ready &= !(1 << index);
                 progress.attempts = 1;
+                record_call(&span, &common, index, 1);
                 State::Calling {
                     future: services[index].call(req),
                     index,
@@ -114,8 +132,10 @@ impl<B: Clone, RB: Body> ResponseFuture<B, RB> {
                 output: Some(Err(no_target(&common, &mut progress))),
             },
         };
+        drop(entered);
         ResponseFuture {
             state,
+            span,
             common,
             request,
             last: None,
@@ -133,6 +153,19 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
+        let output = ready!(this.poll_loop(cx));
+        if !this.span.is_disabled() {
+            this.span.record("verdict", outcome_verdict(&output));
+        }
+        Poll::Ready(output)
+    }
+}
+
+impl<B: Clone, RB: Body> ResponseFutureProj<'_, B, RB> {
+    /// The failover loop, one poll.
+    fn poll_loop(&mut self, cx: &mut Context<'_>) -> Poll<Output<RB>> {
+        let this = self;
+        let _entered = this.span.enter();
         loop {
             match this.state.as_mut().project() {
                 StateProj::Select => {
@@ -179,6 +212,7 @@ where
                     this.progress.attempts += 1;
                     let output = match ready {
                         Ok(()) => {
+                            record_call(this.span, this.common, index, this.progress.attempts);
                             let request = request.take().expect("polled after completion");
                             let future = service.call(request);
                             this.state.set(State::Calling { future, index });
@@ -376,6 +410,31 @@ fn note_failure<B, RB: Body>(
         "trying the next target"
     );
     meta.failed(index, verdict, reason);
+}
+
+/// Notes on the request's span which target is called, as which attempt.
+fn record_call<B, RB: Body>(
+    span: &tracing::Span,
+    common: &Common<B, RB>,
+    index: usize,
+    attempt: u32,
+) {
+    if !span.is_disabled() {
+        span.record("target", common.meta.targets[index].name);
+        span.record("attempt", attempt);
+    }
+}
+
+/// The verdict of the outcome a request ends with, for its span.
+pub(crate) fn outcome_verdict<RB>(output: &Result<Response<RB>, BoxError>) -> &'static str {
+    match output {
+        Ok(response) => response
+            .extensions()
+            .get::<Classification>()
+            .map_or("success", |c| c.verdict.as_str()),
+        Err(e) if is_rejection(&**e) => "rejected",
+        Err(_) => Verdict::Availability.as_str(),
+    }
 }
 
 /// The verdict a refusal stands for, as the `fallback_on` hook sees it.

@@ -10,6 +10,7 @@ use levee_core::transition::Mechanism;
 
 use super::state::Meta;
 use crate::breaker::BreakerHandle;
+use crate::bulkhead::BulkheadSnapshot;
 
 /// A handle on a [`Failover`](super::Failover)'s targets: the health
 /// snapshot, and each target's breaker for manual control (seed 001's
@@ -28,7 +29,7 @@ pub struct FailoverHandle {
 /// of each hour (its quota no longer fits its traffic).
 ///
 /// With the `serde` feature it serializes to JSON with durations in
-/// milliseconds (`retry_after_ms`, `gated_last_hour_ms`).
+/// milliseconds (`retry_after_ms`, `gated_last_hour_ms`, `open_time_ms`).
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
@@ -80,6 +81,12 @@ pub struct TargetHealth {
         serde(rename = "gated_last_hour_ms", with = "millis")
     )]
     pub gated_last_hour: Option<Duration>,
+    /// Time its breaker spent away from `closed` (open, half-open,
+    /// isolated) in all: the most among its failure domains, `None` before
+    /// any is tracked. Seed 000's "time open per target"; a scope evicted
+    /// while idle forgets its time.
+    #[cfg_attr(feature = "serde", serde(rename = "open_time_ms", with = "millis"))]
+    pub open_time: Option<Duration>,
     /// Its bulkhead, if it has one.
     pub bulkhead: Option<BulkheadHealth>,
     /// Every scope its breaker layer tracks.
@@ -117,6 +124,10 @@ pub struct ScopeHealth {
         serde(rename = "gated_last_hour_ms", with = "millis")
     )]
     pub gated_last_hour: Option<Duration>,
+    /// Time spent away from `closed` (open, half-open, isolated) in all
+    /// (breakers only).
+    #[cfg_attr(feature = "serde", serde(rename = "open_time_ms", with = "millis"))]
+    pub open_time: Option<Duration>,
     /// Why: a park's cause, a breaker's failures by cause, or the throttle
     /// that gated a gate (as the target last reported it).
     pub reason: Option<String>,
@@ -169,6 +180,30 @@ impl FailoverHandle {
     pub fn targets(&self) -> impl Iterator<Item = &str> + '_ {
         self.meta.targets.iter().map(|t| t.name)
     }
+
+    /// The gauges of the bulkhead of the target named `target`, if it has one.
+    pub fn bulkhead(&self, target: &str) -> Option<BulkheadSnapshot> {
+        let t = self.meta.targets.iter().find(|t| t.name == target)?;
+        t.bulkhead.as_ref().map(|b| b.snapshot())
+    }
+
+    /// Successful responses served by the target named `target` so far.
+    pub fn served(&self, target: &str) -> Option<u64> {
+        let t = self.meta.targets.iter().find(|t| t.name == target)?;
+        Some(t.served.sum())
+    }
+
+    /// Answers of the target named `target` after which the request went on
+    /// to another target, so far.
+    pub fn failed_over(&self, target: &str) -> Option<u64> {
+        let t = self.meta.targets.iter().find(|t| t.name == target)?;
+        Some(t.failed_over.load(Ordering::Relaxed))
+    }
+
+    /// Requests refused with `NoTargetAvailable` so far.
+    pub fn no_target_available(&self) -> u64 {
+        self.meta.no_target.load(Ordering::Relaxed)
+    }
 }
 
 fn target_health(meta: &Meta, index: usize) -> TargetHealth {
@@ -209,6 +244,7 @@ fn target_health(meta: &Meta, index: usize) -> TargetHealth {
                 state: s.state,
                 retry_after: s.retry_after,
                 gated_last_hour: s.gated_last_hour,
+                open_time: s.open_time,
                 reason,
             }
         })
@@ -256,6 +292,7 @@ fn target_health(meta: &Meta, index: usize) -> TargetHealth {
         served: t.served.sum(),
         failed_over: t.failed_over.load(Ordering::Relaxed),
         gated_last_hour: scopes.iter().filter_map(|s| s.gated_last_hour).max(),
+        open_time: scopes.iter().filter_map(|s| s.open_time).max(),
         bulkhead,
         scopes,
     }

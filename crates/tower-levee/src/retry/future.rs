@@ -19,6 +19,7 @@ use super::Shared;
 use super::policy::{RetryOutcome, Stop, is_retryable};
 use super::reopen::{retry_at_reopen, throttled_failover};
 use crate::error::{BoxError, is_rejection, transport_failure};
+use crate::failover::ServedBy;
 
 pin_project! {
     /// Response future of [`Retry`](super::Retry).
@@ -27,6 +28,14 @@ pin_project! {
     /// attempt; the wait between attempts is a `tokio::time::Sleep` in its
     /// state, so it is the only place the layer sleeps (and
     /// `tokio::time::pause()` drives it).
+    ///
+    /// Each request gets a `levee.retry` span (target `levee::retry`, level
+    /// `debug`), entered while the first call is made and while the future
+    /// is polled, with the fields `attempt` (the latest), `verdict` (of the
+    /// latest attempt's outcome, `rejected` for a Levee refusal) and
+    /// `target` (the failover target that answered, when a
+    /// [`Failover`](crate::failover::Failover) is beneath). With the level
+    /// disabled it is never created: the cost is the callsite's level check.
     pub struct ResponseFuture<S, B, C>
     where
         S: Service<Request<B>>,
@@ -38,6 +47,7 @@ pin_project! {
         shared: Arc<Shared<C>>,
         attempts: u32,
         deadline: Option<Instant>,
+        span: tracing::Span,
     }
 }
 
@@ -64,6 +74,7 @@ where
         request: Option<Request<B>>,
         shared: Arc<Shared<C>>,
         deadline: Option<Instant>,
+        span: tracing::Span,
     ) -> Self {
         ResponseFuture {
             state: State::Called { future },
@@ -72,6 +83,7 @@ where
             shared,
             attempts: 1,
             deadline,
+            span,
         }
     }
 }
@@ -95,12 +107,17 @@ where
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
+        let _entered = this.span.enter();
         loop {
             match this.state.as_mut().project() {
                 StateProj::Called { future } => {
                     let mut result = ready!(future.poll(cx)).map_err(Into::into);
                     let shared = &**this.shared;
-                    match next(shared, &result, *this.attempts, *this.deadline) {
+                    let span = &*this.span;
+                    if !span.is_disabled() {
+                        record_attempt(span, &result, *this.attempts);
+                    }
+                    match next(shared, &result, *this.attempts, *this.deadline, span) {
                         Next::Return => return Poll::Ready(result),
                         Next::Stop(stop) => {
                             if let Ok(response) = &mut result {
@@ -141,14 +158,28 @@ where
     }
 }
 
+/// Notes an attempt on the request's span: its number, and the failover
+/// target that answered, if any.
+fn record_attempt<RB>(span: &tracing::Span, result: &Result<Response<RB>, BoxError>, attempt: u32) {
+    span.record("attempt", attempt);
+    if let Some(served) = result
+        .as_ref()
+        .ok()
+        .and_then(|r| r.extensions().get::<ServedBy>())
+    {
+        span.record("target", served.target);
+    }
+}
+
 /// Decides what follows an attempt: return it, stop (with the reason), or
 /// retry after a wait (a budget token is taken only for a retry that will
-/// happen).
+/// happen). Records the attempt's verdict on `span`.
 fn next<C: Classify, RB>(
     shared: &Shared<C>,
     result: &Result<Response<RB>, BoxError>,
     attempts: u32,
     deadline: Option<Instant>,
+    span: &tracing::Span,
 ) -> Next {
     let classification = match result {
         Ok(response) => match response.extensions().get::<Classification>() {
@@ -162,6 +193,7 @@ fn next<C: Classify, RB>(
         // Levee's own rejections are answers: returned at once, never slept
         // on — except a failover whose targets are all only throttled.
         Err(e) if is_rejection(&**e) => {
+            span.record("verdict", "rejected");
             return match throttled_failover(&**e) {
                 Some(wait) => retry_at_reopen(shared, wait, attempts, deadline),
                 None => Next::Return,
@@ -173,6 +205,7 @@ fn next<C: Classify, RB>(
                 .classify_transport(transport_failure(&**e)),
         ),
     };
+    span.record("verdict", classification.verdict.as_str());
     if classification.verdict == Verdict::Success {
         return Next::Return;
     }

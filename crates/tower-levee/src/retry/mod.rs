@@ -241,6 +241,14 @@ where
 
     #[inline]
     fn call(&mut self, request: Request<B>) -> Self::Future {
+        let span = tracing::debug_span!(
+            target: "levee::retry",
+            "levee.retry",
+            target = tracing::field::Empty,
+            attempt = tracing::field::Empty,
+            verdict = tracing::field::Empty,
+        );
+        let entered = span.enter();
         self.shared.budget.deposit();
         let policy = &self.shared.policy;
         let mut deadline = request.extensions().get::<Deadline>().map(|d| d.0);
@@ -250,12 +258,14 @@ where
         }
         let copy = (policy.max_attempts > 1).then(|| request.clone());
         let future = self.inner.call(request);
+        drop(entered);
         ResponseFuture::new(
             future,
             self.inner.clone(),
             copy,
             self.shared.clone(),
             deadline,
+            span,
         )
     }
 }
