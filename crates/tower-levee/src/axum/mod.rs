@@ -35,44 +35,50 @@
 //! any other error is generic, since an upstream error may carry a URL with
 //! a key in its query.
 //!
+//! Hold the stack in the router's state (boxed, e.g. in a
+//! `BoxCloneSyncService`) and write handlers as `async fn`, as below: a
+//! closure capturing an unboxed stack can meet rustc's "implementation of
+//! `From` is not general enough" when axum checks that its future is `Send`.
+//!
 //! [`health_handler`] serves a [`FailoverHandle`](crate::failover::FailoverHandle)'s
 //! snapshot, a [`BreakerHandle`](crate::BreakerHandle)'s scopes, or a
 //! [`HealthGroup`] of several as JSON, with `Cache-Control: no-store`.
 //!
 //! ```
 //! use axum::Router;
+//! use axum::body::Body;
+//! use axum::extract::State;
+//! use axum::response::Response;
 //! use axum::routing::{get, post};
+//! use tower::util::BoxCloneSyncService;
 //! use tower::{ServiceBuilder, ServiceExt};
 //! use tower_levee::axum::{LeveeError, health_handler};
-//! use tower_levee::BreakerLayer;
+//! use tower_levee::{BoxError, BreakerLayer};
 //!
-//! # fn main() -> Result<(), tower_levee::BoxError> {
+//! type Llm = BoxCloneSyncService<http::Request<String>, Response, BoxError>;
+//!
+//! async fn chat(State(llm): State<Llm>, body: String) -> Result<Response, LeveeError> {
+//!     let req = http::Request::post("https://api.openai.com/v1/chat/completions").body(body)?;
+//!     // A refusal becomes a 429/503 with Retry-After and a JSON `code`.
+//!     Ok(llm.oneshot(req).await?)
+//! }
+//!
 //! // Stands in for a hyper or reqwest client.
 //! let provider = tower::service_fn(|_req: http::Request<String>| async {
-//!     Ok::<_, tower_levee::BoxError>(http::Response::new(String::from("{}")))
+//!     Ok::<_, BoxError>(http::Response::new(String::from("{}")))
 //! });
 //! let breaker = BreakerLayer::new();
 //! let health = breaker.handle();
-//! let llm = ServiceBuilder::new().layer(breaker).service(provider);
+//! let llm = ServiceBuilder::new()
+//!     .layer(breaker)
+//!     .service(provider)
+//!     .map_response(|res| res.map(Body::new));
 //!
 //! let app: Router = Router::new()
-//!     .route(
-//!         "/v1/chat",
-//!         post(move |body: String| {
-//!             let llm = llm.clone();
-//!             async move {
-//!                 let req = http::Request::post("https://api.openai.com/v1/chat/completions")
-//!                     .body(body)?;
-//!                 // A refusal becomes a 429/503 with Retry-After and a JSON code.
-//!                 let res = llm.oneshot(req).await?;
-//!                 Ok::<_, LeveeError>(res.into_body())
-//!             }
-//!         }),
-//!     )
-//!     .route("/health", get(health_handler(health)));
+//!     .route("/v1/chat", post(chat))
+//!     .route("/health", get(health_handler(health)))
+//!     .with_state(BoxCloneSyncService::new(llm));
 //! # let _ = app;
-//! # Ok(())
-//! # }
 //! ```
 
 mod error;
