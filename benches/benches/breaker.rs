@@ -152,7 +152,9 @@ fn levee_closed() -> tower_levee::breaker::Breaker<Bare> {
 /// call is refused, and each refusal compares the clock to the deadline.
 fn levee_open() -> tower_levee::breaker::Breaker<Bare> {
     let config = levee_core::breaker::BreakerConfig::builder()
-        .cooldown(levee_core::breaker::Cooldown::fixed(Duration::from_secs(3600)))
+        .cooldown(levee_core::breaker::Cooldown::fixed(Duration::from_secs(
+            3600,
+        )))
         .build()
         .unwrap();
     let layer = BreakerLayer::builder().breaker(config).build().unwrap();

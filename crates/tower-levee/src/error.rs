@@ -2,6 +2,10 @@
 
 use std::error::Error;
 use std::io;
+use std::time::Duration;
+
+use http::header::{HeaderValue, RETRY_AFTER};
+use http::{Response, StatusCode};
 
 use levee_core::classify::TransportFailure;
 
@@ -23,6 +27,22 @@ pub fn is_rejection(err: &(dyn Error + 'static)) -> bool {
         || err.is::<Parked>()
         || err.is::<BulkheadFull>()
         || err.is::<NoTargetAvailable>()
+}
+
+/// `wait` as a `Retry-After` value: whole seconds, rounded up.
+pub(crate) fn retry_after_secs(wait: Duration) -> u64 {
+    wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
+}
+
+/// The one place a Levee rejection becomes an HTTP answer: `status` and a
+/// `Retry-After` of `wait` in whole seconds, rounded up, around `body`.
+pub(crate) fn rejection_response<B>(status: StatusCode, wait: Duration, body: B) -> Response<B> {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from(retry_after_secs(wait)));
+    response
 }
 
 /// Reads what kind of transport failure an inner service's error is, walking
@@ -71,6 +91,21 @@ mod tests {
         fn source(&self) -> Option<&(dyn Error + 'static)> {
             Some(&self.0)
         }
+    }
+
+    #[test]
+    fn retry_after_is_whole_seconds_rounded_up() {
+        assert_eq!(retry_after_secs(Duration::ZERO), 0);
+        assert_eq!(retry_after_secs(Duration::from_millis(100)), 1);
+        assert_eq!(retry_after_secs(Duration::from_secs(2)), 2);
+        assert_eq!(retry_after_secs(Duration::from_millis(2001)), 3);
+        let res = rejection_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Duration::from_millis(1500),
+            (),
+        );
+        assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(res.headers()[RETRY_AFTER], "2");
     }
 
     #[test]

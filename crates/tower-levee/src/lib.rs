@@ -53,12 +53,15 @@
 //! | `serde` | `tower_levee::config`: every layer's configuration from TOML/JSON/YAML, validated at load |
 //! | `reqwest` | `tower_levee::reqwest::HttpClient`: a `reqwest::Client` as a `Service<http::Request<B>>` |
 //! | `metrics` | `tower_levee::metrics::MetricsReporter`: every layer's state and counters through the `metrics` facade |
+//! | `axum` | `tower_levee::axum`: every Levee error as a `429`/`503` JSON response with `Retry-After`, a health handler (turns on `serde`) |
 //!
 //! A `hyper_util::client::legacy::Client` is already a
 //! `Service<http::Request<B>>`: put the layers straight on it.
 
 pub use levee_core as core;
 
+#[cfg(feature = "axum")]
+pub mod axum;
 pub mod body;
 pub mod breaker;
 pub mod bulkhead;

@@ -1,11 +1,19 @@
 //! Errors returned when the breaker layer refuses a request without sending it.
+//!
+//! Each one is also an HTTP answer for a server to send on
+//! (`status_code`, `code`, `to_response`; an axum `IntoResponse` with the
+//! `axum` feature), mapped once, by [`RefusalKind`].
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::StatusCode;
+
+use crate::failover::RefusalKind;
+
 macro_rules! rejection {
-    ($(#[$doc:meta])* $name:ident, $what:literal) => {
+    ($(#[$doc:meta])* $name:ident, $kind:ident, $what:literal) => {
         $(#[$doc])*
         #[derive(Clone)]
         pub struct $name {
@@ -27,6 +35,23 @@ macro_rules! rejection {
             /// How long until the scope may admit requests again.
             pub fn retry_after(&self) -> Duration {
                 self.retry_after
+            }
+
+            #[doc = concat!("The HTTP status a server answers with: [`RefusalKind::", stringify!($kind), "`]'s.")]
+            pub fn status_code(&self) -> StatusCode {
+                RefusalKind::$kind.status_code()
+            }
+
+            #[doc = concat!("The stable code of an HTTP error body: [`RefusalKind::", stringify!($kind), "`]'s.")]
+            pub fn code(&self) -> &'static str {
+                RefusalKind::$kind.code()
+            }
+
+            /// An HTTP response for a server to send:
+            /// [`status_code`](Self::status_code) and a `Retry-After` in
+            /// whole seconds, rounded up, around `body`.
+            pub fn to_response<B>(&self, body: B) -> http::Response<B> {
+                crate::error::rejection_response(self.status_code(), self.retry_after, body)
             }
         }
 
@@ -53,12 +78,14 @@ rejection!(
     /// The breaker of the request's failure domain is open (or half-open with
     /// every probe slot taken). The request was not sent.
     CircuitOpen,
+    CircuitOpen,
     "circuit open"
 );
 
 rejection!(
     /// The throttle gate of the request's quota scope is closed: the provider
     /// asked us to wait. The request was not sent.
+    Throttled,
     Throttled,
     "throttled"
 );
@@ -67,5 +94,35 @@ rejection!(
     /// The request's billing scope is parked: a quota or spend cap is
     /// exhausted until it resets. The request was not sent.
     Parked,
+    Parked,
     "parked (quota exhausted)"
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::header::RETRY_AFTER;
+
+    #[test]
+    fn each_rejection_answers_with_its_status_code_and_wait() {
+        let wait = Duration::from_millis(2_500);
+        let open = CircuitOpen::new("api.openai.com", wait);
+        let throttled = Throttled::new("api.openai.com/gpt-4o", wait);
+        let parked = Parked::new("api.openai.com", wait);
+        let cases = [
+            (open.to_response(()), open.code(), 503, "circuit_open"),
+            (
+                throttled.to_response(()),
+                throttled.code(),
+                429,
+                "provider_rate_limited",
+            ),
+            (parked.to_response(()), parked.code(), 503, "parked"),
+        ];
+        for (res, code, status, expected) in cases {
+            assert_eq!(res.status(), status, "{expected}");
+            assert_eq!(code, expected);
+            assert_eq!(res.headers()[RETRY_AFTER], "3", "{expected}");
+        }
+    }
+}

@@ -45,6 +45,7 @@ pub struct ScopeState {
 /// Calls refused by each mechanism, counted apart from upstream failures
 /// ("why did errors spike with zero provider calls?").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Rejections {
     /// Refused by an open breaker.
     pub breaker: u64,

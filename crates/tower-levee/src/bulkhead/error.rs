@@ -4,6 +4,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::StatusCode;
+
+use crate::failover::RefusalKind;
+
 /// The compartment of the request's dependency had every permit taken (and,
 /// with a `max_wait`, none freed in time). The request was not sent.
 ///
@@ -42,6 +46,24 @@ impl BulkheadFull {
     /// How long to wait before trying again: [`Self::RETRY_AFTER`].
     pub fn retry_after(&self) -> Duration {
         Self::RETRY_AFTER
+    }
+
+    /// The HTTP status a server answers with: `503 Service Unavailable`
+    /// ([`RefusalKind::BulkheadFull`]'s).
+    pub fn status_code(&self) -> StatusCode {
+        RefusalKind::BulkheadFull.status_code()
+    }
+
+    /// The stable code of an HTTP error body: `"bulkhead_full"`.
+    pub fn code(&self) -> &'static str {
+        RefusalKind::BulkheadFull.code()
+    }
+
+    /// An HTTP response for a server to send:
+    /// [`status_code`](Self::status_code) and a `Retry-After` of 1 s (the
+    /// 100 ms hint rounded up) around `body`.
+    pub fn to_response<B>(&self, body: B) -> http::Response<B> {
+        crate::error::rejection_response(self.status_code(), self.retry_after(), body)
     }
 }
 

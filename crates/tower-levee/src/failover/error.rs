@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::StatusCode;
-use http::header::{HeaderValue, RETRY_AFTER};
 
 use crate::breaker::{CircuitOpen, Parked, Throttled};
 use crate::bulkhead::BulkheadFull;
@@ -31,6 +30,34 @@ impl RefusalKind {
     pub const fn as_str(self) -> &'static str {
         match self {
             RefusalKind::Throttled => "throttled",
+            RefusalKind::Parked => "parked",
+            RefusalKind::CircuitOpen => "circuit_open",
+            RefusalKind::BulkheadFull => "bulkhead_full",
+        }
+    }
+}
+
+impl RefusalKind {
+    /// The HTTP status a server answers this refusal with: `429 Too Many
+    /// Requests` for a throttle (the provider is busy, not broken, and
+    /// says when to come back), `503 Service Unavailable` for the rest.
+    ///
+    /// With [`code`](Self::code), the one mapping every rejection's
+    /// `status_code`/`code`/`to_response` (and the `axum` feature) reads.
+    pub const fn status_code(self) -> StatusCode {
+        match self {
+            RefusalKind::Throttled => StatusCode::TOO_MANY_REQUESTS,
+            RefusalKind::Parked | RefusalKind::CircuitOpen | RefusalKind::BulkheadFull => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+        }
+    }
+
+    /// The stable code of an HTTP error body: `provider_rate_limited`,
+    /// `parked`, `circuit_open` or `bulkhead_full`.
+    pub const fn code(self) -> &'static str {
+        match self {
+            RefusalKind::Throttled => "provider_rate_limited",
             RefusalKind::Parked => "parked",
             RefusalKind::CircuitOpen => "circuit_open",
             RefusalKind::BulkheadFull => "bulkhead_full",
@@ -160,7 +187,7 @@ impl NoTargetAvailable {
     /// `503 Service Unavailable` otherwise.
     pub fn status_code(&self) -> StatusCode {
         if self.all_throttled() {
-            StatusCode::TOO_MANY_REQUESTS
+            RefusalKind::Throttled.status_code()
         } else {
             StatusCode::SERVICE_UNAVAILABLE
         }
@@ -170,7 +197,7 @@ impl NoTargetAvailable {
     /// `"no_target_available"` otherwise: a stable code for an error body.
     pub fn code(&self) -> &'static str {
         if self.all_throttled() {
-            "provider_rate_limited"
+            RefusalKind::Throttled.code()
         } else {
             "no_target_available"
         }
@@ -187,13 +214,7 @@ impl NoTargetAvailable {
     /// }
     /// ```
     pub fn to_response<B>(&self, body: B) -> http::Response<B> {
-        let mut response = http::Response::new(body);
-        *response.status_mut() = self.status_code();
-        let secs = self.retry_after.as_secs() + u64::from(self.retry_after.subsec_nanos() > 0);
-        response
-            .headers_mut()
-            .insert(RETRY_AFTER, HeaderValue::from(secs));
-        response
+        crate::error::rejection_response(self.status_code(), self.retry_after, body)
     }
 }
 
@@ -250,7 +271,7 @@ mod tests {
         assert_eq!(e.status_code(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(e.code(), "provider_rate_limited");
         let res = e.to_response(());
-        assert_eq!(res.headers()[RETRY_AFTER], "2");
+        assert_eq!(res.headers()[http::header::RETRY_AFTER], "2");
     }
 
     #[test]

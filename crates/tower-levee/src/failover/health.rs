@@ -208,47 +208,16 @@ impl FailoverHandle {
 
 fn target_health(meta: &Meta, index: usize) -> TargetHealth {
     let t = &meta.targets[index];
-    let shared = &t.breaker.shared;
     let last = t
         .last_failure
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .clone();
-    let scopes: Vec<ScopeHealth> = t
-        .breaker
-        .states()
-        .into_iter()
-        .map(|s| {
-            let reason = match s.mechanism {
-                Mechanism::Park => shared
-                    .parks
-                    .get(&s.scope)
-                    .and_then(|h| Some(h.lock()?.reason()?.to_string())),
-                Mechanism::Breaker if s.state != "closed" => t
-                    .breaker
-                    .failure_breakdown(&s.scope)
-                    .filter(|b| !b.is_empty())
-                    .map(|b| {
-                        let causes: Vec<_> = b.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
-                        causes.join(", ")
-                    }),
-                Mechanism::Gate if s.state == "gated" => last
-                    .as_ref()
-                    .filter(|l| l.verdict == Verdict::Throttled)
-                    .map(|l| l.reason.clone()),
-                _ => None,
-            };
-            ScopeHealth {
-                mechanism: s.mechanism.as_str(),
-                scope: s.scope,
-                state: s.state,
-                retry_after: s.retry_after,
-                gated_last_hour: s.gated_last_hour,
-                open_time: s.open_time,
-                reason,
-            }
-        })
-        .collect();
+    let gate_reason = last
+        .as_ref()
+        .filter(|l| l.verdict == Verdict::Throttled)
+        .map(|l| l.reason.as_str());
+    let scopes = scope_health(&t.breaker, gate_reason);
     let bulkhead = t.bulkhead.as_ref().map(|b| {
         let s = b.snapshot();
         BulkheadHealth {
@@ -296,6 +265,43 @@ fn target_health(meta: &Meta, index: usize) -> TargetHealth {
         bulkhead,
         scopes,
     }
+}
+
+/// Every scope `breaker` tracks, with a reason where one is known: a
+/// park's cause, an open breaker's failures by cause, and `gate_reason` for
+/// a gated gate (what last throttled its target, if the caller knows).
+pub(crate) fn scope_health(breaker: &BreakerHandle, gate_reason: Option<&str>) -> Vec<ScopeHealth> {
+    let shared = &breaker.shared;
+    breaker
+        .states()
+        .into_iter()
+        .map(|s| {
+            let reason = match s.mechanism {
+                Mechanism::Park => shared
+                    .parks
+                    .get(&s.scope)
+                    .and_then(|h| Some(h.lock()?.reason()?.to_string())),
+                Mechanism::Breaker if s.state != "closed" => breaker
+                    .failure_breakdown(&s.scope)
+                    .filter(|b| !b.is_empty())
+                    .map(|b| {
+                        let causes: Vec<_> = b.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
+                        causes.join(", ")
+                    }),
+                Mechanism::Gate if s.state == "gated" => gate_reason.map(str::to_owned),
+                _ => None,
+            };
+            ScopeHealth {
+                mechanism: s.mechanism.as_str(),
+                scope: s.scope,
+                state: s.state,
+                retry_after: s.retry_after,
+                gated_last_hour: s.gated_last_hour,
+                open_time: s.open_time,
+                reason,
+            }
+        })
+        .collect()
 }
 
 impl fmt::Debug for FailoverHandle {

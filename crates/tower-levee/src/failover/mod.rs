@@ -165,6 +165,8 @@ pub use self::builder::{
     DEFAULT_MAX_RETRY_AFTER, DEFAULT_OVERLOAD_WINDOW, FailoverBuilder, MAX_TARGETS,
 };
 pub use self::error::{NoTargetAvailable, Refusal, RefusalKind};
+#[cfg(feature = "axum")]
+pub(crate) use self::health::scope_health;
 pub use self::health::{BulkheadHealth, FailoverHandle, HealthSnapshot, ScopeHealth, TargetHealth};
 pub use self::service::Failover;
 pub use self::state::Advance;
