@@ -76,6 +76,9 @@ pub fn is_levee_rejection(err: &BoxError) -> bool {
 /// - the budget grants a token (asked last, only for a retry that will
 ///   happen).
 ///
+/// It is a policy for services whose error is [`BoxError`], as every Levee
+/// layer's and `tower::timeout`'s is: put it above them.
+///
 /// Each request deposits into the budget once, when tower first asks the
 /// policy to copy it. Unlike `RetryBudgetLayer`, it does not wait out a
 /// `NoTargetAvailable` whose targets are all only throttled (every Levee
