@@ -11,12 +11,16 @@ use http_body_util::Full;
 pub type SimBody = Full<Bytes>;
 
 fn respond(status: u16, headers: &[(&str, String)], body: String) -> Response<SimBody> {
+    respond_bytes(status, headers, Bytes::from(body))
+}
+
+fn respond_bytes(status: u16, headers: &[(&str, String)], body: Bytes) -> Response<SimBody> {
     let mut b = Response::builder()
         .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR));
     for (k, v) in headers {
         b = b.header(*k, v.as_str());
     }
-    b.body(Full::new(Bytes::from(body)))
+    b.body(Full::new(body))
         .expect("static header names and values are valid")
 }
 
@@ -48,40 +52,129 @@ pub fn success(dialect: &str, model: &str, stream: bool) -> Response<SimBody> {
         };
         return respond(200, &[json()], body);
     }
-    let (ct, body) = match dialect {
-        "anthropic" => ("text/event-stream", format!(
-            "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"{model}\"}}}}\n\n\
+    let (ct, body): (&str, Bytes) = match dialect {
+        "anthropic" => (
+            "text/event-stream",
+            Bytes::from(format!(
+                "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"{model}\"}}}}\n\n\
              event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"Okay\"}}}}\n\n\
              event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"end_turn\"}}}}\n\n\
-             event: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n")),
-        "gemini" => ("text/event-stream", format!(
-            "data: {{\"candidates\": [{{\"content\": {{\"parts\": [{{\"text\": \"Okay\"}}],\"role\": \"model\"}},\"finishReason\": \"STOP\"}}],\"modelVersion\": \"{model}\"}}\n\n")),
-        "bedrock" => ("application/vnd.amazon.eventstream",
-            r#"{"eventstream_frame":{"headers":{":message-type":"event",":event-type":"messageStop",":content-type":"application/json"},"payload":{"stopReason":"end_turn"}}}"#.to_string()),
-        _ => ("text/event-stream", format!(
-            "data: {{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"model\":\"{model}\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"Okay\"}},\"finish_reason\":null}}]}}\n\n\
+             event: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n"
+            )),
+        ),
+        "gemini" => (
+            "text/event-stream",
+            Bytes::from(format!(
+                "data: {{\"candidates\": [{{\"content\": {{\"parts\": [{{\"text\": \"Okay\"}}],\"role\": \"model\"}},\"finishReason\": \"STOP\"}}],\"modelVersion\": \"{model}\"}}\n\n"
+            )),
+        ),
+        "bedrock" => ("application/vnd.amazon.eventstream", converse_stream(None)),
+        _ => (
+            "text/event-stream",
+            Bytes::from(format!(
+                "data: {{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"model\":\"{model}\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"Okay\"}},\"finish_reason\":null}}]}}\n\n\
              data: {{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"model\":\"{model}\",\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"stop\"}}]}}\n\n\
-             data: [DONE]\n\n")),
+             data: [DONE]\n\n"
+            )),
+        ),
     };
-    respond(200, &[("content-type", ct.into())], body)
+    respond_bytes(200, &[("content-type", ct.into())], body)
 }
 
 /// A stream that starts well and then carries the provider's in-band error.
 pub fn midstream_error(dialect: &str, model: &str) -> Response<SimBody> {
-    let (ct, body) = match dialect {
-        "anthropic" => ("text/event-stream", format!(
-            "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"{model}\"}}}}\n\n\
-             event: error\ndata: {{\"type\": \"error\", \"error\": {{\"type\": \"overloaded_error\", \"message\": \"Overloaded\"}}}}\n\n")),
-        "gemini" => ("text/event-stream", format!(
-            "data: {{\"candidates\": [{{\"content\": {{\"parts\": [{{\"text\": \"Okay\"}}],\"role\": \"model\"}}}}],\"modelVersion\": \"{model}\"}}\n\n\
-             {{\n  \"error\": {{\n    \"code\": 503,\n    \"message\": \"The model is overloaded. Please try again later.\",\n    \"status\": \"UNAVAILABLE\"\n  }}\n}}\n")),
-        "bedrock" => ("application/vnd.amazon.eventstream",
-            r#"{"eventstream_frame":{"headers":{":message-type":"exception",":exception-type":"modelStreamErrorException",":content-type":"application/json"},"payload":{"message":"An error occurred while streaming the response. Retry your request.","originalStatusCode":500,"originalMessage":"upstream error"}}}"#.to_string()),
-        _ => ("text/event-stream", format!(
-            "data: {{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"model\":\"{model}\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"The\"}},\"finish_reason\":null}}]}}\n\n\
-             data: {{\"error\": {{\"message\": \"The server had an error while processing your request. Sorry about that!\", \"type\": \"server_error\"}}}}\n\n")),
+    let (ct, body): (&str, Bytes) = match dialect {
+        "anthropic" => (
+            "text/event-stream",
+            Bytes::from(format!(
+                "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"{model}\"}}}}\n\n\
+             event: error\ndata: {{\"type\": \"error\", \"error\": {{\"type\": \"overloaded_error\", \"message\": \"Overloaded\"}}}}\n\n"
+            )),
+        ),
+        "gemini" => (
+            "text/event-stream",
+            Bytes::from(format!(
+                "data: {{\"candidates\": [{{\"content\": {{\"parts\": [{{\"text\": \"Okay\"}}],\"role\": \"model\"}}}}],\"modelVersion\": \"{model}\"}}\n\n\
+             {{\n  \"error\": {{\n    \"code\": 503,\n    \"message\": \"The model is overloaded. Please try again later.\",\n    \"status\": \"UNAVAILABLE\"\n  }}\n}}\n"
+            )),
+        ),
+        "bedrock" => (
+            "application/vnd.amazon.eventstream",
+            converse_stream(Some(
+                r#"{"message":"An error occurred while streaming the response. Retry your request.","originalStatusCode":500,"originalMessage":"upstream error"}"#,
+            )),
+        ),
+        _ => (
+            "text/event-stream",
+            Bytes::from(format!(
+                "data: {{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"model\":\"{model}\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"The\"}},\"finish_reason\":null}}]}}\n\n\
+             data: {{\"error\": {{\"message\": \"The server had an error while processing your request. Sorry about that!\", \"type\": \"server_error\"}}}}\n\n"
+            )),
+        ),
     };
-    respond(200, &[("content-type", ct.into())], body)
+    respond_bytes(200, &[("content-type", ct.into())], body)
+}
+
+/// A Bedrock `ConverseStream` body in the binary event-stream framing:
+/// the model's answer ending in `messageStop` and `metadata`, or cut by the
+/// exception whose JSON is `exception`.
+fn converse_stream(exception: Option<&str>) -> Bytes {
+    let event = |kind: &str, payload: &str| {
+        aws_frame(
+            &[
+                (":event-type", kind),
+                (":content-type", "application/json"),
+                (":message-type", "event"),
+            ],
+            payload,
+        )
+    };
+    let mut body = event("messageStart", r#"{"role":"assistant"}"#);
+    body.extend(event(
+        "contentBlockDelta",
+        r#"{"contentBlockIndex":0,"delta":{"text":"Okay"}}"#,
+    ));
+    match exception {
+        Some(payload) => body.extend(aws_frame(
+            &[
+                (":exception-type", "modelStreamErrorException"),
+                (":content-type", "application/json"),
+                (":message-type", "exception"),
+            ],
+            payload,
+        )),
+        None => {
+            body.extend(event("contentBlockStop", r#"{"contentBlockIndex":0}"#));
+            body.extend(event("messageStop", r#"{"stopReason":"end_turn"}"#));
+            body.extend(event(
+                "metadata",
+                r#"{"usage":{"inputTokens":12,"outputTokens":1,"totalTokens":13},"metrics":{"latencyMs":400}}"#,
+            ));
+        }
+    }
+    Bytes::from(body)
+}
+
+/// One binary AWS event-stream message: prelude (total length, headers
+/// length, CRC-32 of both), string headers, payload, CRC-32 of the whole.
+fn aws_frame(headers: &[(&str, &str)], payload: &str) -> Vec<u8> {
+    let mut h = Vec::new();
+    for (name, value) in headers {
+        h.push(name.len() as u8);
+        h.extend_from_slice(name.as_bytes());
+        h.push(7); // string
+        h.extend_from_slice(&(value.len() as u16).to_be_bytes());
+        h.extend_from_slice(value.as_bytes());
+    }
+    let total = (12 + h.len() + payload.len() + 4) as u32;
+    let mut frame = Vec::with_capacity(total as usize);
+    frame.extend_from_slice(&total.to_be_bytes());
+    frame.extend_from_slice(&(h.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&crc32fast::hash(&frame).to_be_bytes());
+    frame.extend_from_slice(&h);
+    frame.extend_from_slice(payload.as_bytes());
+    frame.extend_from_slice(&crc32fast::hash(&frame).to_be_bytes());
+    frame
 }
 
 fn go_duration(d: Duration) -> String {

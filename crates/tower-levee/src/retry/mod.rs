@@ -61,6 +61,13 @@
 //! they stopped; a refusal by the budget also counts in
 //! [`BudgetSnapshot::budget_exhausted`] and emits a `tracing` event.
 //!
+//! # With tower's own `Retry`
+//!
+//! A stack that keeps `tower::retry::Retry` gets the same rules from
+//! [`BudgetPolicy`] (a `tower::retry::Policy` over a [`RetryBudget`]), and a
+//! policy of its own can skip Levee's rejections with
+//! [`is_levee_rejection`].
+//!
 //! # Request bodies
 //!
 //! Every attempt sends a copy of the request, so the body must be in memory
@@ -139,6 +146,7 @@ pub mod future;
 mod layer;
 mod policy;
 mod reopen;
+mod tower_policy;
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -154,6 +162,7 @@ pub use self::future::ResponseFuture;
 pub use self::layer::RetryBudgetLayer;
 use self::policy::Policy;
 pub use self::policy::{Deadline, RetryOutcome, Stop};
+pub use self::tower_policy::{BudgetPolicy, is_levee_rejection};
 use crate::error::BoxError;
 
 /// The state of one [`Retry`] service, reached by its response futures when

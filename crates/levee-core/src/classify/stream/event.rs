@@ -14,6 +14,7 @@ use super::super::provider::Limits;
 use super::super::rules::{self, Why};
 use super::super::text::needle;
 use super::super::{Classification, Dialect, Verdict};
+use super::eventstream::{AwsMessage, base64};
 
 /// What an event means for the stream's verdict.
 #[derive(Debug)]
@@ -161,8 +162,8 @@ fn payload(ctx: &mut Ctx, t: &str) -> Signal {
 const MODEL_STREAM_ERROR: &str = "ModelStreamErrorException";
 
 /// A Bedrock event-stream frame in its textual form
-/// `{"eventstream_frame":{"headers":{..},"payload":{..}}}`. Exceptions are
-/// frames with `:message-type: exception`, named by `:exception-type`.
+/// `{"eventstream_frame":{"headers":{..},"payload":{..}}}`: read as its
+/// binary twin is, by [`aws_message`].
 fn aws_frame(ctx: &mut Ctx, doc: &[u8], t: &str) -> Signal {
     let Ok(v) = serde_json::from_slice::<Value>(doc) else {
         // A frame cut at the bound: its headers come first, read them as text.
@@ -174,16 +175,68 @@ fn aws_frame(ctx: &mut Ctx, doc: &[u8], t: &str) -> Signal {
     };
     let frame = &v["eventstream_frame"];
     let header = |n: &str| frame["headers"][n].as_str();
-    if !matches!(header(":message-type"), Some("exception" | "error")) {
-        return Signal::Nothing;
-    }
-    let name = header(":exception-type")
-        .or(header(":error-code"))
-        .or(Some(MODEL_STREAM_ERROR));
-    // The payload is the exception's JSON, possibly still as a string.
+    // The payload is JSON, possibly still as a string.
     let payload = match &frame["payload"] {
         Value::String(s) => s.clone().into_bytes(),
+        Value::Null => Vec::new(),
         p => serde_json::to_vec(p).unwrap_or_default(),
     };
-    Signal::Error(body::read(&payload, |facts| ctx.in_band(facts, name)))
+    aws_message(
+        ctx,
+        &AwsMessage {
+            message_type: header(":message-type"),
+            event_type: header(":event-type"),
+            exception_type: header(":exception-type"),
+            error_code: header(":error-code"),
+            payload: &payload,
+        },
+    )
+}
+
+/// One AWS event-stream message (binary or textual), as Bedrock's
+/// `ConverseStream` and `InvokeModelWithResponseStream` send them:
+///
+/// - `:message-type: exception`, named by `:exception-type`
+///   (`throttlingException` throttled; `serviceUnavailableException`,
+///   `internalServerException`, `modelStreamErrorException`,
+///   `modelTimeoutException` availability; `validationException` request;
+///   `accessDeniedException` credential), or `:message-type: error` named
+///   by `:error-code`: the in-band error, its payload read for details;
+/// - `messageStop` (Converse): the model finished; `metadata`, sent last:
+///   the terminal event;
+/// - `chunk` (InvokeModel): its base64 `bytes` hold the model's own event,
+///   read as that dialect's stream event; the last one carries
+///   `amazon-bedrock-invocationMetrics`: the terminal event.
+pub(super) fn aws_message(ctx: &mut Ctx, m: &AwsMessage<'_>) -> Signal {
+    if matches!(m.message_type, Some("exception" | "error")) {
+        let name = m
+            .exception_type
+            .or(m.error_code)
+            .or(Some(MODEL_STREAM_ERROR));
+        return Signal::Error(body::read(m.payload, |facts| ctx.in_band(facts, name)));
+    }
+    match m.event_type {
+        Some("metadata") => Signal::Terminal,
+        Some("messageStop") => {
+            ctx.finished = true;
+            Signal::Nothing
+        }
+        Some("chunk") => aws_chunk(ctx, m.payload),
+        _ => Signal::Nothing,
+    }
+}
+
+/// An `InvokeModelWithResponseStream` chunk: `{"bytes":"<base64>"}`.
+fn aws_chunk(ctx: &mut Ctx, payload: &[u8]) -> Signal {
+    let Some(inner) =
+        field(text(payload), needle!("\"bytes\""), |_| true).and_then(|b64| base64(b64.as_bytes()))
+    else {
+        return Signal::Nothing;
+    };
+    match json_doc(ctx, &inner) {
+        Signal::Nothing if needle!("\"amazon-bedrock-invocationMetrics\"").is_in(text(&inner)) => {
+            Signal::Terminal
+        }
+        s => s,
+    }
 }

@@ -16,6 +16,7 @@
 //! and it gives the same answer however the bytes are split.
 
 mod event;
+mod eventstream;
 mod framing;
 
 use std::ops::ControlFlow;
@@ -23,6 +24,9 @@ use std::ops::ControlFlow;
 use http::{HeaderMap, StatusCode, header};
 
 use self::event::{Ctx, Signal};
+use self::eventstream::Frames;
+#[cfg(test)]
+pub(crate) use self::eventstream::tests as eventstream_tests;
 use self::framing::{Depth, Docs, Lines, MAX_PIECE, push_capped};
 use super::{Classification, Dialect, ProviderClassifier, Verdict, dialect, hints};
 
@@ -34,9 +38,10 @@ pub enum StreamFormat {
     /// Gemini (`alt=sse`), Mistral, Groq, Cohere, OpenRouter.
     Sse,
     /// AWS event stream (`application/vnd.amazon.eventstream`), Bedrock's
-    /// `*WithResponseStream`. Frames are read in their textual form
-    /// `{"eventstream_frame":{"headers":{..},"payload":{..}}}`; the binary
-    /// framing is not decoded yet (see [`StreamScanner::finish`]).
+    /// `ConverseStream` and `InvokeModelWithResponseStream`: binary frames
+    /// (CRC-checked, at most 16 MiB each), or their textual form
+    /// `{"eventstream_frame":{"headers":{..},"payload":{..}}}`, told apart
+    /// by the first byte.
     AwsEventStream,
     /// Concatenated JSON objects: NDJSON (`application/x-ndjson`), JSON lines,
     /// or a streamed JSON array such as Gemini's `streamGenerateContent`.
@@ -100,6 +105,7 @@ pub struct StreamScanner {
     sse: Sse,
     docs: Docs,
     aws: AwsFraming,
+    frames: Frames,
     state: State,
 }
 
@@ -115,8 +121,8 @@ enum AwsFraming {
     Unknown,
     /// `{"eventstream_frame": ..}` documents.
     Text,
-    /// Binary frames (a 4-byte length prelude): passed over until the
-    /// decoder lands, as a `Binary` arm beside `Text`.
+    /// Binary frames: a 4-byte big-endian length first, so a frame of at
+    /// most 16 MiB starts with a zero byte, never with `{` or whitespace.
     Binary,
 }
 
@@ -134,6 +140,7 @@ impl StreamScanner {
             sse: Sse::default(),
             docs: Docs::default(),
             aws: AwsFraming::Unknown,
+            frames: Frames::default(),
             state: State::Scanning,
         }
     }
@@ -192,6 +199,7 @@ impl StreamScanner {
             sse,
             docs,
             aws,
+            frames,
             ..
         } = self;
         let flow = match self.format {
@@ -199,9 +207,11 @@ impl StreamScanner {
             StreamFormat::NdJson => docs.feed(chunk, |doc| event::json_doc(ctx, doc).into_flow()),
             StreamFormat::AwsEventStream => {
                 if *aws == AwsFraming::Unknown {
-                    *aws = match chunk.trim_ascii_start().first() {
+                    // By the stream's first byte alone, so that any split
+                    // of the bytes decides alike.
+                    *aws = match chunk.first() {
                         None => AwsFraming::Unknown,
-                        Some(b'{') => AwsFraming::Text,
+                        Some(b) if *b == b'{' || b.is_ascii_whitespace() => AwsFraming::Text,
                         Some(_) => AwsFraming::Binary,
                     };
                 }
@@ -209,7 +219,14 @@ impl StreamScanner {
                     AwsFraming::Text => {
                         docs.feed(chunk, |doc| event::json_doc(ctx, doc).into_flow())
                     }
-                    _ => ControlFlow::Continue(()),
+                    AwsFraming::Binary => frames.feed(chunk, |message| match message {
+                        Ok(m) => event::aws_message(ctx, &m).into_flow(),
+                        Err(corrupt) => ControlFlow::Break(Signal::Error(Classification::new(
+                            Verdict::Availability,
+                            corrupt,
+                        ))),
+                    }),
+                    AwsFraming::Unknown => ControlFlow::Continue(()),
                 }
             }
         };
@@ -229,9 +246,13 @@ impl StreamScanner {
     /// finish reason; else an availability failure
     /// (`stream:eof_before_done`): the stream was cut.
     ///
-    /// An AWS event stream signals failure only by exception frames, so it
-    /// is a success at its end unless a textual frame was left unfinished.
-    /// Binary AWS frames are not decoded yet: such a stream is a success.
+    /// A binary AWS event stream ends well after Bedrock's terminal event
+    /// (Converse `metadata`, or the `chunk` carrying
+    /// `amazon-bedrock-invocationMetrics`) or a `messageStop`; a frame
+    /// that fails its CRC or declares an absurd length is an availability
+    /// failure (`stream:frame_crc`, `stream:frame_length`,
+    /// `stream:frame_headers`). Its textual form is a success at its end
+    /// unless a frame was left unfinished.
     pub fn finish(&mut self) -> Classification {
         if let State::Done(c) = &self.state {
             return c.clone();
@@ -243,6 +264,11 @@ impl StreamScanner {
                     Signal::Nothing => self.sse.finish(&mut self.ctx),
                     s => s,
                 }
+            }
+            StreamFormat::AwsEventStream if self.aws != AwsFraming::Text => {
+                // Binary, or nothing at all: it ends well only after the
+                // terminal event (or a messageStop), never inside a frame.
+                Signal::Nothing
             }
             StreamFormat::NdJson | StreamFormat::AwsEventStream => match self.docs.take_partial() {
                 Some(partial) => match event::json_doc(&mut self.ctx, &partial) {
@@ -256,7 +282,9 @@ impl StreamScanner {
         let c = match signal {
             Signal::Error(c) => c,
             Signal::Terminal => Classification::success(),
-            Signal::Nothing if self.ctx.finished => Classification::success(),
+            Signal::Nothing if self.ctx.finished && !self.frames.mid_frame() => {
+                Classification::success()
+            }
             Signal::Nothing => Classification::new(Verdict::Availability, "stream:eof_before_done"),
         };
         self.state = State::Done(c.clone());

@@ -6,6 +6,7 @@ mod providers;
 mod providers_cloud;
 mod robustness;
 mod stream;
+mod stream_aws;
 
 use std::time::{Duration, SystemTime};
 

@@ -1,0 +1,329 @@
+//! Levee's retry decision for a plain `tower::retry::Retry`:
+//! [`BudgetPolicy`] and the [`is_levee_rejection`] predicate.
+//!
+//! [`RetryBudgetLayer`](super::RetryBudgetLayer) is the retry layer Levee
+//! recommends. A stack that already uses `tower::retry::Retry` (or a user's
+//! own [`Policy`](tower::retry::Policy)) keeps it and gets the same rules
+//! from these two: retry only a retryable verdict, never a Levee rejection,
+//! and spend a token from a [`RetryBudget`] for every retry.
+
+use std::error::Error;
+use std::fmt;
+use std::sync::Arc;
+
+use http::{Request, Response};
+use levee_core::classify::{Classification, Classify, ProviderClassifier, ResponseView, Verdict};
+use tokio::time::Sleep;
+
+use super::RetryBudget;
+use super::policy::{Deadline, Policy, is_retryable};
+use crate::error::{BoxError, is_rejection, transport_failure};
+
+/// Whether `err` is a refusal made by a Levee layer — [`CircuitOpen`],
+/// [`Throttled`], [`Parked`], [`BulkheadFull`] or [`NoTargetAvailable`] —
+/// anywhere in its source chain.
+///
+/// Such a request was never sent: retrying it at once hits the same closed
+/// door, and sleeping on it is the caller's call, not a retry policy's. Use
+/// it in your own `tower::retry::Policy` to return them untouched
+/// ([`BudgetPolicy`] does):
+///
+/// ```
+/// use std::time::Duration;
+/// use tower_levee::{BoxError, CircuitOpen};
+/// use tower_levee::retry::is_levee_rejection;
+///
+/// let open: BoxError = Box::new(CircuitOpen::new("api.openai.com", Duration::from_secs(30)));
+/// assert!(is_levee_rejection(&open));
+/// let reset: BoxError = Box::new(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+/// assert!(!is_levee_rejection(&reset));
+/// ```
+///
+/// [`CircuitOpen`]: crate::breaker::CircuitOpen
+/// [`Throttled`]: crate::breaker::Throttled
+/// [`Parked`]: crate::breaker::Parked
+/// [`BulkheadFull`]: crate::bulkhead::BulkheadFull
+/// [`NoTargetAvailable`]: crate::failover::NoTargetAvailable
+pub fn is_levee_rejection(err: &BoxError) -> bool {
+    let mut cur: Option<&(dyn Error + 'static)> = Some(&**err);
+    while let Some(e) = cur {
+        if is_rejection(e) {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
+}
+
+/// A `tower::retry::Policy` with Levee's retry rules, drawing every retry
+/// from a [`RetryBudget`]: for stacks that keep tower's own `Retry`.
+///
+/// After each attempt it reads the verdict the way
+/// [`RetryBudgetLayer`](super::RetryBudgetLayer) does: the
+/// [`Classification`] extension the breaker puts on a response that is not
+/// a success (body-aware: a `429` naming a spend cap is quota), else its
+/// classifier on the status and headers; an error by its transport failure
+/// (a `tower::timeout` `Elapsed` is an availability failure). It retries when
+///
+/// - the verdict is retryable (availability or throttling, with
+///   `x-should-retry` taken into account), and the error is not a Levee
+///   rejection ([`is_levee_rejection`]): those are returned at once;
+/// - attempts remain (3 in all by default);
+/// - the wait fits: the provider's hint rounded up to the millisecond, else
+///   exponential backoff with full jitter (500 ms base, 8 s cap), no longer
+///   than `max_wait` (60 s) and ending before the request's [`Deadline`]
+///   extension, if it has one;
+/// - the budget grants a token (asked last, only for a retry that will
+///   happen).
+///
+/// It is a policy for services whose error is [`BoxError`], as every Levee
+/// layer's and `tower::timeout`'s is: put it above them.
+///
+/// Each request deposits into the budget once, when tower first asks the
+/// policy to copy it. Unlike `RetryBudgetLayer`, it does not wait out a
+/// `NoTargetAvailable` whose targets are all only throttled (every Levee
+/// rejection is returned), and it adds no `RetryOutcome` extension.
+///
+/// # Cost
+///
+/// tower's `Retry` clones its policy for every request: here an `Arc`
+/// reference count on the budget and a clone of the classifier. Retried
+/// requests are copied (`B: Clone`) before each attempt but the last.
+/// `RetryBudgetLayer` avoids the per-request reference count.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use tower::ServiceBuilder;
+/// use tower::retry::RetryLayer;
+/// use tower_levee::BreakerLayer;
+/// use tower_levee::retry::{BudgetPolicy, RetryBudget};
+///
+/// # let client = tower::service_fn(|_: http::Request<String>| async {
+/// #     Ok::<_, tower_levee::BoxError>(http::Response::new(String::new()))
+/// # });
+/// let budget = Arc::new(RetryBudget::default());
+/// let stack = ServiceBuilder::new()
+///     .timeout(Duration::from_secs(120)) // overall
+///     .layer(RetryLayer::new(BudgetPolicy::new(budget.clone())))
+///     .layer(BreakerLayer::new())
+///     .timeout(Duration::from_secs(30)) // per attempt: the breaker counts its Elapsed
+///     .service(client);
+/// # let _ = stack;
+/// ```
+#[derive(Clone)]
+pub struct BudgetPolicy<C = ProviderClassifier> {
+    budget: Arc<RetryBudget>,
+    classifier: C,
+    policy: Policy,
+    /// Attempts of this request that have completed (0 in the copy the
+    /// service keeps; tower clones it for each request).
+    attempts: u32,
+}
+
+impl BudgetPolicy {
+    /// A policy drawing retries from `budget`, classifying responses that
+    /// carry no `Classification` extension with the [`ProviderClassifier`].
+    pub fn new(budget: Arc<RetryBudget>) -> Self {
+        BudgetPolicy {
+            budget,
+            classifier: ProviderClassifier::default(),
+            policy: Policy::default(),
+            attempts: 0,
+        }
+    }
+}
+
+impl<C> BudgetPolicy<C> {
+    /// Attempts per request, the first included (default 3).
+    ///
+    /// # Panics
+    ///
+    /// If `attempts` is 0.
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        assert!(
+            attempts >= 1,
+            "max_attempts counts the first attempt: at least 1"
+        );
+        self.policy.max_attempts = attempts;
+        self
+    }
+
+    /// The backoff used when the provider gave no wait hint: the wait before
+    /// attempt `n + 1` is drawn uniformly from `0..=min(cap, base × 2ⁿ⁻¹)`
+    /// (default 500 ms, 8 s).
+    pub fn backoff(mut self, base: std::time::Duration, cap: std::time::Duration) -> Self {
+        self.policy.base = base;
+        self.policy.cap = cap;
+        self
+    }
+
+    /// The longest wait slept before a retry (default 60 s); a longer hint
+    /// returns the response instead.
+    pub fn max_wait(mut self, max_wait: std::time::Duration) -> Self {
+        self.policy.max_wait = max_wait;
+        self
+    }
+
+    /// Classifies responses that carry no `Classification` extension (and
+    /// transport errors) with `classifier`.
+    pub fn classifier<C2>(self, classifier: C2) -> BudgetPolicy<C2> {
+        BudgetPolicy {
+            budget: self.budget,
+            classifier,
+            policy: self.policy,
+            attempts: self.attempts,
+        }
+    }
+
+    /// The budget retries are drawn from.
+    pub fn budget(&self) -> &Arc<RetryBudget> {
+        &self.budget
+    }
+}
+
+impl<C: Classify> BudgetPolicy<C> {
+    /// The verdict of one attempt; `None` for a Levee rejection.
+    fn classify<RB>(&self, result: &Result<Response<RB>, BoxError>) -> Option<Classification> {
+        match result {
+            Ok(response) => Some(match response.extensions().get::<Classification>() {
+                Some(c) => c.clone(),
+                None => self.classifier.classify_response(&ResponseView::new(
+                    response.status(),
+                    response.headers(),
+                    &[],
+                )),
+            }),
+            Err(e) if is_levee_rejection(e) => None,
+            Err(e) => Some(self.classifier.classify_transport(transport_failure(&**e))),
+        }
+    }
+}
+
+impl<B, RB, C> tower::retry::Policy<Request<B>, Response<RB>, BoxError> for BudgetPolicy<C>
+where
+    B: Clone,
+    C: Classify + Clone,
+{
+    type Future = Sleep;
+
+    fn retry(
+        &mut self,
+        req: &mut Request<B>,
+        result: &mut Result<Response<RB>, BoxError>,
+    ) -> Option<Self::Future> {
+        self.attempts += 1;
+        let c = self.classify(result)?;
+        if c.verdict == Verdict::Success
+            || !is_retryable(&c)
+            || self.attempts >= self.policy.max_attempts
+        {
+            return None;
+        }
+        let wait = self
+            .policy
+            .wait(&c, self.attempts, |max| fastrand::u64(0..=max));
+        let deadline = req.extensions().get::<Deadline>().map(|d| d.0);
+        if !self.policy.fits(wait, deadline) || !self.budget.withdraw() {
+            return None;
+        }
+        tracing::debug!(
+            target: "levee::retry",
+            attempt = self.attempts,
+            reason = %c.reason,
+            wait_ms = wait.as_millis() as u64,
+            "retrying (tower::retry)"
+        );
+        Some(tokio::time::sleep(wait))
+    }
+
+    fn clone_request(&mut self, req: &Request<B>) -> Option<Request<B>> {
+        if self.attempts == 0 {
+            // tower asks once per request before the first attempt, on the
+            // service's own copy of the policy: the request's deposit.
+            self.budget.deposit();
+        }
+        // A copy is needed only if an attempt may follow the one starting.
+        (self.attempts + 1 < self.policy.max_attempts).then(|| req.clone())
+    }
+}
+
+impl<C> fmt::Debug for BudgetPolicy<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BudgetPolicy")
+            .field("budget", &self.budget)
+            .field("policy", &self.policy)
+            .field("attempts", &self.attempts)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tower::retry::Policy as _;
+
+    type Result1 = Result<Response<()>, BoxError>;
+
+    fn copy(p: &mut BudgetPolicy, req: &Request<String>) -> Option<Request<String>> {
+        tower::retry::Policy::<_, Response<()>, BoxError>::clone_request(p, req)
+    }
+
+    use crate::breaker::CircuitOpen;
+
+    #[derive(Debug)]
+    struct Wrapped(BoxError);
+    impl fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("wrapped")
+        }
+    }
+    impl Error for Wrapped {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            Some(&*self.0)
+        }
+    }
+
+    #[test]
+    fn a_rejection_deep_in_the_source_chain_is_a_rejection() {
+        let open: BoxError = Box::new(CircuitOpen::new("a", Duration::from_secs(1)));
+        let wrapped: BoxError = Box::new(Wrapped(open));
+        assert!(is_levee_rejection(&wrapped));
+        let other: BoxError = Box::new(Wrapped("boom".into()));
+        assert!(!is_levee_rejection(&other));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_retryable_verdicts_within_attempts_are_retried() {
+        let budget = Arc::new(RetryBudget::default());
+        let mut service_copy = BudgetPolicy::new(budget.clone());
+        let mut req = Request::new(String::new());
+        assert!(copy(&mut service_copy, &req).is_some());
+        assert_eq!(budget.snapshot().requests, 1);
+
+        let mut p = service_copy.clone();
+        let mut unavailable: Result1 = Ok(Response::builder().status(503).body(()).unwrap());
+        assert!(p.retry(&mut req, &mut unavailable).is_some());
+        assert!(
+            copy(&mut p, &req).is_some(),
+            "attempt 2 may be followed by 3"
+        );
+        assert!(p.retry(&mut req, &mut unavailable).is_some());
+        assert!(copy(&mut p, &req).is_none(), "attempt 3 is the last");
+        assert_eq!(budget.snapshot().retries, 2);
+
+        let mut p = service_copy.clone();
+        let mut bad: Result1 = Ok(Response::builder().status(400).body(()).unwrap());
+        assert!(p.retry(&mut req, &mut bad).is_none());
+        let mut ok: Result1 = Ok(Response::new(()));
+        assert!(p.retry(&mut req, &mut ok).is_none());
+        let mut p = service_copy.clone();
+        let mut elapsed: Result1 = Err(Box::new(tower::timeout::error::Elapsed::new()));
+        assert!(p.retry(&mut req, &mut elapsed).is_some());
+        let mut p = service_copy.clone();
+        let mut open: Result1 = Err(Box::new(CircuitOpen::new("a", Duration::from_secs(1))));
+        assert!(p.retry(&mut req, &mut open).is_none());
+        assert_eq!(budget.snapshot().retries, 3);
+    }
+}
