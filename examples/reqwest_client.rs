@@ -26,6 +26,19 @@ use tower_levee::reqwest::HttpClient;
 use tower_levee::retry::RetryOutcome;
 use tower_levee::{BoxError, BreakerLayer, BulkheadLayer, RetryBudgetLayer};
 
+#[path = "support.rs"]
+mod support;
+use support::{check, rejection_name};
+
+/// What each request must end in: a throttle waited out, a success, a spend
+/// cap answered once (never retried), then a refusal without a call.
+const EXPECTED: [&str; 4] = [
+    "200 OK",
+    "200 OK",
+    "429 Too Many Requests (Quota after 1 attempts)",
+    "refused: Parked",
+];
+
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     let addr = fake_provider().await?;
@@ -53,6 +66,7 @@ async fn main() -> Result<(), BoxError> {
         .timeout(Duration::from_secs(10)) // per attempt
         .service(HttpClient::new(client));
 
+    let mut seen = Vec::new();
     for path in ["/throttled-once", "/ok", "/spend-cap", "/spend-cap"] {
         println!("POST {path}");
         let req = Request::post(format!("http://{addr}/v1/chat/completions{path}"))
@@ -71,17 +85,21 @@ async fn main() -> Result<(), BoxError> {
                 let verdict = res.extensions().get::<Classification>().map(|c| c.verdict);
                 let attempts = res.extensions().get::<RetryOutcome>().map(|o| o.attempts);
                 let body = res.into_body().collect().await?.to_bytes();
-                print!("  -> {status}, {} bytes", body.len());
+                let mut outcome = status.to_string();
                 if let (Some(verdict), Some(attempts)) = (verdict, attempts) {
-                    print!(" ({verdict:?} after {attempts} attempts)");
+                    outcome += &format!(" ({verdict:?} after {attempts} attempts)");
                 }
-                println!();
+                println!("  -> {outcome}, {} bytes", body.len());
+                seen.push(outcome);
             }
-            Err(err) => println!("  -> refused: {err}"),
+            Err(err) => {
+                println!("  -> refused: {err}");
+                seen.push(format!("refused: {}", rejection_name(&err)));
+            }
         }
     }
     println!("health: {:?}", health.states());
-    Ok(())
+    check(&seen, &EXPECTED)
 }
 
 /// A provider on 127.0.0.1: `/throttled-once` answers 429 with a 200 ms hint
