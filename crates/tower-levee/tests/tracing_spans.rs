@@ -22,9 +22,10 @@ const USERINFO: &str = "sk-SECRET-userinfo-42";
 
 // === a subscriber that keeps every span's fields, and every event ===
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Span {
     name: &'static str,
+    metadata: &'static tracing::Metadata<'static>,
     fields: BTreeMap<&'static str, String>,
 }
 
@@ -34,6 +35,8 @@ struct Capture {
     spans: Arc<Mutex<BTreeMap<u64, Span>>>,
     events: Arc<Mutex<String>>,
     ids: Arc<AtomicU64>,
+    /// Entered spans, innermost last (the tests run on one thread).
+    entered: Arc<Mutex<Vec<u64>>>,
 }
 
 impl Capture {
@@ -43,6 +46,7 @@ impl Capture {
             spans: Arc::default(),
             events: Arc::default(),
             ids: Arc::default(),
+            entered: Arc::default(),
         }
     }
 
@@ -91,7 +95,8 @@ impl tracing::Subscriber for Capture {
         let id = self.ids.fetch_add(1, Ordering::Relaxed) + 1;
         let mut span = Span {
             name: attrs.metadata().name(),
-            ..Span::default()
+            metadata: attrs.metadata(),
+            fields: BTreeMap::new(),
         };
         attrs.record(&mut Fields(&mut span.fields));
         self.spans.lock().unwrap().insert(id, span);
@@ -112,9 +117,29 @@ impl tracing::Subscriber for Capture {
         let _ = writeln!(self.events.lock().unwrap(), "{fields:?}");
     }
 
-    fn enter(&self, _: &tracing::span::Id) {}
+    fn enter(&self, id: &tracing::span::Id) {
+        self.entered.lock().unwrap().push(id.into_u64());
+    }
 
-    fn exit(&self, _: &tracing::span::Id) {}
+    fn exit(&self, id: &tracing::span::Id) {
+        let mut entered = self.entered.lock().unwrap();
+        if let Some(at) = entered.iter().rposition(|e| *e == id.into_u64()) {
+            entered.remove(at);
+        }
+    }
+
+    fn current_span(&self) -> tracing_core::span::Current {
+        let Some(id) = self.entered.lock().unwrap().last().copied() else {
+            return tracing_core::span::Current::none();
+        };
+        let spans = self.spans.lock().unwrap();
+        match spans.get(&id) {
+            Some(span) => {
+                tracing_core::span::Current::new(tracing::span::Id::from_u64(id), span.metadata)
+            }
+            None => tracing_core::span::Current::none(),
+        }
+    }
 }
 
 // === services ===
@@ -194,6 +219,8 @@ async fn each_call_gets_a_span_with_target_attempt_and_verdict() {
     let failover_spans = capture.spans("levee.failover");
     assert_eq!(failover_spans.len(), 1);
     assert_eq!(failover_spans[0]["target"], "backup");
+    // The breaker names the scope it admitted (the authority, no userinfo).
+    assert_eq!(failover_spans[0]["scope"], "api.example.com");
     assert_eq!(failover_spans[0]["attempt"], "2");
     assert_eq!(failover_spans[0]["verdict"], "success");
 

@@ -139,6 +139,9 @@ where
         };
         let model = keys.model.filter(|m| !m.is_empty());
         let isolated = settings.isolate_by_model && model.is_some();
+        if tracing::enabled!(target: "levee::breaker", tracing::Level::DEBUG) {
+            record_scope(keys.domain, model);
+        }
         // Parked, then gated, then open: the most lasting refusal first.
         // Keys are joined only while some scope is parked or gated.
         if shared.active_parks.load(Ordering::Relaxed) > 0
@@ -199,6 +202,20 @@ where
         };
         ResponseFuture::called(self.inner.call(req), call)
     }
+}
+
+/// Names the call's quota scope on the enclosing span (a retry or failover
+/// span declares a `scope` field), for whoever reads the traces.
+#[cold]
+fn record_scope(domain: &str, model: Option<&str>) {
+    let span = tracing::Span::current();
+    if span.is_disabled() {
+        return;
+    }
+    match model {
+        Some(model) => span.record("scope", format_args!("{domain}{KEY_SEPARATOR}{model}")),
+        None => span.record("scope", domain),
+    };
 }
 
 // === DomainCache ===

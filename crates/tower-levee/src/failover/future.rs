@@ -37,7 +37,8 @@ pin_project! {
     /// level `debug`), entered while the future is polled, with the fields
     /// `target` and `attempt` of the latest target called and the `verdict`
     /// of the outcome returned (`success`, a failure's verdict, or
-    /// `rejected` for a refusal sent nowhere). With the level disabled it is
+    /// `rejected` for a refusal sent nowhere), and the `scope` the target's
+    /// breaker admitted the call under. With the level disabled it is
     /// never created: the cost is the callsite's level check.
     #[project = ResponseFutureProj]
     pub struct ResponseFuture<B, RB: Body> {
@@ -103,6 +104,7 @@ impl<B: Clone, RB: Body> ResponseFuture<B, RB> {
             target: "levee::failover",
             "levee.failover",
             target = tracing::field::Empty,
+            scope = tracing::field::Empty,
             attempt = tracing::field::Empty,
             verdict = tracing::field::Empty,
         );

@@ -254,6 +254,7 @@ where
             target: "levee::retry",
             "levee.retry",
             target = tracing::field::Empty,
+            scope = tracing::field::Empty,
             attempt = tracing::field::Empty,
             verdict = tracing::field::Empty,
         );
