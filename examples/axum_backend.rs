@@ -6,7 +6,7 @@
 //!                                            ├─ Bulkhead → Breaker → timeout → hyper   openai, key of org-b
 //!                                            └─ Bulkhead → Breaker → timeout → hyper   anthropic
 //! GET  /crm/contact  RetryBudget → Bulkhead → Breaker → timeout → hyper                the CRM
-//! GET  /health       both stacks' health as JSON (tower_levee::axum::health_handler)
+//! GET  /health/providers  both stacks' health as JSON (tower_levee::axum::health_handler)
 //! ```
 //!
 //! Levee's refusals become `429`/`503` JSON answers with `Retry-After` and a
@@ -448,7 +448,7 @@ async fn self_test(config_path: &str) -> Result<(), BoxError> {
     let app = Router::new()
         .route("/v1/chat", post(chat))
         .route("/crm/contact", get(contact))
-        .route("/health", get(health_handler(health)))
+        .route("/health/providers", get(health_handler(health)))
         .with_state(App {
             llm,
             crm: crm_service,
@@ -459,10 +459,10 @@ async fn self_test(config_path: &str) -> Result<(), BoxError> {
     check_llm(&client, backend, &openai, &anthropic).await?;
     check_crm(&client, backend, &crm).await?;
 
-    let a = get_path(&client, backend, "/health").await?;
+    let a = get_path(&client, backend, "/health/providers").await?;
     assert_eq!(a.status, StatusCode::OK);
     let json: serde_json::Value = serde_json::from_slice(&a.body)?;
-    println!("GET /health:\n{}", serde_json::to_string_pretty(&json)?);
+    println!("GET /health/providers:\n{}", serde_json::to_string_pretty(&json)?);
     let states: Vec<_> = json["llm"]["targets"]
         .as_array()
         .ok_or("no llm targets")?
