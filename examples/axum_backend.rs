@@ -462,7 +462,10 @@ async fn self_test(config_path: &str) -> Result<(), BoxError> {
     let a = get_path(&client, backend, "/health/providers").await?;
     assert_eq!(a.status, StatusCode::OK);
     let json: serde_json::Value = serde_json::from_slice(&a.body)?;
-    println!("GET /health/providers:\n{}", serde_json::to_string_pretty(&json)?);
+    println!(
+        "GET /health/providers:\n{}",
+        serde_json::to_string_pretty(&json)?
+    );
     let states: Vec<_> = json["llm"]["targets"]
         .as_array()
         .ok_or("no llm targets")?

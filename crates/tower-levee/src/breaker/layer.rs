@@ -47,7 +47,11 @@ pub(crate) struct Settings {
 
 impl Settings {
     /// The slow-call threshold for a call to `model`.
+    #[inline]
     pub(crate) fn slow_call(&self, model: Option<&str>) -> Option<Duration> {
+        if self.slow_call_by_model.is_empty() {
+            return self.breaker.slow_call;
+        }
         model
             .and_then(|m| self.slow_call_by_model.iter().find(|(k, _)| &**k == m))
             .map(|(_, d)| *d)

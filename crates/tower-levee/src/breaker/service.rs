@@ -139,7 +139,9 @@ where
         };
         let model = keys.model.filter(|m| !m.is_empty());
         let isolated = settings.isolate_by_model && model.is_some();
-        if tracing::enabled!(target: "levee::breaker", tracing::Level::DEBUG) {
+        if tracing::level_enabled!(tracing::Level::DEBUG)
+            && tracing::enabled!(target: "levee::breaker", tracing::Level::DEBUG)
+        {
             record_scope(keys.domain, model);
         }
         // Parked, then gated, then open: the most lasting refusal first.
