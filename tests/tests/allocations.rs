@@ -1,0 +1,107 @@
+//! The breaker's hot paths allocate nothing: a call through a closed breaker
+//! (once its clone knows the URI) and, apart from the boxed error every
+//! tower error is, a refusal by an open one.
+
+use std::convert::Infallible;
+use std::future::{Ready, ready};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, Uri};
+use http_body_util::Empty;
+use levee_core::breaker::{BreakerConfig, Cooldown};
+use tower::{Layer, Service, ServiceExt};
+use tower_levee::breaker::{BreakerLayer, CircuitOpen};
+
+#[global_allocator]
+static ALLOC: dhat::Alloc = dhat::Alloc;
+
+/// Answers 200 at once and allocates nothing.
+#[derive(Clone, Copy, Debug)]
+struct Bare;
+
+impl Service<Request<()>> for Bare {
+    type Response = Response<Empty<Bytes>>;
+    type Error = Infallible;
+    type Future = Ready<Result<Self::Response, Infallible>>;
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+    fn call(&mut self, _: Request<()>) -> Self::Future {
+        ready(Ok(Response::new(Empty::new())))
+    }
+}
+
+/// A request whose URI shares a static buffer (cloning it allocates nothing).
+fn request(uri: &Uri) -> Request<()> {
+    let mut req = Request::new(());
+    *req.uri_mut() = uri.clone();
+    req
+}
+
+/// Heap allocations made by `calls` calls through `svc`, after a warm-up.
+fn allocations_per_call<S>(mut svc: S, uri: &Uri, calls: u64) -> f64
+where
+    S: Service<Request<()>>,
+    S::Error: std::fmt::Debug,
+{
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        for _ in 0..10 {
+            let _ = svc.ready().await.unwrap().call(request(uri)).await;
+        }
+        let before = dhat::HeapStats::get().total_blocks;
+        for _ in 0..calls {
+            let res = svc.ready().await.unwrap().call(request(uri)).await;
+            std::hint::black_box(res.is_ok());
+        }
+        (dhat::HeapStats::get().total_blocks - before) as f64 / calls as f64
+    })
+}
+
+#[test]
+fn the_breakers_hot_paths_allocate_nothing_but_the_error() {
+    let _profiler = dhat::Profiler::builder().testing().build();
+    let openai = Uri::from_static("https://api.openai.com/v1/chat/completions");
+    let azure = Uri::from_static(
+        "https://res.openai.azure.com/openai/deployments/gpt-4o-prod/chat/completions?api-version=2024-10-21",
+    );
+
+    assert_eq!(
+        allocations_per_call(Bare, &openai, 1000),
+        0.0,
+        "the bare service"
+    );
+    for uri in [&openai, &azure] {
+        let closed = BreakerLayer::new().layer(Bare);
+        assert_eq!(
+            allocations_per_call(closed, uri, 1000),
+            0.0,
+            "closed, {uri}"
+        );
+    }
+
+    let config = BreakerConfig::builder()
+        .cooldown(Cooldown::fixed(Duration::from_secs(3600)))
+        .build()
+        .unwrap();
+    let layer = BreakerLayer::builder().breaker(config).build().unwrap();
+    layer.handle().open("api.openai.com");
+    let open = layer.layer(Bare);
+    // Check the refusal is the one measured.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let err = rt
+        .block_on(open.clone().oneshot(request(&openai)))
+        .unwrap_err();
+    assert!(err.is::<CircuitOpen>());
+    assert_eq!(
+        allocations_per_call(open, &openai, 1000),
+        1.0,
+        "an open breaker's refusal: the boxed error only"
+    );
+}
