@@ -6,27 +6,18 @@
 //!
 //! Run with `cargo run -p examples --example hyper_client`.
 
-use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{Request, Response};
-use http_body_util::{BodyExt, Full};
+use http::Request;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use levee_core::breaker::BreakerConfig;
-use levee_core::classify::Classification;
-use tokio::net::TcpListener;
 use tower::{Service, ServiceBuilder, ServiceExt};
-use tower_levee::retry::RetryOutcome;
 use tower_levee::{BoxError, BreakerLayer, BulkheadLayer, RetryBudgetLayer};
 
 #[path = "support.rs"]
 mod support;
-use support::{check, rejection_name};
+use support::{check, fake_provider, outcome};
 
 /// What each request must end in: a throttle waited out, a stream read
 /// whole, an outage retried within budget until the breaker opens, then a
@@ -71,70 +62,9 @@ async fn main() -> Result<(), BoxError> {
             .header("authorization", "Bearer sk-example")
             .header("content-type", "application/json")
             .body(r#"{"model":"gpt-4o","messages":[]}"#.to_owned())?;
-        match stack.ready().await?.call(req).await {
-            Ok(res) => {
-                let status = res.status();
-                // On a final non-success: what the layers saw and did.
-                let verdict = res.extensions().get::<Classification>().map(|c| c.verdict);
-                let attempts = res.extensions().get::<RetryOutcome>().map(|o| o.attempts);
-                let body = res.into_body().collect().await?.to_bytes();
-                let mut outcome = status.to_string();
-                if let (Some(verdict), Some(attempts)) = (verdict, attempts) {
-                    outcome += &format!(" ({verdict:?} after {attempts} attempts)");
-                }
-                println!("  -> {outcome}, {} bytes", body.len());
-                seen.push(outcome);
-            }
-            Err(err) => {
-                println!("  -> refused: {err}");
-                seen.push(format!("refused: {}", rejection_name(&err)));
-            }
-        }
+        let result = stack.ready().await?.call(req).await;
+        seen.push(outcome(result).await?);
     }
     println!("health: {:?}", health.states());
     check(&seen, &EXPECTED)
-}
-
-/// A provider on 127.0.0.1: `/throttled-once` answers 429 with a 200 ms hint
-/// the first time, `/stream` streams SSE, `/outage` answers 503.
-async fn fake_provider() -> std::io::Result<SocketAddr> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let throttled = Arc::new(AtomicUsize::new(0));
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let throttled = throttled.clone();
-            let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-                let first = req.uri().path().ends_with("/throttled-once")
-                    && throttled.fetch_add(1, Ordering::SeqCst) == 0;
-                async move {
-                    let path = req.uri().path();
-                    let res = if first {
-                        Response::builder()
-                            .status(429)
-                            .header("retry-after-ms", "200")
-                            .body(r#"{"error":{"code":"rate_limit_exceeded"}}"#)
-                    } else if path.ends_with("/outage") {
-                        Response::builder().status(503).body("upstream unavailable")
-                    } else if path.ends_with("/stream") {
-                        Response::builder()
-                            .header("content-type", "text/event-stream")
-                            .body("data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n")
-                    } else {
-                        Response::builder().body(r#"{"choices":[{"message":{"content":"hi"}}]}"#)
-                    };
-                    Ok::<_, Infallible>(
-                        res.unwrap()
-                            .map(|b| Full::new(Bytes::from_static(b.as_bytes()))),
-                    )
-                }
-            });
-            tokio::spawn(async move {
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), svc)
-                    .await;
-            });
-        }
-    });
-    Ok(addr)
 }
