@@ -4,13 +4,13 @@
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use std::time::Duration;
-use tower::{Service, ServiceBuilder, ServiceExt};
+use tower::{ServiceBuilder, ServiceExt};
 use tower_levee::{BoxError, BreakerLayer, BulkheadLayer, RetryBudgetLayer};
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     let client = Client::builder(TokioExecutor::new()).build_http::<String>();
-    let mut llm = ServiceBuilder::new()
+    let llm = ServiceBuilder::new()
         .timeout(Duration::from_secs(120)) // the caller's overall deadline
         .layer(RetryBudgetLayer::with_defaults()) // the one place that retries
         .layer(BulkheadLayer::named("llm", 64)) // fail fast past 64 in flight
@@ -20,7 +20,6 @@ async fn main() -> Result<(), BoxError> {
     let req = http::Request::post("http://localhost:8080/v1/chat/completions")
         .header("authorization", "Bearer sk-...")
         .body(r#"{"model":"gpt-4o","messages":[]}"#.to_owned())?;
-    let res = llm.ready().await?.call(req).await?;
-    println!("{}", res.status());
+    println!("{}", llm.oneshot(req).await?.status()); // clone `llm` per call to reuse it
     Ok(())
 }

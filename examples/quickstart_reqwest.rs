@@ -2,13 +2,13 @@
 //! OpenAI API, so CI builds it without running it).
 
 use std::time::Duration;
-use tower::{Service, ServiceBuilder, ServiceExt};
+use tower::{ServiceBuilder, ServiceExt};
 use tower_levee::reqwest::HttpClient;
 use tower_levee::{BoxError, BreakerLayer, BulkheadLayer, RetryBudgetLayer};
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let mut llm = ServiceBuilder::new()
+    let llm = ServiceBuilder::new()
         .timeout(Duration::from_secs(120))
         .layer(RetryBudgetLayer::with_defaults())
         .layer(BulkheadLayer::named("llm", 64))
@@ -18,10 +18,6 @@ async fn main() -> Result<(), BoxError> {
     let req = http::Request::post("https://api.openai.com/v1/chat/completions")
         .header("authorization", "Bearer sk-...")
         .body(r#"{"model":"gpt-4o","messages":[]}"#.to_owned())?;
-    let res = ServiceExt::<http::Request<String>>::ready(&mut llm)
-        .await?
-        .call(req)
-        .await?;
-    println!("{}", res.status());
+    println!("{}", llm.oneshot(req).await?.status()); // clone `llm` per call to reuse it
     Ok(())
 }
