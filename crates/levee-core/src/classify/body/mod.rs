@@ -222,8 +222,19 @@ pub(crate) fn field<'a>(
 
 /// The raw value of a `: <value>` that starts at byte `i` of `text` (just
 /// past a quoted key), if one does.
-pub(crate) fn value_after(text: &str, mut i: usize) -> Option<&str> {
-    let b = text.as_bytes();
+pub(crate) fn value_after(text: &str, i: usize) -> Option<&str> {
+    text.get(value_span(text.as_bytes(), i)?)
+}
+
+/// [`value_after`] on bytes, for scans that skip UTF-8 validation.
+pub(crate) fn value_after_bytes(b: &[u8], i: usize) -> Option<&[u8]> {
+    b.get(value_span(b, i)?)
+}
+
+/// Where the value of a `: <value>` that starts at byte `i` of `b` lies: a
+/// string's contents up to its closing quote (or the end), or a bare
+/// literal up to the next delimiter.
+fn value_span(b: &[u8], mut i: usize) -> Option<std::ops::Range<usize>> {
     i += b
         .get(i..)?
         .iter()
@@ -243,13 +254,13 @@ pub(crate) fn value_after(text: &str, mut i: usize) -> Option<&str> {
         while j < b.len() && b[j] != b'"' {
             j += if b[j] == b'\\' { 2 } else { 1 };
         }
-        text.get(start..j.min(b.len()))
+        Some(start..j.min(b.len()))
     } else {
         let len = b[i..]
             .iter()
             .take_while(|c| !matches!(c, b',' | b'}' | b']') && !c.is_ascii_whitespace())
             .count();
-        text.get(i..i + len)
+        Some(i..i + len)
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
-use super::super::body::{self, ErrorFacts, field, value_after};
+use super::super::body::{self, ErrorFacts, field, value_after_bytes};
 use super::super::provider::Limits;
 use super::super::rules::{self, Why};
 use super::super::text::needle;
@@ -72,8 +72,27 @@ pub(super) fn sse_event(ctx: &mut Ctx, name: &[u8], data: &[u8]) -> Signal {
     if data == b"[DONE]" {
         return Signal::Terminal;
     }
-    let t = text(data);
+    // The common event says nothing: tell so from the raw bytes, without
+    // validating them as UTF-8 first (see `Payload::is_quiet`). What is
+    // not plainly quiet is read again, from its valid UTF-8 only.
+    if quiet(name, data) {
+        return Signal::Nothing;
+    }
+    read_sse_event(ctx, name, data)
+}
+
+/// Whether an event plainly says nothing, by its raw bytes.
+fn quiet(name: &[u8], data: &[u8]) -> bool {
+    !matches!(name, b"error" | b"response.failed")
+        && !TERMINAL_NAMES.iter().any(|t| t.as_bytes() == name)
+        && needle!("error").find(data).is_none()
+        && Payload::read(data).is_quiet()
+}
+
+/// [`sse_event`] from the event's valid UTF-8.
+fn read_sse_event(ctx: &mut Ctx, name: &[u8], data: &[u8]) -> Signal {
     let error_event = matches!(name, b"error" | b"response.failed");
+    let t = text(data);
     if (error_event || needle!("error").is_in(t))
         && let Some(c) = error_in(ctx, data, error_event)
     {
@@ -126,36 +145,113 @@ fn text(data: &[u8]) -> &str {
 
 /// Terminal markers and finish reasons in an event that is not an error.
 fn payload(ctx: &mut Ctx, t: &str) -> Signal {
-    // Each event's own type comes first in its JSON: look only near the start.
-    let head = t.get(..t.len().min(48)).unwrap_or(t);
-    if field(head, needle!("\"type\""), |_| true).is_some_and(|ty| TERMINAL_NAMES.contains(&ty)) {
-        return Signal::Terminal;
+    let p = Payload::read(t.as_bytes());
+    ctx.finished |= p.finished;
+    match p.end {
+        None => Signal::Nothing,
+        Some(End::Terminal) => Signal::Terminal,
+        // OpenRouter ends a failed stream with `finish_reason: "error"`.
+        Some(End::FinishError) => {
+            Signal::Error(ctx.rule(Verdict::Availability, "finish_reason_error"))
+        }
     }
-    // One pass over `eason"` finds every finish reason spelling
-    // (`finish_reason`, `finishReason`, `stop_reason`, `stopReason`): this runs
-    // on every event of every stream, so no search per spelling.
-    let b = t.as_bytes();
-    for at in needle!("eason\"").find_all(t) {
-        let end = at + "eason\"".len();
-        let Some(value) = value_after(t, end).filter(|v| *v != "null") else {
+}
+
+/// How a [`Payload`] ends the stream.
+enum End {
+    Terminal,
+    FinishError,
+}
+
+/// What an event that is not an error says, read without side effects.
+#[derive(Default)]
+struct Payload {
+    /// The terminal event, or OpenRouter's error finish.
+    end: Option<End>,
+    /// A finish reason was seen.
+    finished: bool,
+    /// The event's `type` has bytes beyond ASCII.
+    odd_type: bool,
+}
+
+impl Payload {
+    fn read(t: &[u8]) -> Payload {
+        let mut p = Payload::default();
+        if let Some(ty) = head_type(t) {
+            if TERMINAL_NAMES.iter().any(|n| n.as_bytes() == ty) {
+                p.end = Some(End::Terminal);
+                return p;
+            }
+            p.odd_type = !ty.is_ascii();
+        }
+        // One pass over `eason"` finds every finish reason spelling
+        // (`finish_reason`, `finishReason`, `stop_reason`, `stopReason`): this
+        // runs on every event of every stream, so no search per spelling.
+        let mut from = 0;
+        while let Some(hit) = needle!("eason\"").find(&t[from..]) {
+            let at = from + hit;
+            from = at + "eason\"".len();
+            let Some(value) = value_after_bytes(t, from).filter(|v| *v != b"null") else {
+                continue;
+            };
+            let key = &t[at.saturating_sub(9)..at];
+            if key.ends_with(b"\"finishR") {
+                // Gemini has no terminal event: its last chunk carries the reason.
+                p.end = Some(End::Terminal);
+                return p;
+            }
+            if key.ends_with(b"\"finish_r") {
+                if value == b"error" {
+                    p.end = Some(End::FinishError);
+                    return p;
+                }
+                p.finished = true;
+            } else if key.ends_with(b"\"stop_r") || key.ends_with(b"\"stopR") {
+                p.finished = true;
+            }
+        }
+        p
+    }
+
+    /// Whether the event says nothing, read from its raw bytes, so that it
+    /// says nothing read from its valid UTF-8 prefix either (what the
+    /// scanner reads). The markers and the values that decide are ASCII
+    /// and a UTF-8 error starts at a byte past ASCII, so the prefix holds
+    /// a subset of the raw bytes' findings, unchanged, unless a value runs
+    /// past ASCII: only a `type` can (the finish reasons said `null`).
+    fn is_quiet(&self) -> bool {
+        self.end.is_none() && !self.finished && !self.odd_type
+    }
+}
+
+/// The value of the first `"type"` key in the first 48 bytes: each event's
+/// own type comes first in its JSON. Found by its `y`, rare in JSON heads.
+fn head_type(t: &[u8]) -> Option<&[u8]> {
+    // Cut at 48 where that is a character boundary, else read it all.
+    let head = match t.get(48) {
+        Some(&c) if (c as i8) >= -0x40 => &t[..48],
+        Some(_) => t,
+        None => t,
+    };
+    let mut next = 0;
+    for y in memchr::memchr_iter(b'y', head) {
+        let Some(at) = y.checked_sub(2).filter(|&at| at >= next) else {
             continue;
         };
-        let key = &b[at.saturating_sub(9)..at];
-        if key.ends_with(b"\"finishR") {
-            // Gemini has no terminal event: its last chunk carries the reason.
-            return Signal::Terminal;
+        if !head[at..].starts_with(b"\"type\"") {
+            continue;
         }
-        if key.ends_with(b"\"finish_r") {
-            if value == "error" {
-                // OpenRouter ends a failed stream with `finish_reason: "error"`.
-                return Signal::Error(ctx.rule(Verdict::Availability, "finish_reason_error"));
-            }
-            ctx.finished = true;
-        } else if key.ends_with(b"\"stop_r") || key.ends_with(b"\"stopR") {
-            ctx.finished = true;
+        // Occurrences are taken as a substring search would, not overlapping.
+        next = at + 6;
+        // `\"type\"` is text inside a string, not a key.
+        if at > 0 && head[at - 1] == b'\\' {
+            continue;
+        }
+        if let Some(v) = value_after_bytes(head, at + 6) {
+            return Some(v);
         }
     }
-    Signal::Nothing
+    None
 }
 
 /// What an exception frame with no name is taken for.
@@ -238,5 +334,65 @@ fn aws_chunk(ctx: &mut Ctx, payload: &[u8]) -> Signal {
             Signal::Terminal
         }
         s => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Event bytes built from pieces that decide (markers, finish reasons,
+    /// `type`s) and bytes past ASCII, some not UTF-8 at all.
+    fn piece() -> impl Strategy<Value = Vec<u8>> {
+        let s = |b: &[u8]| Just(b.to_vec());
+        prop_oneof![
+            s(b"{\"type\":"),
+            s(b"\"message_stop"),
+            s(b"\""),
+            prop_oneof![
+                s(b"\"finish_reason\":"),
+                s(b"\"finishReason\": "),
+                s(b"\"stop_reason\":"),
+                s(b"\"stopReason\":"),
+            ],
+            prop_oneof![s(b"null"), s(b"stop"), s(b"error"), s(b"_R,}\\ :")],
+            prop_oneof![s("é".as_bytes()), s(&[0xff]), s(&[0xe2, 0x82])],
+            "[a-z_\"]{0,4}".prop_map(String::into_bytes),
+        ]
+    }
+
+    fn says_nothing(name: &[u8], data: &[u8]) -> bool {
+        let mut ctx = Ctx::default();
+        matches!(read_sse_event(&mut ctx, name, data), Signal::Nothing) && !ctx.finished
+    }
+
+    #[test]
+    fn a_marker_cut_by_a_bad_byte_is_not_quiet() {
+        for data in [
+            &b"{\"type\":\"message_stop\xff\"}"[..],
+            b"{\"type\":\"message_stop\xe2\x82",
+            b"{\"a\":\"\xff\",\"finish_reason\":\"stop\"}",
+            b"{\"finish_reason\":null\xff}",
+        ] {
+            assert!(!quiet(b"", data) || says_nothing(b"", data), "{data:?}");
+        }
+        assert!(!says_nothing(b"", b"{\"type\":\"message_stop\xff\"}"));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        /// What the raw-byte check calls quiet says nothing read from its
+        /// valid UTF-8 either: the shortcut never changes a verdict.
+        #[test]
+        fn a_quiet_event_says_nothing(
+            pieces in prop::collection::vec(piece(), 0..12),
+            name in prop_oneof![Just(&b""[..]), Just(&b"message"[..])],
+        ) {
+            let data = pieces.concat();
+            prop_assert!(!quiet(name, &data) || says_nothing(name, &data));
+        }
     }
 }
