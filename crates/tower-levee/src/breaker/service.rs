@@ -75,6 +75,51 @@ impl<S: fmt::Debug, C> fmt::Debug for Breaker<S, C> {
     }
 }
 
+impl<S, C> Breaker<S, C> {
+    /// The request's scopes, its failure domain's handle, and the cache
+    /// entry that holds the domain's name.
+    fn resolve<'a>(&mut self, head: &RequestHead<'a>) -> (ScopeKeys<'a>, DomainHandle, usize) {
+        let shared = &*self.shared;
+        let settings = &shared.settings;
+        // The default scopes are a function of the URI's authority and path:
+        // a clone that calls the same URIs again compares two strings
+        // instead of parsing them and hashing into the shared map.
+        let by_uri = settings.scope_fn.is_none() && head.extensions.get::<Scope>().is_none();
+        let authority = head.uri.authority().map(|a| a.as_str());
+        let path = head.uri.path();
+        if let Some(authority) = authority.filter(|_| by_uri)
+            && let Some(hit) = self.cache.get_by_uri(authority, path)
+        {
+            return hit;
+        }
+        let keys = match &settings.scope_fn {
+            Some(f) => f(head),
+            None => default_scope(head),
+        };
+        let model = keys.model.unwrap_or("");
+        let domain_parts: &[&str] = if settings.isolate_by_model && !model.is_empty() {
+            &[keys.domain, model]
+        } else {
+            &[keys.domain]
+        };
+        let uri_key = authority
+            .filter(|_| by_uri)
+            .and_then(|authority| CacheKey::uri(authority, path, &keys));
+        if uri_key.is_none()
+            && let Some((domain, entry)) = self.cache.get_by_parts(domain_parts)
+        {
+            return (keys, domain, entry);
+        }
+        let key = KeyBuf::join(domain_parts, KEY_SEPARATOR);
+        let domain = shared.domain(&key);
+        let name = Arc::from(&*key);
+        let entry = self
+            .cache
+            .put(uri_key.unwrap_or(CacheKey::Parts(key)), domain, name);
+        (keys, domain, entry)
+    }
+}
+
 impl<S, C, B, RB> Service<Request<B>> for Breaker<S, C>
 where
     S: Service<Request<B>, Response = Response<RB>>,
@@ -92,51 +137,10 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
+        let head = RequestHead::of(&req);
+        let (keys, domain, entry) = self.resolve(&head);
         let shared = &*self.shared;
         let settings = &shared.settings;
-        let head = RequestHead::of(&req);
-        // The default scopes are a function of the URI's authority and path:
-        // a clone that calls the same URIs again compares two strings
-        // instead of parsing them and hashing into the shared map.
-        let by_uri = settings.scope_fn.is_none() && head.extensions.get::<Scope>().is_none();
-        let authority = req.uri().authority().map(|a| a.as_str());
-        let path = req.uri().path();
-        let cached = match authority {
-            Some(authority) if by_uri => self.cache.get_by_uri(authority, path),
-            _ => None,
-        };
-        let (keys, domain, entry) = match cached {
-            Some(hit) => hit,
-            None => {
-                let keys = match &settings.scope_fn {
-                    Some(f) => f(&head),
-                    None => default_scope(&head),
-                };
-                let model = keys.model.unwrap_or("");
-                let domain_parts: &[&str] = if settings.isolate_by_model && !model.is_empty() {
-                    &[keys.domain, model]
-                } else {
-                    &[keys.domain]
-                };
-                let uri_key = authority
-                    .filter(|_| by_uri)
-                    .and_then(|authority| CacheKey::uri(authority, path, &keys));
-                let by_parts = match uri_key {
-                    Some(_) => None,
-                    None => self.cache.get_by_parts(domain_parts),
-                };
-                let (domain, entry) = by_parts.unwrap_or_else(|| {
-                    let key = KeyBuf::join(domain_parts, KEY_SEPARATOR);
-                    let handle = shared.domain(&key);
-                    let name = Arc::from(&*key);
-                    let entry =
-                        self.cache
-                            .put(uri_key.unwrap_or(CacheKey::Parts(key)), handle, name);
-                    (handle, entry)
-                });
-                (keys, domain, entry)
-            }
-        };
         let model = keys.model.filter(|m| !m.is_empty());
         let isolated = settings.isolate_by_model && model.is_some();
         if tracing::level_enabled!(tracing::Level::DEBUG)
