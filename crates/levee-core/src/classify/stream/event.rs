@@ -191,6 +191,13 @@ impl Payload {
         while let Some(hit) = needle!("eason\"").find(&t[from..]) {
             let at = from + hit;
             from = at + "eason\"".len();
+            // Most reasons are a plain `:null` (every chunk but the last).
+            if t[from..].starts_with(b":null")
+                && t.get(from + 5)
+                    .is_none_or(|c| matches!(c, b',' | b'}' | b']') || c.is_ascii_whitespace())
+            {
+                continue;
+            }
             let Some(value) = value_after_bytes(t, from).filter(|v| *v != b"null") else {
                 continue;
             };

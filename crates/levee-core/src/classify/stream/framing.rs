@@ -26,42 +26,49 @@ pub(super) struct Lines {
 }
 
 impl Lines {
-    /// Calls `f` with each line completed by `chunk`, until it breaks.
-    pub(super) fn feed<B>(
+    /// Calls `f` with the first line `rest` completes, if it completes one,
+    /// and returns how many bytes of `rest` that took: all of them when no
+    /// line ends in `rest` (they are kept for the next chunk).
+    pub(super) fn step<B>(
         &mut self,
-        chunk: &[u8],
-        mut f: impl FnMut(&[u8]) -> ControlFlow<B>,
-    ) -> ControlFlow<B> {
-        let mut rest = chunk;
+        rest: &[u8],
+        f: impl FnOnce(&[u8]) -> ControlFlow<B>,
+    ) -> (usize, ControlFlow<B>) {
+        let mut start = 0;
         if self.after_cr && !rest.is_empty() {
             self.after_cr = false;
             if rest[0] == b'\n' {
-                rest = &rest[1..];
+                start = 1;
             }
         }
-        while let Some(i) = memchr::memchr2(b'\n', b'\r', rest) {
-            let flow = if self.buf.is_empty() {
-                // The common case: the whole line is in this chunk, no copy.
-                f(&rest[..i.min(MAX_PIECE)])
-            } else {
-                push_capped(&mut self.buf, &rest[..i]);
-                let flow = f(&self.buf);
-                self.buf.clear();
-                flow
-            };
-            let mut end = i + 1;
-            if rest[i] == b'\r' {
-                match rest.get(end) {
-                    Some(b'\n') => end += 1,
-                    Some(_) => {}
-                    None => self.after_cr = true,
-                }
+        let body = &rest[start..];
+        let Some(i) = memchr::memchr2(b'\n', b'\r', body) else {
+            push_capped(&mut self.buf, body);
+            return (rest.len(), ControlFlow::Continue(()));
+        };
+        let flow = if self.buf.is_empty() {
+            // The common case: the whole line is in this chunk, no copy.
+            f(&body[..i.min(MAX_PIECE)])
+        } else {
+            push_capped(&mut self.buf, &body[..i]);
+            let flow = f(&self.buf);
+            self.buf.clear();
+            flow
+        };
+        let mut end = i + 1;
+        if body[i] == b'\r' {
+            match body.get(end) {
+                Some(b'\n') => end += 1,
+                Some(_) => {}
+                None => self.after_cr = true,
             }
-            rest = &rest[end..];
-            flow?;
         }
-        push_capped(&mut self.buf, rest);
-        ControlFlow::Continue(())
+        (start + end, flow)
+    }
+
+    /// Whether the next byte starts a line: nothing of one is kept.
+    pub(super) fn at_line_start(&self) -> bool {
+        self.buf.is_empty() && !self.after_cr
     }
 
     /// The unterminated last line, at end of stream.

@@ -203,7 +203,7 @@ impl StreamScanner {
             ..
         } = self;
         let flow = match self.format {
-            StreamFormat::Sse => lines.feed(chunk, |line| sse.line(ctx, line).into_flow()),
+            StreamFormat::Sse => sse.feed(ctx, lines, chunk),
             StreamFormat::NdJson => docs.feed(chunk, |doc| event::json_doc(ctx, doc).into_flow()),
             StreamFormat::AwsEventStream => {
                 if *aws == AwsFraming::Unknown {
@@ -311,12 +311,92 @@ struct Sse {
     data: Vec<u8>,
     has_data: bool,
     raw: Option<(Vec<u8>, Depth)>,
+    /// Tests: read every event line by line (see [`Sse::feed`]).
+    #[cfg(test)]
+    copy_events: bool,
 }
 
 /// Event names are short; a longer one is no name we know.
 const MAX_EVENT_NAME: usize = 64;
 
+/// An SSE event in its common form, whole at the start of a chunk: an
+/// optional `event:` line, one `data:` line and the blank line, each ended
+/// by `\n`, none longer than [`MAX_PIECE`].
+struct WholeEvent<'a> {
+    name: &'a [u8],
+    data: &'a [u8],
+    len: usize,
+}
+
+impl<'a> WholeEvent<'a> {
+    /// The event `b` starts with, if it has that form; what [`Sse::line`]
+    /// would have assembled from its lines.
+    fn parse(b: &'a [u8]) -> Option<Self> {
+        let mut at = 0;
+        let mut name = &b""[..];
+        if let Some(rest) = b.strip_prefix(b"event:") {
+            let line = line_at(rest)?;
+            let value = line.strip_prefix(b" ").unwrap_or(line);
+            name = &value[..value.len().min(MAX_EVENT_NAME)];
+            at = "event:".len() + line.len() + 1;
+        }
+        let line = line_at(b[at..].strip_prefix(b"data:")?)?;
+        at += "data:".len() + line.len() + 1;
+        (b.get(at) == Some(&b'\n')).then(|| WholeEvent {
+            name,
+            data: line.strip_prefix(b" ").unwrap_or(line),
+            len: at + 1,
+        })
+    }
+}
+
+/// The rest of the line `b` starts inside, if it ends in `b` with `\n`
+/// (not `\r`) and, with its field name, is not cut at [`MAX_PIECE`].
+fn line_at(b: &[u8]) -> Option<&[u8]> {
+    let i = memchr::memchr2(b'\n', b'\r', b)?;
+    (b[i] == b'\n' && i + "event:".len() <= MAX_PIECE).then(|| &b[..i])
+}
+
 impl Sse {
+    /// Reads a chunk. A whole event at a line start is read where it lies
+    /// in the chunk: most chunks of a healthy stream are one or a few such
+    /// events, and copying each into `data` cost as much as reading it.
+    /// Anything else goes line by line.
+    fn feed(&mut self, ctx: &mut Ctx, lines: &mut Lines, chunk: &[u8]) -> ControlFlow<Signal> {
+        let mut rest = chunk;
+        while !rest.is_empty() {
+            if self.in_place()
+                && self.is_idle()
+                && lines.at_line_start()
+                && let Some(e) = WholeEvent::parse(rest)
+            {
+                rest = &rest[e.len..];
+                event::sse_event(ctx, e.name, e.data).into_flow()?;
+                continue;
+            }
+            let (used, flow) = lines.step(rest, |line| self.line(ctx, line).into_flow());
+            rest = &rest[used..];
+            flow?;
+        }
+        ControlFlow::Continue(())
+    }
+
+    #[cfg(not(test))]
+    fn in_place(&self) -> bool {
+        true
+    }
+
+    /// Tests compare events read in place with the same events copied.
+    #[cfg(test)]
+    fn in_place(&self) -> bool {
+        !self.copy_events
+    }
+
+    /// Whether no event is being assembled.
+    fn is_idle(&self) -> bool {
+        !self.has_data && self.event.is_empty() && self.raw.is_none()
+    }
+
     fn line(&mut self, ctx: &mut Ctx, line: &[u8]) -> Signal {
         if let Some((buf, depth)) = &mut self.raw {
             let sse_field = line.is_empty()
@@ -407,5 +487,93 @@ impl Sse {
             return s;
         }
         self.dispatch(ctx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use proptest::sample::{Index, select};
+
+    use super::*;
+
+    /// SSE pieces that reach every branch of the framing and of the events.
+    const PIECES: &[&str] = &[
+        "data: ",
+        "data:",
+        "event: ",
+        "event:",
+        ": OPENROUTER PROCESSING",
+        "\n",
+        "\n\n",
+        "\r",
+        "\r\n",
+        "message_stop",
+        "error",
+        "[DONE]",
+        "{\"choices\":[{\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}",
+        "{\"type\":\"message_stop\"}",
+        "\"finish_reason\":\"stop\"",
+        "\"finish_reason\":\"error\"",
+        "{\"error\":{\"type\":\"overloaded_error\"}}",
+        "{\"type\":\"error\",\"error\":{\"code\":429",
+        "{",
+        "}",
+        "\"",
+        " ",
+        "é",
+    ];
+
+    /// Every classification `feed` reports, then `finish`'s.
+    fn run(body: &[u8], cuts: &[usize], copy_events: bool) -> Vec<Option<Classification>> {
+        let mut s = StreamScanner::new(StreamFormat::Sse);
+        s.sse.copy_events = copy_events;
+        let mut from = 0;
+        let mut seen: Vec<_> = cuts
+            .iter()
+            .chain([&body.len()])
+            .map(|&to| {
+                let c = s.feed(&body[from..to]);
+                from = to;
+                c
+            })
+            .collect();
+        seen.push(Some(s.finish()));
+        seen
+    }
+
+    #[test]
+    fn common_events_are_read_in_place() {
+        let e = WholeEvent::parse(b"event: ping\ndata: {}\n\ndata: x").unwrap();
+        assert_eq!((e.name, e.data, e.len), (&b"ping"[..], &b"{}"[..], 22));
+        let e = WholeEvent::parse(b"data:[DONE]\n\n").unwrap();
+        assert_eq!((e.name, e.data), (&b""[..], &b"[DONE]"[..]));
+        for other in [
+            &b"data: {}\n"[..],
+            b"data: {}\r\n\r\n",
+            b"data: a\ndata: b\n\n",
+            b"event: ping\n\n",
+            b": keep-alive\n\n",
+            b"{\"error\":{}}\n\n",
+        ] {
+            assert!(WholeEvent::parse(other).is_none(), "{other:?}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        /// Events read in place from a chunk give what the same events
+        /// copied line by line give, however the stream is split.
+        #[test]
+        fn events_read_in_place_agree_with_events_copied(
+            pieces in prop::collection::vec(select(PIECES), 0..24),
+            cuts in prop::collection::vec(any::<Index>(), 0..6),
+        ) {
+            let body = pieces.concat().into_bytes();
+            let mut cuts: Vec<usize> = cuts.iter().map(|i| i.index(body.len() + 1)).collect();
+            cuts.sort_unstable();
+            prop_assert_eq!(run(&body, &cuts, false), run(&body, &cuts, true));
+        }
     }
 }
