@@ -5,35 +5,16 @@
 //! built inside every iteration, for every variant alike.
 #![allow(missing_docs)]
 
-use std::convert::Infallible;
-use std::future::{Ready, ready};
+mod common;
+use common::{Bare, contended, single_thread};
+
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
-use http::{Request, Response, Uri};
-use http_body_util::Empty;
-use tower::{Layer, Service, ServiceExt};
+use http::Request;
+use tower::{Layer, Service};
 use tower_levee::breaker::BreakerLayer;
-
-const URI: &str = "https://api.openai.com/v1/chat/completions";
-
-/// The bare inner service: answers 200 at once.
-#[derive(Clone, Copy, Debug)]
-struct Bare;
-
-impl Service<Request<()>> for Bare {
-    type Response = Response<Empty<Bytes>>;
-    type Error = Infallible;
-    type Future = Ready<Result<Self::Response, Infallible>>;
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-    fn call(&mut self, _: Request<()>) -> Self::Future {
-        ready(Ok(Response::new(Empty::new())))
-    }
-}
 
 /// failsafe's future-aware breaker as a tower service.
 #[derive(Clone, Debug)]
@@ -64,84 +45,6 @@ where
         use failsafe::futures::CircuitBreaker;
         self.breaker.call(self.inner.call(req))
     }
-}
-
-static PARSED: std::sync::LazyLock<Uri> = std::sync::LazyLock::new(|| Uri::from_static(URI));
-
-/// A request to a pre-parsed URI (cloning a static `Uri` copies no bytes).
-fn request() -> Request<()> {
-    let mut req = Request::new(());
-    *req.uri_mut() = PARSED.clone();
-    req
-}
-
-async fn one<S>(svc: &mut S)
-where
-    S: Service<Request<()>>,
-    S::Error: std::fmt::Debug,
-{
-    let res = svc.ready().await.unwrap().call(request()).await;
-    std::hint::black_box(res.is_ok());
-}
-
-fn single_thread<S>(c: &mut Criterion, name: &str, mut svc: S)
-where
-    S: Service<Request<()>> + 'static,
-    S::Error: std::fmt::Debug,
-{
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    c.bench_function(&format!("breaker/1-thread/{name}"), |b| {
-        b.iter_custom(|iters| {
-            rt.block_on(async {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    one(&mut svc).await;
-                }
-                start.elapsed()
-            })
-        })
-    });
-}
-
-/// 64 tasks on a 2-thread runtime, each with its own clone, `calls` each:
-/// reports the wall time per call.
-fn contended<S>(c: &mut Criterion, name: &str, svc: S)
-where
-    S: Service<Request<()>> + Clone + Send + 'static,
-    S::Future: Send,
-    S::Error: std::fmt::Debug,
-{
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .build()
-        .unwrap();
-    c.bench_function(&format!("breaker/64-tasks-2-threads/{name}"), |b| {
-        b.iter_custom(|iters| {
-            let per_task = (iters / 64).max(1);
-            let start = Instant::now();
-            rt.block_on(async {
-                let tasks: Vec<_> = (0..64)
-                    .map(|_| {
-                        let mut svc = svc.clone();
-                        tokio::spawn(async move {
-                            for _ in 0..per_task {
-                                one(&mut svc).await;
-                            }
-                        })
-                    })
-                    .collect();
-                for t in tasks {
-                    t.await.unwrap();
-                }
-            });
-            // Scale to `iters` calls so criterion's per-iteration figure is per call.
-            start
-                .elapsed()
-                .mul_f64(iters as f64 / (per_task * 64) as f64)
-        })
-    });
 }
 
 fn levee_closed() -> tower_levee::breaker::Breaker<Bare> {
@@ -185,17 +88,17 @@ fn failsafe_breaker() -> Failsafe<Bare> {
 }
 
 fn benches(c: &mut Criterion) {
-    single_thread(c, "bare", Bare);
-    single_thread(c, "levee-closed", levee_closed());
-    single_thread(c, "levee-open-rejecting", levee_open());
-    single_thread(c, "tower-resilience", resilience());
-    single_thread(c, "failsafe", failsafe_breaker());
+    single_thread(c, "breaker", "bare", Bare);
+    single_thread(c, "breaker", "levee-closed", levee_closed());
+    single_thread(c, "breaker", "levee-open-rejecting", levee_open());
+    single_thread(c, "breaker", "tower-resilience", resilience());
+    single_thread(c, "breaker", "failsafe", failsafe_breaker());
 
-    contended(c, "bare", Bare);
-    contended(c, "levee-closed", levee_closed());
-    contended(c, "levee-open-rejecting", levee_open());
-    contended(c, "tower-resilience", resilience());
-    contended(c, "failsafe", failsafe_breaker());
+    contended(c, "breaker", "bare", Bare);
+    contended(c, "breaker", "levee-closed", levee_closed());
+    contended(c, "breaker", "levee-open-rejecting", levee_open());
+    contended(c, "breaker", "tower-resilience", resilience());
+    contended(c, "breaker", "failsafe", failsafe_breaker());
 }
 
 criterion_group! {
