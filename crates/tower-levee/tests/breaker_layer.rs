@@ -386,8 +386,9 @@ fn fast_cooldown() -> BreakerConfig {
         .unwrap()
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_dropped_probe_gives_its_slot_back() {
+/// A breaker over a provider that never answers, opened and past its
+/// 10 s cool-off: the next call is the probe.
+async fn cooled_off_over_a_hanging_provider() -> (tower_levee::breaker::Breaker<Hanging>, Hanging) {
     let hanging = Hanging {
         calls: Arc::new(AtomicUsize::new(0)),
     };
@@ -395,10 +396,15 @@ async fn a_dropped_probe_gives_its_slot_back() {
         .breaker(fast_cooldown())
         .build()
         .unwrap();
-    let handle = layer.handle();
-    let mut svc = ServiceBuilder::new().layer(layer).service(hanging.clone());
-    handle.open("api.openai.com");
+    layer.handle().open("api.openai.com");
+    let svc = ServiceBuilder::new().layer(layer).service(hanging.clone());
     tokio::time::advance(Duration::from_secs(11)).await;
+    (svc, hanging)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_probe_gives_its_slot_back() {
+    let (mut svc, hanging) = cooled_off_over_a_hanging_provider().await;
     let probe = svc.ready().await.unwrap().call(openai());
     let mut probe = tokio_test::task::spawn(probe);
     assert!(probe.poll().is_pending());
@@ -415,17 +421,7 @@ async fn a_dropped_probe_gives_its_slot_back() {
 
 #[tokio::test(start_paused = true)]
 async fn a_hung_probe_loses_its_lease() {
-    let hanging = Hanging {
-        calls: Arc::new(AtomicUsize::new(0)),
-    };
-    let layer = BreakerLayer::builder()
-        .breaker(fast_cooldown())
-        .build()
-        .unwrap();
-    let handle = layer.handle();
-    let mut svc = ServiceBuilder::new().layer(layer).service(hanging.clone());
-    handle.open("api.openai.com");
-    tokio::time::advance(Duration::from_secs(11)).await;
+    let (mut svc, hanging) = cooled_off_over_a_hanging_provider().await;
     let mut hung = tokio_test::task::spawn(svc.ready().await.unwrap().call(openai()));
     assert!(hung.poll().is_pending());
     tokio::time::advance(Duration::from_secs(29)).await;
