@@ -2,6 +2,8 @@
 //! wait exceeds `max_wait`, and a stream's verdict does not depend on how
 //! its bytes were split into chunks.
 
+mod support;
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
@@ -262,21 +264,7 @@ fn run(
     body: &[u8],
     cuts: &[usize],
 ) -> (Option<Classification>, Classification) {
-    let mut s = scanner(content_type);
-    let mut reported = None;
-    let mut from = 0;
-    for &to in cuts.iter().chain([&body.len()]) {
-        if let Some(c) = s.feed(&body[from..to]) {
-            assert!(reported.is_none(), "feed reported twice");
-            reported = Some(c);
-        }
-        from = to;
-    }
-    let end = s.finish();
-    if let Some(r) = &reported {
-        assert_eq!(r, &end, "finish disagrees with what feed reported");
-    }
-    (reported, end)
+    support::feed_split(scanner(content_type), body, cuts)
 }
 
 proptest! {

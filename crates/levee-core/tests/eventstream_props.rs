@@ -2,6 +2,8 @@
 //! gives the same verdict as the whole, corrupt or cut streams included,
 //! and nothing panics.
 
+mod support;
+
 use http::{HeaderMap, HeaderValue, StatusCode};
 use levee_core::classify::{Classification, Classify, ProviderClassifier, Verdict};
 use proptest::prelude::*;
@@ -113,23 +115,10 @@ fn run(body: &[u8], cuts: &[usize]) -> (Option<Classification>, Classification) 
         "content-type",
         HeaderValue::from_static("application/vnd.amazon.eventstream"),
     );
-    let mut s = ProviderClassifier::default()
+    let scanner = ProviderClassifier::default()
         .stream_scanner(StatusCode::OK, &h)
         .unwrap();
-    let mut reported = None;
-    let mut from = 0;
-    for &to in cuts.iter().chain([&body.len()]) {
-        if let Some(c) = s.feed(&body[from..to]) {
-            assert!(reported.is_none(), "feed reported twice");
-            reported = Some(c);
-        }
-        from = to;
-    }
-    let end = s.finish();
-    if let Some(r) = &reported {
-        assert_eq!(r, &end, "finish disagrees with what feed reported");
-    }
-    (reported, end)
+    support::feed_split(scanner, body, cuts)
 }
 
 proptest! {
