@@ -111,9 +111,15 @@ async fn the_snapshot_gives_each_targets_state_deadline_reason_and_scopes() {
     assert_eq!(health.fallback_share, 1.0);
 }
 
-#[tokio::test(start_paused = true)]
-async fn the_fallback_share_counts_successes_served_by_a_target_other_than_the_first() {
-    let primary_up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+/// A primary that answers 200 while the switch is on and 503 otherwise,
+/// and a healthy backup, each behind its own breaker.
+fn primary_and_backup(
+    up: bool,
+) -> (
+    Failover<String, String>,
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    let primary_up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(up));
     let up = primary_up.clone();
     let primary = Scripted::new(move |_| {
         let status = if up.load(std::sync::atomic::Ordering::SeqCst) {
@@ -123,11 +129,17 @@ async fn the_fallback_share_counts_successes_served_by_a_target_other_than_the_f
         };
         Reply1::Now(response(status, None, ""))
     });
-    let mut svc = Failover::builder()
+    let svc = Failover::builder()
         .target(Target::new("primary", primary).breaker(breaker(GATE, PARK)))
         .target(Target::new("backup", Scripted::ok()).breaker(breaker(GATE, PARK)))
         .build()
         .unwrap();
+    (svc, primary_up)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_fallback_share_counts_successes_served_by_a_target_other_than_the_first() {
+    let (mut svc, primary_up) = primary_and_backup(true);
     for i in 0..10 {
         primary_up.store(i < 7, std::sync::atomic::Ordering::SeqCst);
         svc.ready().await.unwrap().call(req()).await.unwrap();
@@ -159,21 +171,7 @@ async fn the_snapshot_serializes_to_json_with_durations_in_milliseconds() {
 
 #[tokio::test(start_paused = true)]
 async fn time_open_per_target_counts_from_the_trip_to_the_recovery() {
-    let primary_up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let up = primary_up.clone();
-    let primary = Scripted::new(move |_| {
-        let status = if up.load(std::sync::atomic::Ordering::SeqCst) {
-            200
-        } else {
-            503
-        };
-        Reply1::Now(response(status, None, ""))
-    });
-    let mut svc = Failover::builder()
-        .target(Target::new("primary", primary).breaker(breaker(GATE, PARK)))
-        .target(Target::new("backup", Scripted::ok()).breaker(breaker(GATE, PARK)))
-        .build()
-        .unwrap();
+    let (mut svc, primary_up) = primary_and_backup(false);
     let handle = svc.handle();
     assert_eq!(handle.snapshot().targets[0].open_time, None); // nothing tracked yet
 
