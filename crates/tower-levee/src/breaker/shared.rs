@@ -153,6 +153,8 @@ pub(crate) struct Report<'a> {
     pub(crate) permit: Permit,
     pub(crate) classification: &'a Classification,
     pub(crate) slow: bool,
+    /// The failure domain's key (a copy: the slot is locked while recording).
+    pub(crate) domain_key: &'a str,
     pub(crate) quota_key: &'a str,
     pub(crate) billing_key: &'a str,
 }
@@ -322,6 +324,7 @@ impl Shared {
             permit,
             classification,
             slow,
+            domain_key,
             quota_key,
             billing_key,
         } = report;
@@ -337,10 +340,9 @@ impl Shared {
         };
         let transition = {
             let mut rng = self.rng();
-            let key = cell.key().to_owned();
             cell.state.record(
                 &self.settings.breaker,
-                &key,
+                domain_key,
                 permit,
                 &outcome,
                 now,

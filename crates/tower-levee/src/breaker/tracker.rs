@@ -98,6 +98,7 @@ impl Tracker {
                 permit: self.permit,
                 classification: c,
                 slow,
+                domain_key: &domain_key,
                 quota_key: &self.scopes.quota(&domain_key),
                 billing_key: self.scopes.billing(&domain_key),
             },
