@@ -64,6 +64,7 @@ pub use levee_core as core;
 pub mod axum;
 pub mod body;
 pub mod breaker;
+pub mod builder;
 pub mod bulkhead;
 pub mod clock;
 #[cfg(feature = "serde")]
@@ -77,6 +78,7 @@ pub mod reqwest;
 pub mod retry;
 
 pub use breaker::{BreakerHandle, BreakerLayer, CircuitOpen, Parked, Scope, Throttled};
+pub use builder::ServiceBuilderExt;
 pub use bulkhead::{BulkheadFull, BulkheadLayer, Bulkheads};
 pub use error::BoxError;
 pub use failover::{Failover, NoTargetAvailable, ServedBy, Target};
