@@ -17,7 +17,7 @@ use tower_levee::{BoxError, BreakerLayer, BulkheadLayer, RetryBudgetLayer};
 
 #[path = "support.rs"]
 mod support;
-use support::{check, fake_provider, outcome};
+use support::{check, fake_provider, outcome, print_event};
 
 /// What each request must end in: a throttle waited out, a stream read
 /// whole, an outage retried within budget until the breaker opens, then a
@@ -35,15 +35,7 @@ async fn main() -> Result<(), BoxError> {
 
     let breaker = BreakerLayer::builder()
         .breaker(BreakerConfig::builder().threshold(3).build()?)
-        .on_event(|e| {
-            println!(
-                "  event: {} {} -> {}: {}",
-                e.scope(),
-                e.from(),
-                e.to(),
-                e.reason()
-            )
-        })
+        .on_event(print_event)
         .build()?;
     let health = breaker.handle();
     let client = Client::builder(TokioExecutor::new()).build_http::<String>();

@@ -18,7 +18,7 @@ use tower_levee::{BoxError, BreakerLayer, BulkheadLayer, RetryBudgetLayer};
 
 #[path = "support.rs"]
 mod support;
-use support::{check, fake_provider, outcome};
+use support::{check, fake_provider, outcome, print_event};
 
 /// What each request must end in: a throttle waited out, a success, a spend
 /// cap answered once (never retried), then a refusal without a call.
@@ -33,17 +33,7 @@ const EXPECTED: [&str; 4] = [
 async fn main() -> Result<(), BoxError> {
     let addr = fake_provider().await?;
 
-    let breaker = BreakerLayer::builder()
-        .on_event(|e| {
-            println!(
-                "  event: {} {} -> {}: {}",
-                e.scope(),
-                e.from(),
-                e.to(),
-                e.reason()
-            )
-        })
-        .build()?;
+    let breaker = BreakerLayer::builder().on_event(print_event).build()?;
     let health = breaker.handle();
     // Your reqwest client, with its own pool and TLS settings (this one
     // ignores proxies from the environment: the provider is on loopback).

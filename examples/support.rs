@@ -14,7 +14,7 @@ use hyper_util::rt::TokioIo;
 use levee_core::classify::Classification;
 use tokio::net::TcpListener;
 use tower_levee::BoxError;
-use tower_levee::breaker::{CircuitOpen, Parked, Throttled};
+use tower_levee::breaker::{CircuitOpen, Parked, ScopeEvent, Throttled};
 use tower_levee::bulkhead::BulkheadFull;
 use tower_levee::retry::RetryOutcome;
 
@@ -66,6 +66,17 @@ pub(crate) async fn fake_provider() -> std::io::Result<SocketAddr> {
         }
     });
     Ok(addr)
+}
+
+/// Prints a breaker, gate or park transition as it happens.
+pub(crate) fn print_event(e: &ScopeEvent) {
+    println!(
+        "  event: {} {} -> {}: {}",
+        e.scope(),
+        e.from(),
+        e.to(),
+        e.reason()
+    );
 }
 
 /// Prints what a call ended in and returns it as a short line: the status
