@@ -1,4 +1,6 @@
 //! The breaker layer's cost per call, next to the bare service and peers.
+//! `move-only-same-size` is a layer that does nothing but carry a response
+//! future as large as the breaker's: the part of the cost that is moving it.
 //!
 //! Run: `cargo bench -p benches --bench breaker`. Figures are ns per call;
 //! compare within one run (the machine is shared and noisy). The request is
@@ -47,6 +49,47 @@ where
     }
 }
 
+/// A layer that does nothing but carry a future as large as the breaker's:
+/// the floor a response future of that size costs to move around.
+#[derive(Clone, Copy, Debug)]
+struct SameSize<S>(S);
+
+type LeveeFuture = <tower_levee::breaker::Breaker<Bare> as Service<Request<()>>>::Future;
+type BareFuture = <Bare as Service<Request<()>>>::Future;
+const PAD: usize = std::mem::size_of::<LeveeFuture>() - std::mem::size_of::<BareFuture>();
+
+pin_project_lite::pin_project! {
+    struct Padded<F> {
+        #[pin]
+        inner: F,
+        pad: [u8; PAD],
+    }
+}
+
+impl<F: std::future::Future> std::future::Future for Padded<F> {
+    type Output = F::Output;
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        std::hint::black_box(this.pad);
+        this.inner.poll(cx)
+    }
+}
+
+impl<S: Service<Request<()>>> Service<Request<()>> for SameSize<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Padded<S::Future>;
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+    fn call(&mut self, req: Request<()>) -> Self::Future {
+        Padded {
+            inner: self.0.call(req),
+            pad: std::hint::black_box([0; PAD]),
+        }
+    }
+}
+
 fn levee_closed() -> tower_levee::breaker::Breaker<Bare> {
     BreakerLayer::new().layer(Bare)
 }
@@ -89,12 +132,14 @@ fn failsafe_breaker() -> Failsafe<Bare> {
 
 fn benches(c: &mut Criterion) {
     single_thread(c, "breaker", "bare", Bare);
+    single_thread(c, "breaker", "move-only-same-size", SameSize(Bare));
     single_thread(c, "breaker", "levee-closed", levee_closed());
     single_thread(c, "breaker", "levee-open-rejecting", levee_open());
     single_thread(c, "breaker", "tower-resilience", resilience());
     single_thread(c, "breaker", "failsafe", failsafe_breaker());
 
     contended(c, "breaker", "bare", Bare);
+    contended(c, "breaker", "move-only-same-size", SameSize(Bare));
     contended(c, "breaker", "levee-closed", levee_closed());
     contended(c, "breaker", "levee-open-rejecting", levee_open());
     contended(c, "breaker", "tower-resilience", resilience());

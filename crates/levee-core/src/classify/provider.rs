@@ -30,28 +30,47 @@ pub struct ProviderClassifier {
     pub(crate) limits: Limits,
 }
 
-/// The two bounds a classification applies to waits.
+/// The two bounds a classification applies to waits, in nanoseconds
+/// (saturating at about 584 years): every breaker call carries a copy of
+/// its classifier, so it is kept to 16 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Limits {
-    pub(crate) max_wait: Duration,
-    pub(crate) quota_after: Duration,
+    max_wait: u64,
+    quota_after: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
-            max_wait: ProviderClassifier::DEFAULT_MAX_WAIT,
-            quota_after: ProviderClassifier::DEFAULT_QUOTA_AFTER,
-        }
+        Limits::new(
+            ProviderClassifier::DEFAULT_MAX_WAIT,
+            ProviderClassifier::DEFAULT_QUOTA_AFTER,
+        )
     }
 }
 
 impl Limits {
+    fn new(max_wait: Duration, quota_after: Duration) -> Self {
+        Limits {
+            max_wait: crate::clock::duration_nanos(max_wait),
+            quota_after: crate::clock::duration_nanos(quota_after),
+        }
+    }
+
+    /// The cap on every wait hint.
+    pub(crate) fn max_wait(&self) -> Duration {
+        Duration::from_nanos(self.max_wait)
+    }
+
+    /// The wait beyond which a throttle is a quota.
+    pub(crate) fn quota_after(&self) -> Duration {
+        Duration::from_nanos(self.quota_after)
+    }
+
     /// Rounded up to the millisecond, then capped.
     pub(crate) fn finish_wait(&self, wait: Duration) -> Duration {
         let millis = wait.as_nanos().div_ceil(1_000_000);
         let wait = u64::try_from(millis).map_or(Duration::MAX, Duration::from_millis);
-        wait.min(self.max_wait)
+        wait.min(self.max_wait())
     }
 
     /// The classification of an error found in a body or stream event:
@@ -102,12 +121,12 @@ impl ProviderClassifier {
 
     /// The cap applied to every wait hint.
     pub fn max_wait(&self) -> Duration {
-        self.limits.max_wait
+        self.limits.max_wait()
     }
 
     /// The wait beyond which a throttle is classified as a quota.
     pub fn quota_after(&self) -> Duration {
-        self.limits.quota_after
+        self.limits.quota_after()
     }
 }
 
@@ -122,7 +141,7 @@ impl ProviderClassifierBuilder {
     /// It is a sanity bound, not a policy: the gate and the retry layer apply
     /// their own caps.
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
-        self.limits.max_wait = max_wait;
+        self.limits = Limits::new(max_wait, self.limits.quota_after());
         self
     }
 
@@ -130,7 +149,7 @@ impl ProviderClassifierBuilder {
     /// [`ProviderClassifier::DEFAULT_QUOTA_AFTER`]); `Duration::MAX` turns the
     /// rule off.
     pub fn quota_after(mut self, quota_after: Duration) -> Self {
-        self.limits.quota_after = quota_after;
+        self.limits = Limits::new(self.limits.max_wait(), quota_after);
         self
     }
 
@@ -168,7 +187,7 @@ impl Classify for ProviderClassifier {
         );
         let dialect = response.dialect.or(h.dialect);
         let should_retry = h.should_retry.and_then(hints::should_retry_value);
-        let quota_after = self.limits.quota_after;
+        let quota_after = self.limits.quota_after();
         body::read(response.body, |facts| {
             let aws = h.aws_error_type.or(facts.aws_type);
             let mut c = self.limits.classify_facts(

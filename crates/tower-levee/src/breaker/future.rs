@@ -3,12 +3,14 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use bytes::Buf;
 use http::Response;
+use http::{HeaderMap, StatusCode};
 use http_body::Body;
-use levee_core::classify::{Classification, Classify, ResponseView, Verdict};
+use levee_core::classify::{Classification, Classify, ResponseView, StreamScanner, Verdict};
 use pin_project_lite::pin_project;
 
 use super::layer::SoftFailureFn;
@@ -43,9 +45,68 @@ pin_project! {
 /// and the tracker that reports the outcome.
 pub(crate) struct Call<C> {
     pub(crate) classifier: C,
-    pub(crate) soft_failure: Option<SoftFailureFn>,
+    pub(crate) soft_failure: Option<Arc<SoftFailureFn>>,
     pub(crate) peek_limit: u32,
     pub(crate) tracker: Tracker,
+}
+
+/// What becomes of a call's result.
+// A stack value for one poll: boxing the scanner would cost a stream a second
+// allocation (its `Watch` is boxed already).
+#[allow(clippy::large_enum_variant)]
+enum Route {
+    /// Settled: the response goes on as it is, with its classification
+    /// attached unless it is a success.
+    Plain(Option<Classification>),
+    /// A transport error, settled.
+    Failed,
+    /// A stream, settled when it ends (and whether its first byte was slow).
+    Watch(StreamScanner, bool),
+    /// The body is read ahead before classifying.
+    Peek,
+}
+
+impl<C: Classify> Call<C> {
+    /// Classifies a response head; settles the call unless its body must be
+    /// read first.
+    fn route(&mut self, status: StatusCode, headers: &HeaderMap) -> Route {
+        let slow = self.tracker.is_slow();
+        let peek = self.classifier.wants_body(status, headers);
+        if !peek && let Some(scanner) = self.classifier.stream_scanner(status, headers) {
+            return Route::Watch(scanner, slow);
+        }
+        // A soft-failure hook reads a 2xx body that is not a stream.
+        if peek || (self.soft_failure.is_some() && status.is_success()) {
+            return Route::Peek;
+        }
+        let c = self
+            .classifier
+            .classify_response(&ResponseView::new(status, headers, &[]));
+        self.tracker.settle(&c, slow);
+        Route::Plain((c.verdict != Verdict::Success).then_some(c))
+    }
+
+    /// Settles a call that failed below: a Levee rejection says nothing.
+    fn settle_error(&mut self, e: &(dyn std::error::Error + Send + Sync + 'static)) {
+        if is_rejection(e) {
+            self.tracker.settle_neutral();
+        } else {
+            let c = self.classifier.classify_transport(transport_failure(e));
+            self.tracker.settle(&c, false);
+        }
+    }
+}
+
+/// A response whose body is not watched or peeked.
+fn plain<B: Body>(
+    response: Response<B>,
+    failure: Option<Classification>,
+) -> Response<ResponseBody<B>> {
+    let mut response = response.map(ResponseBody::plain);
+    if let Some(c) = failure {
+        response.extensions_mut().insert(c);
+    }
+    response
 }
 
 impl<F, B: Body, C> ResponseFuture<F, B, C> {
@@ -86,55 +147,53 @@ where
                 StateProj::Calling { future } => {
                     let result = ready!(future.poll(cx));
                     let call = this.call.as_mut().expect("a called future has a call");
-                    let tracker = &mut call.tracker;
-                    match result {
-                        Err(e) => {
-                            let e: BoxError = e.into();
-                            if is_rejection(&*e) {
-                                tracker.settle_neutral();
-                            } else {
-                                let c = call.classifier.classify_transport(transport_failure(&*e));
-                                tracker.settle(&c, false);
-                            }
+                    // Routed by reference, so that the response moves once,
+                    // into the output: it is the largest thing we hand on.
+                    let route = match &result {
+                        Ok(response) => call.route(response.status(), response.headers()),
+                        Err(_) => Route::Failed,
+                    };
+                    match route {
+                        Route::Plain(failure) => {
                             this.state.set(State::Done);
-                            return Poll::Ready(Err(e));
+                            return Poll::Ready(match result {
+                                Ok(response) => Ok(plain(response, failure)),
+                                Err(e) => Err(e.into()),
+                            });
                         }
-                        Ok(response) => {
-                            let slow = tracker.is_slow();
-                            let (status, headers) = (response.status(), response.headers());
-                            let mut peek = call.classifier.wants_body(status, headers);
-                            if !peek
-                                && let Some(scanner) =
-                                    call.classifier.stream_scanner(status, headers)
-                            {
-                                // The stream's verdict is known at its end: the
-                                // body carries the tracker (and any probe slot).
-                                let call = this.call.take().expect("checked above");
-                                let watch = Watch::new(scanner, call.tracker, slow);
-                                this.state.set(State::Done);
-                                return Poll::Ready(Ok(
-                                    response.map(|body| ResponseBody::watched(body, watch))
-                                ));
-                            }
-                            // A soft-failure hook reads a 2xx body that is not a stream.
-                            peek |= call.soft_failure.is_some() && status.is_success();
-                            if peek {
-                                let (parts, body) = response.into_parts();
-                                let peeked = Peeked::new(body, call.peek_limit as usize);
-                                this.state.set(State::Peeking {
-                                    peeking: Some(Box::new((parts, peeked))),
-                                });
-                                continue;
-                            }
-                            let view = ResponseView::new(status, headers, &[]);
-                            let c = call.classifier.classify_response(&view);
-                            tracker.settle(&c, slow);
-                            let mut response = response.map(ResponseBody::plain);
-                            if c.verdict != Verdict::Success {
-                                response.extensions_mut().insert(c);
-                            }
+                        Route::Failed => {
                             this.state.set(State::Done);
-                            return Poll::Ready(Ok(response));
+                            return Poll::Ready(match result {
+                                Ok(response) => Ok(response.map(ResponseBody::plain)),
+                                Err(e) => {
+                                    let e: BoxError = e.into();
+                                    call.settle_error(&*e);
+                                    Err(e)
+                                }
+                            });
+                        }
+                        Route::Watch(scanner, slow) => {
+                            // The stream's verdict is known at its end: the
+                            // body carries the tracker (and any probe slot).
+                            let call = this.call.take().expect("checked above");
+                            let watch = Watch::new(scanner, call.tracker, slow);
+                            this.state.set(State::Done);
+                            return Poll::Ready(match result {
+                                Ok(response) => {
+                                    Ok(response.map(|body| ResponseBody::watched(body, watch)))
+                                }
+                                Err(e) => Err(e.into()),
+                            });
+                        }
+                        Route::Peek => {
+                            let Ok(response) = result else {
+                                unreachable!("only a response is peeked")
+                            };
+                            let (parts, body) = response.into_parts();
+                            let peeked = Peeked::new(body, call.peek_limit as usize);
+                            this.state.set(State::Peeking {
+                                peeking: Some(Box::new((parts, peeked))),
+                            });
                         }
                     }
                 }

@@ -39,7 +39,8 @@ pub(crate) struct Settings {
     pub(crate) isolate_by_model: bool,
     pub(crate) slow_call_by_model: Vec<(Box<str>, Duration)>,
     pub(crate) slow_stream: Option<Duration>,
-    pub(crate) soft_failure: Option<SoftFailureFn>,
+    /// Behind a second `Arc`, a thin pointer: every call carries a clone.
+    pub(crate) soft_failure: Option<Arc<SoftFailureFn>>,
     pub(crate) scope_fn: Option<ScopeFn>,
     pub(crate) subscribers: Vec<EventSubscriber>,
     pub(crate) seed: Option<u64>,
@@ -330,7 +331,7 @@ impl<C> BreakerLayerBuilder<C> {
             isolate_by_model: self.isolate_by_model,
             slow_call_by_model: self.slow_call_by_model,
             slow_stream: self.slow_stream,
-            soft_failure: self.soft_failure,
+            soft_failure: self.soft_failure.map(Arc::new),
             scope_fn: self.scope_fn,
             subscribers: self.subscribers,
             seed: self.seed,

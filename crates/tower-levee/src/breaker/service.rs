@@ -10,13 +10,12 @@ use http::{Request, Response};
 use http_body::Body;
 use levee_core::classify::{Classify, ProviderClassifier};
 use levee_core::clock::Clock;
-use tokio::time::Instant;
 use tower_service::Service;
 
 use super::future::{Call, ResponseFuture};
-use super::scope::{KEY_SEPARATOR, KeyBuf, ModelBuf, RequestHead, Scope, ScopeKeys, default_scope};
+use super::scope::{KEY_SEPARATOR, KeyBuf, RequestHead, Scope, ScopeKeys, default_scope};
 use super::shared::{DomainHandle, Shared};
-use super::tracker::{CallScopes, Tracker};
+use super::tracker::{CallScopes, SlowClock, Tracker};
 use crate::BoxError;
 use crate::body::ResponseBody;
 
@@ -75,51 +74,6 @@ impl<S: fmt::Debug, C> fmt::Debug for Breaker<S, C> {
     }
 }
 
-impl<S, C> Breaker<S, C> {
-    /// The request's scopes, its failure domain's handle, and the cache
-    /// entry that holds the domain's name.
-    fn resolve<'a>(&mut self, head: &RequestHead<'a>) -> (ScopeKeys<'a>, DomainHandle, usize) {
-        let shared = &*self.shared;
-        let settings = &shared.settings;
-        // The default scopes are a function of the URI's authority and path:
-        // a clone that calls the same URIs again compares two strings
-        // instead of parsing them and hashing into the shared map.
-        let by_uri = settings.scope_fn.is_none() && head.extensions.get::<Scope>().is_none();
-        let authority = head.uri.authority().map(|a| a.as_str());
-        let path = head.uri.path();
-        if let Some(authority) = authority.filter(|_| by_uri)
-            && let Some(hit) = self.cache.get_by_uri(authority, path)
-        {
-            return hit;
-        }
-        let keys = match &settings.scope_fn {
-            Some(f) => f(head),
-            None => default_scope(head),
-        };
-        let model = keys.model.unwrap_or("");
-        let domain_parts: &[&str] = if settings.isolate_by_model && !model.is_empty() {
-            &[keys.domain, model]
-        } else {
-            &[keys.domain]
-        };
-        let uri_key = authority
-            .filter(|_| by_uri)
-            .and_then(|authority| CacheKey::uri(authority, path, &keys));
-        if uri_key.is_none()
-            && let Some((domain, entry)) = self.cache.get_by_parts(domain_parts)
-        {
-            return (keys, domain, entry);
-        }
-        let key = KeyBuf::join(domain_parts, KEY_SEPARATOR);
-        let domain = shared.domain(&key);
-        let name = Arc::from(&*key);
-        let entry = self
-            .cache
-            .put(uri_key.unwrap_or(CacheKey::Parts(key)), domain, name);
-        (keys, domain, entry)
-    }
-}
-
 impl<S, C, B, RB> Service<Request<B>> for Breaker<S, C>
 where
     S: Service<Request<B>, Response = Response<RB>>,
@@ -136,78 +90,124 @@ where
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
+    #[inline(always)]
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        let head = RequestHead::of(&req);
-        let (keys, domain, entry) = self.resolve(&head);
-        let shared = &*self.shared;
-        let settings = &shared.settings;
-        let model = keys.model.filter(|m| !m.is_empty());
-        let isolated = settings.isolate_by_model && model.is_some();
-        if tracing::level_enabled!(tracing::Level::DEBUG)
-            && tracing::enabled!(target: "levee::breaker", tracing::Level::DEBUG)
-        {
-            record_scope(keys.domain, model);
-        }
-        // Parked, then gated, then open: the most lasting refusal first.
-        // Keys are joined only while some scope is parked or gated.
-        if shared.active_parks.load(Ordering::Relaxed) > 0
-            && let Err(e) = shared.check_park(keys.billing.unwrap_or(keys.domain))
-        {
-            return ResponseFuture::rejected(e);
-        }
-        if shared.active_gates.load(Ordering::Relaxed) > 0 {
-            let quota = match model {
-                Some(model) => KeyBuf::join(&[keys.domain, model], KEY_SEPARATOR),
-                None => KeyBuf::join(&[keys.domain], KEY_SEPARATOR),
-            };
-            if let Err(e) = shared.check_gate(&quota) {
-                return ResponseFuture::rejected(e);
+        // Admission is out of line and not generic; only the future is
+        // built here, so that it can be built where the caller keeps it.
+        match admit(&self.shared, &mut self.cache, &RequestHead::of(&req)) {
+            Ok(tracker) => {
+                let settings = &self.shared.settings;
+                let call = Call {
+                    classifier: self.classifier.clone(),
+                    soft_failure: settings.soft_failure.clone(),
+                    peek_limit: settings.peek_limit,
+                    tracker,
+                };
+                ResponseFuture::called(self.inner.call(req), call)
             }
+            Err(e) => ResponseFuture::rejected(e),
         }
-        let hot = domain.hot();
-        let permit = match hot.and_then(|hot| hot.admit_closed()) {
-            Some(permit) => permit,
-            None => {
-                // Open and cooling off: refused without the lock.
-                if let Some(left) = hot.and_then(|hot| hot.open_for(|| shared.clock.now())) {
-                    let scope = self.cache.name(entry);
-                    return ResponseFuture::rejected(shared.reject_open(scope, left));
-                }
-                match shared.admit_breaker(domain) {
-                    Ok(permit) => permit,
-                    Err(e) => return ResponseFuture::rejected(e),
-                }
-            }
-        };
-
-        // The billing scope defaults to the failure domain: only an explicit
-        // one is stored (and allocated).
-        let scopes = CallScopes {
-            model: model.map(|m| ModelBuf::join(&[m], KEY_SEPARATOR)),
-            isolated,
-            billing: keys
-                .billing
-                .filter(|b| *b != keys.domain)
-                .map(Box::<str>::from),
-        };
-        let slow_call = settings.slow_call(keys.model);
-        // `Instant::now()` only where a slow-call threshold needs it.
-        let now = (slow_call.is_some() || settings.slow_stream.is_some()).then(Instant::now);
-        let call = Call {
-            classifier: self.classifier.clone(),
-            soft_failure: settings.soft_failure.clone(),
-            peek_limit: settings.peek_limit,
-            tracker: Tracker {
-                domain,
-                permit,
-                scopes,
-                slow_after: now.zip(slow_call).map(|(t, d)| t + d),
-                slow_total_after: now.zip(settings.slow_stream).map(|(t, d)| t + d),
-                settled: false,
-            },
-        };
-        ResponseFuture::called(self.inner.call(req), call)
     }
+}
+
+/// Admits a request: its scopes, then park, gate and breaker in turn. The
+/// tracker holds what its outcome will be reported with.
+fn admit(
+    shared: &Shared,
+    cache: &mut DomainCache,
+    head: &RequestHead<'_>,
+) -> Result<Tracker, BoxError> {
+    let (keys, domain, entry) = resolve(shared, cache, head);
+    let settings = &shared.settings;
+    let model = keys.model.filter(|m| !m.is_empty());
+    let isolated = settings.isolate_by_model && model.is_some();
+    if tracing::level_enabled!(tracing::Level::DEBUG)
+        && tracing::enabled!(target: "levee::breaker", tracing::Level::DEBUG)
+    {
+        record_scope(keys.domain, model);
+    }
+    // Parked, then gated, then open: the most lasting refusal first.
+    // Keys are joined only while some scope is parked or gated.
+    if shared.active_parks.load(Ordering::Relaxed) > 0
+        && let Err(e) = shared.check_park(keys.billing.unwrap_or(keys.domain))
+    {
+        return Err(e);
+    }
+    if shared.active_gates.load(Ordering::Relaxed) > 0 {
+        let quota = match model {
+            Some(model) => KeyBuf::join(&[keys.domain, model], KEY_SEPARATOR),
+            None => KeyBuf::join(&[keys.domain], KEY_SEPARATOR),
+        };
+        shared.check_gate(&quota)?;
+    }
+    let hot = domain.hot();
+    let permit = match hot.and_then(|hot| hot.admit_closed()) {
+        Some(permit) => permit,
+        None => {
+            // Open and cooling off: refused without the lock.
+            if let Some(left) = hot.and_then(|hot| hot.open_for(|| shared.clock.now())) {
+                let scope = cache.name(entry);
+                return Err(shared.reject_open(scope, left));
+            }
+            shared.admit_breaker(domain)?
+        }
+    };
+
+    // The billing scope defaults to the failure domain: only an explicit
+    // one is stored (and allocated).
+    let billing = keys.billing.filter(|b| *b != keys.domain);
+    Ok(Tracker {
+        domain,
+        permit,
+        scopes: CallScopes::new(model, billing),
+        isolated,
+        slow: SlowClock::start(settings.slow_call(keys.model), settings.slow_stream),
+        settled: false,
+    })
+}
+
+/// The request's scopes, its failure domain's handle, and the cache
+/// entry that holds the domain's name.
+fn resolve<'a>(
+    shared: &Shared,
+    cache: &mut DomainCache,
+    head: &RequestHead<'a>,
+) -> (ScopeKeys<'a>, DomainHandle, usize) {
+    let settings = &shared.settings;
+    // The default scopes are a function of the URI's authority and path:
+    // a clone that calls the same URIs again compares two strings
+    // instead of parsing them and hashing into the shared map.
+    let by_uri = settings.scope_fn.is_none() && head.extensions.get::<Scope>().is_none();
+    let authority = head.uri.authority().map(|a| a.as_str());
+    let path = head.uri.path();
+    if let Some(authority) = authority.filter(|_| by_uri)
+        && let Some(hit) = cache.get_by_uri(authority, path)
+    {
+        return hit;
+    }
+    let keys = match &settings.scope_fn {
+        Some(f) => f(head),
+        None => default_scope(head),
+    };
+    let model = keys.model.unwrap_or("");
+    let domain_parts: &[&str] = if settings.isolate_by_model && !model.is_empty() {
+        &[keys.domain, model]
+    } else {
+        &[keys.domain]
+    };
+    let uri_key = authority
+        .filter(|_| by_uri)
+        .and_then(|authority| CacheKey::uri(authority, path, &keys));
+    if uri_key.is_none()
+        && let Some((domain, entry)) = cache.get_by_parts(domain_parts)
+    {
+        return (keys, domain, entry);
+    }
+    let key = KeyBuf::join(domain_parts, KEY_SEPARATOR);
+    let domain = shared.domain(&key);
+    let name = Arc::from(&*key);
+    let entry = cache.put(uri_key.unwrap_or(CacheKey::Parts(key)), domain, name);
+    (keys, domain, entry)
 }
 
 /// Names the call's quota scope on the enclosing span (a retry or failover

@@ -4,43 +4,74 @@ use std::borrow::Cow;
 
 use levee_core::breaker::Permit;
 use levee_core::classify::{Classification, StreamScanner, Verdict};
+use std::time::Duration;
+
 use tokio::time::Instant;
 
 use super::scope::{KEY_SEPARATOR, ModelBuf};
 use super::shared::{DomainHandle, Report};
 
 /// What a call needs to report its outcome. No reference counts: the domain
-/// is a `Copy` handle and the scope keys are held inline.
+/// is a `Copy` handle and the scope keys are held inline. Every response
+/// future carries one, so it is kept small: a future over 256 bytes costs
+/// more to move than the breaker's whole decision.
 pub(crate) struct Tracker {
     pub(crate) domain: DomainHandle,
     pub(crate) permit: Permit,
     pub(crate) scopes: CallScopes,
-    /// When the call becomes slow to answer (start + the slow-call
-    /// threshold on time to first byte), if a threshold is configured.
-    pub(crate) slow_after: Option<Instant>,
-    /// When a stream becomes slow in total, if a threshold is configured.
-    pub(crate) slow_total_after: Option<Instant>,
+    /// Whether the failure domain's key already ends with `/model`
+    /// (`isolate_by_model`).
+    pub(crate) isolated: bool,
+    pub(crate) slow: SlowClock,
     pub(crate) settled: bool,
 }
 
 /// What a call must remember to name its quota and billing scopes on the
 /// slow path. The failure domain's key is in the registry slot the tracker
 /// already holds, so only the model (often none) is copied per call.
-pub(crate) struct CallScopes {
-    /// The model, when the request named one.
+pub(crate) enum CallScopes {
+    /// No model: the failure domain is the quota and billing scope.
+    Domain,
+    /// The model the request named; the billing scope is the account.
+    Model(ModelBuf),
+    /// An explicit billing scope (rare, so boxed).
+    Explicit(Box<ExplicitScopes>),
+}
+
+/// A call's scopes when the request named its billing scope.
+pub(crate) struct ExplicitScopes {
     pub(crate) model: Option<ModelBuf>,
-    /// Whether the failure domain's key already ends with `/model`
-    /// (`isolate_by_model`).
-    pub(crate) isolated: bool,
-    /// An explicit billing scope; `None` means the failure domain.
-    pub(crate) billing: Option<Box<str>>,
+    pub(crate) billing: Box<str>,
 }
 
 impl CallScopes {
+    /// The scopes of a call to `model` (if named) billed to `billing` (if
+    /// not the failure domain).
+    #[inline]
+    pub(crate) fn new(model: Option<&str>, billing: Option<&str>) -> Self {
+        let model = model.map(|m| ModelBuf::join(&[m], KEY_SEPARATOR));
+        match (model, billing) {
+            (None, None) => CallScopes::Domain,
+            (Some(model), None) => CallScopes::Model(model),
+            (model, Some(billing)) => CallScopes::Explicit(Box::new(ExplicitScopes {
+                model,
+                billing: billing.into(),
+            })),
+        }
+    }
+
+    fn model(&self) -> Option<&ModelBuf> {
+        match self {
+            CallScopes::Domain => None,
+            CallScopes::Model(model) => Some(model),
+            CallScopes::Explicit(explicit) => explicit.model.as_ref(),
+        }
+    }
+
     /// The quota scope, `domain/model`, given the failure domain's key.
-    pub(crate) fn quota<'a>(&self, domain_key: &'a str) -> Cow<'a, str> {
-        match &self.model {
-            Some(model) if !self.isolated => {
+    pub(crate) fn quota<'a>(&self, domain_key: &'a str, isolated: bool) -> Cow<'a, str> {
+        match self.model() {
+            Some(model) if !isolated => {
                 Cow::Owned(format!("{domain_key}{KEY_SEPARATOR}{}", model.as_str()))
             }
             _ => Cow::Borrowed(domain_key),
@@ -48,13 +79,11 @@ impl CallScopes {
     }
 
     /// The billing scope, given the failure domain's key.
-    pub(crate) fn billing<'a>(&'a self, domain_key: &'a str) -> &'a str {
-        if let Some(b) = &self.billing {
-            return b;
-        }
-        match &self.model {
+    pub(crate) fn billing<'a>(&'a self, domain_key: &'a str, isolated: bool) -> &'a str {
+        match self {
+            CallScopes::Explicit(explicit) => &explicit.billing,
             // `domain/model`: the billing scope is the account, `domain`.
-            Some(model) if self.isolated => domain_key
+            CallScopes::Model(model) if isolated => domain_key
                 .strip_suffix(model.as_str())
                 .and_then(|d| d.strip_suffix(KEY_SEPARATOR))
                 .unwrap_or(domain_key),
@@ -63,14 +92,52 @@ impl CallScopes {
     }
 }
 
+/// When a call started and its slow thresholds, in whole milliseconds
+/// (rounded up; 0 = none). The start is read only when a threshold is set.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SlowClock {
+    started: Option<Instant>,
+    first_byte_ms: u32,
+    total_ms: u32,
+}
+
+impl SlowClock {
+    /// A clock for a call with these thresholds: started now if either is set.
+    #[inline]
+    pub(crate) fn start(first_byte: Option<Duration>, total: Option<Duration>) -> Self {
+        if first_byte.is_none() && total.is_none() {
+            return SlowClock::default();
+        }
+        SlowClock {
+            started: Some(Instant::now()),
+            first_byte_ms: first_byte.map_or(0, threshold_ms),
+            total_ms: total.map_or(0, threshold_ms),
+        }
+    }
+
+    fn over(&self, ms: u32) -> bool {
+        ms != 0
+            && self
+                .started
+                .is_some_and(|at| at.elapsed() > Duration::from_millis(u64::from(ms)))
+    }
+}
+
+/// A threshold in whole milliseconds, rounded up, at least 1.
+fn threshold_ms(d: Duration) -> u32 {
+    u32::try_from(d.as_nanos().div_ceil(1_000_000))
+        .unwrap_or(u32::MAX)
+        .max(1)
+}
+
 impl Tracker {
     /// Whether the first byte came later than the slow-call threshold.
     pub(crate) fn is_slow(&self) -> bool {
-        self.slow_after.is_some_and(|at| Instant::now() > at)
+        self.slow.over(self.slow.first_byte_ms)
     }
 
     fn is_slow_in_total(&self) -> bool {
-        self.slow_total_after.is_some_and(|at| Instant::now() > at)
+        self.slow.over(self.slow.total_ms)
     }
 
     /// Reports the outcome. A plain success on a closed, clean breaker
@@ -99,8 +166,8 @@ impl Tracker {
                 classification: c,
                 slow,
                 domain_key: &domain_key,
-                quota_key: &self.scopes.quota(&domain_key),
-                billing_key: self.scopes.billing(&domain_key),
+                quota_key: &self.scopes.quota(&domain_key, self.isolated),
+                billing_key: self.scopes.billing(&domain_key, self.isolated),
             },
         );
     }

@@ -43,7 +43,7 @@ impl Ctx {
     fn in_band(&self, facts: &ErrorFacts<'_>, aws: Option<&str>) -> Classification {
         let dialect = self.dialect.or(aws.map(|_| Dialect::Bedrock));
         let reference = &|| self.date.unwrap_or_else(SystemTime::now);
-        let quota_after = self.limits.quota_after;
+        let quota_after = self.limits.quota_after();
         self.limits
             .classify_facts(facts, None, None, reference, dialect, |lower, wait| {
                 rules::decide_in_band(facts, aws, lower, wait, quota_after)
