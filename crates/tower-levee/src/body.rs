@@ -67,10 +67,25 @@ impl<B: Body> ResponseBody<B> {
     }
 }
 
+/// A frame's data as `Bytes`: itself when it is one (hyper's and reqwest's
+/// bodies), at no cost; any other `Buf` is copied out.
+#[inline]
+fn into_bytes<D: Buf + 'static>(data: D) -> Bytes {
+    let mut data = Some(data);
+    // Resolved at compile time: the type ids are constants.
+    if let Some(bytes) = (&mut data as &mut dyn std::any::Any).downcast_mut::<Option<Bytes>>() {
+        return bytes.take().unwrap_or_default();
+    }
+    match data {
+        Some(mut d) => d.copy_to_bytes(d.remaining()),
+        None => Bytes::new(),
+    }
+}
+
 impl<B> Body for ResponseBody<B>
 where
     B: Body,
-    B::Data: Buf,
+    B::Data: Buf + 'static,
 {
     type Data = Bytes;
     type Error = B::Error;
@@ -81,14 +96,14 @@ where
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         match self.project().kind.project() {
             KindProj::Plain { body } => Poll::Ready(match ready!(body.poll_frame(cx)) {
-                Some(Ok(frame)) => Some(Ok(frame.map_data(|mut d| d.copy_to_bytes(d.remaining())))),
+                Some(Ok(frame)) => Some(Ok(frame.map_data(into_bytes))),
                 Some(Err(e)) => Some(Err(e)),
                 None => None,
             }),
             KindProj::Replay { peeked } => peeked.poll_replay(cx),
             KindProj::Watched { body, watch } => Poll::Ready(match ready!(body.poll_frame(cx)) {
                 Some(Ok(frame)) => {
-                    let frame = frame.map_data(|mut d| d.copy_to_bytes(d.remaining()));
+                    let frame = frame.map_data(into_bytes);
                     // Watched as it passes: no copy, no buffering.
                     if let (Some(w), Some(data)) = (watch.as_mut(), frame.data_ref())
                         && w.feed(data)
@@ -161,7 +176,7 @@ impl<B: Body> fmt::Debug for ResponseBody<B> {
 impl<B> Peeked<B>
 where
     B: Body,
-    B::Data: Buf,
+    B::Data: Buf + 'static,
 {
     pub(crate) fn new(body: B, limit: usize) -> Box<Self> {
         Box::new(Peeked {
@@ -223,9 +238,7 @@ where
             return Poll::Ready(None);
         }
         match ready!(self.body.as_mut().poll_frame(cx)) {
-            Some(Ok(frame)) => Poll::Ready(Some(Ok(
-                frame.map_data(|mut d| d.copy_to_bytes(d.remaining()))
-            ))),
+            Some(Ok(frame)) => Poll::Ready(Some(Ok(frame.map_data(into_bytes)))),
             Some(Err(e)) => Poll::Ready(Some(Err(e))),
             None => {
                 self.eof = true;

@@ -130,7 +130,7 @@ where
     F: Future<Output = Result<Response<B>, E>>,
     E: Into<BoxError>,
     B: Body,
-    B::Data: Buf,
+    B::Data: Buf + 'static,
     C: Classify,
 {
     type Output = Result<Response<ResponseBody<B>>, BoxError>;

@@ -79,7 +79,7 @@ where
     S: Service<Request<B>, Response = Response<RB>>,
     S::Error: Into<BoxError>,
     RB: Body,
-    RB::Data: Buf,
+    RB::Data: Buf + 'static,
     C: Classify + Clone,
 {
     type Response = Response<ResponseBody<RB>>;

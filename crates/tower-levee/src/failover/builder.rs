@@ -66,7 +66,7 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
         C: Classify + Clone + 'static,
         B: Send + 'static,
         RB: Send + 'static,
-        RB::Data: Buf + Send,
+        RB::Data: Buf + Send + 'static,
         RB::Error: Send,
     {
         let Target {
