@@ -139,6 +139,35 @@ fn benches(c: &mut Criterion) {
             })
         })
     });
+    // Paired: each iteration reads the stream bare, then watched, back to
+    // back, and counts only the difference, so that the machine's drift
+    // between the two benches above does not read as the watch's cost.
+    group.bench_function("added-by-watch-paired", |b| {
+        let mut bare = client.clone();
+        let mut watched = BreakerLayer::new().layer(client.clone());
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let (mut bare_time, mut watched_time) = (Duration::ZERO, Duration::ZERO);
+                for _ in 0..iters {
+                    let start = std::time::Instant::now();
+                    let res = bare.ready().await.unwrap().call(get(&uri)).await.unwrap();
+                    drain(res.into_body()).await;
+                    bare_time += start.elapsed();
+                    let start = std::time::Instant::now();
+                    let res = watched
+                        .ready()
+                        .await
+                        .unwrap()
+                        .call(get(&uri))
+                        .await
+                        .unwrap();
+                    drain(res.into_body()).await;
+                    watched_time += start.elapsed();
+                }
+                watched_time.saturating_sub(bare_time)
+            })
+        })
+    });
     group.finish();
 }
 

@@ -76,6 +76,7 @@ pub mod metrics;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
 pub mod retry;
+mod striped;
 
 pub use breaker::{BreakerHandle, BreakerLayer, CircuitOpen, Parked, Scope, Throttled};
 pub use builder::ServiceBuilderExt;

@@ -153,9 +153,9 @@ impl BreakerHandle {
     pub fn rejections(&self) -> Rejections {
         let st = &self.shared.stats;
         Rejections {
-            breaker: st.rejected_breaker.load(Ordering::Relaxed),
-            gate: st.rejected_gate.load(Ordering::Relaxed),
-            park: st.rejected_park.load(Ordering::Relaxed),
+            breaker: st.rejected_breaker.sum(),
+            gate: st.rejected_gate.sum(),
+            park: st.rejected_park.sum(),
         }
     }
 

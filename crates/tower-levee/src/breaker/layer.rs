@@ -238,6 +238,7 @@ impl<C> BreakerLayerBuilder<C> {
     /// A slow-call threshold for one model, overriding the breaker's
     /// `slow_call`. Pick about 3× the model's normal high-percentile latency:
     /// a reasoning model and a small fast model have different baselines.
+    /// The layer applies slow-call thresholds to the millisecond (rounded up).
     pub fn slow_call_for_model(mut self, model: impl Into<Box<str>>, threshold: Duration) -> Self {
         let model = model.into();
         self.slow_call_by_model.retain(|(m, _)| *m != model);

@@ -23,6 +23,7 @@ use super::event::ScopeEvent;
 use super::layer::Settings;
 use crate::BoxError;
 use crate::clock::TokioClock;
+use crate::striped::Striped;
 
 // === Hot words ===
 
@@ -164,9 +165,11 @@ pub(crate) struct Report<'a> {
 /// Counters of calls Levee refused and of upstream failures by verdict.
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
-    pub(crate) rejected_breaker: AtomicU64,
-    pub(crate) rejected_gate: AtomicU64,
-    pub(crate) rejected_park: AtomicU64,
+    /// Striped: a refusal is the hot path while a scope is out, and must
+    /// not make every thread write one cache line.
+    pub(crate) rejected_breaker: Striped,
+    pub(crate) rejected_gate: Striped,
+    pub(crate) rejected_park: Striped,
     pub(crate) upstream: [AtomicU64; 6],
 }
 
@@ -225,7 +228,7 @@ impl Shared {
     /// The rejection of a call to a breaker that [`DomainHot::open_for`]
     /// found open: counted, without the lock.
     pub(crate) fn reject_open(&self, scope: Arc<str>, retry_after: Duration) -> BoxError {
-        self.stats.rejected_breaker.fetch_add(1, Ordering::Relaxed);
+        self.stats.rejected_breaker.add();
         CircuitOpen::new(scope, retry_after).into()
     }
 
@@ -249,7 +252,7 @@ impl Shared {
         let result = match admission {
             Admission::Allowed(permit) => Ok(permit),
             Admission::Rejected { retry_after } => {
-                self.stats.rejected_breaker.fetch_add(1, Ordering::Relaxed);
+                self.stats.rejected_breaker.add();
                 Err(CircuitOpen::new(cell.key(), retry_after).into())
             }
         };
@@ -268,7 +271,7 @@ impl Shared {
         };
         let now = self.clock.now();
         if now < until {
-            self.stats.rejected_park.fetch_add(1, Ordering::Relaxed);
+            self.stats.rejected_park.add();
             return Err(Parked::new(key, until.saturating_duration_since(now)).into());
         }
         // The reset has passed: reopen (no probe), once.
@@ -298,7 +301,7 @@ impl Shared {
         };
         let now = self.clock.now();
         if now < until {
-            self.stats.rejected_gate.fetch_add(1, Ordering::Relaxed);
+            self.stats.rejected_gate.add();
             return Err(Throttled::new(key, until.saturating_duration_since(now)).into());
         }
         let Some(mut gate) = h.lock() else {

@@ -16,10 +16,11 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::service::Failover;
-use super::state::{Advance, Common, Entry, FallbackFn, Group, Meta, Striped, TargetMeta};
+use super::state::{Advance, Common, Entry, FallbackFn, Group, Meta, TargetMeta};
 use super::target::{Target, intern};
 use crate::BoxError;
 use crate::breaker::PeekCache;
+use crate::striped::Striped;
 
 /// The default cap on [`NoTargetAvailable::retry_after`](super::NoTargetAvailable::retry_after).
 pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(300);

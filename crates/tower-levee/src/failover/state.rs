@@ -1,9 +1,8 @@
 //! What every clone of one failover shares: the targets, their counters,
 //! and the order in which a request visits them.
 
-use std::cell::Cell;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -20,6 +19,7 @@ use crate::BoxError;
 use crate::body::ResponseBody;
 use crate::breaker::{BreakerHandle, PeekCache};
 use crate::bulkhead::BulkheadLayer;
+use crate::striped::Striped;
 
 /// A target's whole stack (bulkhead → breaker → the user's service), boxed.
 pub(crate) type TargetService<B, RB> =
@@ -235,51 +235,4 @@ impl fmt::Debug for Meta {
             .field("max_retry_after", &self.max_retry_after)
             .finish_non_exhaustive()
     }
-}
-
-// === Striped ===
-
-/// Counters are striped over this many cache lines, one per thread (modulo).
-const STRIPES: usize = 16;
-
-#[repr(align(128))]
-#[derive(Default)]
-struct Stripe(AtomicU64);
-
-/// A counter that threads increment without sharing a cache line: the
-/// success path's only write lands on the calling thread's own stripe.
-pub(crate) struct Striped(Box<[Stripe]>);
-
-impl Default for Striped {
-    fn default() -> Self {
-        Striped((0..STRIPES).map(|_| Stripe::default()).collect())
-    }
-}
-
-impl Striped {
-    #[inline]
-    pub(crate) fn add(&self) {
-        self.0[stripe_index()].0.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn sum(&self) -> u64 {
-        self.0.iter().map(|s| s.0.load(Ordering::Relaxed)).sum()
-    }
-}
-
-/// This thread's stripe, assigned round-robin on first use.
-#[inline]
-fn stripe_index() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
-    }
-    INDEX.with(|index| {
-        let mut i = index.get();
-        if i == usize::MAX {
-            i = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
-            index.set(i);
-        }
-        i
-    })
 }
