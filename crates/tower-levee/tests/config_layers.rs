@@ -47,6 +47,7 @@ fn custom() -> LeveeConfig {
                 ("gpt-4o".to_owned(), Duration::from_secs(30)),
                 ("o3".to_owned(), Duration::from_secs(240)),
             ]),
+            latency_estimate: true,
         },
         retry: RetryConfig {
             max_attempts: 5,

@@ -208,3 +208,34 @@ async fn time_open_per_target_counts_from_the_trip_to_the_recovery() {
         assert_eq!(json["targets"][0]["scopes"][0]["open_time_ms"], 90_000);
     }
 }
+
+/// With `latency_estimate`, each breaker scope carries its recent time to
+/// first byte: the number a `slow_call` threshold is set from.
+#[tokio::test(start_paused = true)]
+async fn each_breaker_scope_shows_its_time_to_first_byte_when_estimated() {
+    let primary =
+        Scripted::new(|_| Reply1::After(Duration::from_millis(800), response(200, None, "")));
+    let estimated = tower_levee::BreakerLayer::builder()
+        .latency_estimate(true)
+        .build()
+        .unwrap();
+    let mut svc = Failover::builder()
+        .target(Target::new("primary", primary).breaker(estimated))
+        .build()
+        .unwrap();
+    for _ in 0..20 {
+        svc.ready().await.unwrap().call(req()).await.unwrap();
+    }
+    let health = svc.handle().snapshot();
+    let scope = &health.targets[0].scopes[0];
+    let latency = scope.latency.expect("estimated");
+    assert_eq!(latency.samples, 20);
+    let ratio = latency.p99.as_secs_f64() / 0.8;
+    assert!((0.7..1.42).contains(&ratio), "{latency:?}");
+    #[cfg(feature = "serde")]
+    {
+        let json = serde_json::to_value(&health).unwrap();
+        let p99 = &json["targets"][0]["scopes"][0]["latency"]["p99_ms"];
+        assert_eq!(p99.as_u64(), Some(latency.p99.as_millis() as u64));
+    }
+}

@@ -314,6 +314,84 @@ async fn a_slow_first_byte_counts_as_a_failure_even_when_the_call_succeeds() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_latency_estimate_reads_back_each_domains_time_to_first_byte() {
+    // Calls alternate between two accounts: one answers in 200 ms, the other
+    // in 3 s (and every tenth call of the first takes 2 s).
+    let calls = Arc::new(AtomicUsize::new(0));
+    let inner = tower::service_fn(move |req: Request<()>| {
+        let n = calls.fetch_add(1, Ordering::Relaxed);
+        async move {
+            let wait = match (req.uri().host(), n % 20) {
+                (Some("slow.example"), _) => Duration::from_secs(3),
+                (_, 0) => Duration::from_secs(2),
+                _ => Duration::from_millis(200),
+            };
+            tokio::time::sleep(wait).await;
+            Ok::<_, Infallible>(Response::new(String::from("{}")))
+        }
+    });
+    let layer = BreakerLayer::builder()
+        .latency_estimate(true)
+        .build()
+        .unwrap();
+    let handle = layer.handle();
+    let mut svc = ServiceBuilder::new().layer(layer).service(inner);
+    for i in 0..200 {
+        let host = if i % 2 == 0 {
+            "fast.example"
+        } else {
+            "slow.example"
+        };
+        let req = Request::get(format!("https://{host}/v1/chat/completions"))
+            .body(())
+            .unwrap();
+        svc.ready().await.unwrap().call(req).await.unwrap();
+    }
+    let latency = |scope: &str| {
+        handle
+            .states()
+            .into_iter()
+            .find(|s| s.scope == scope)
+            .and_then(|s| s.latency)
+            .expect("an estimate")
+    };
+    let within_half_octave = |got: Duration, want: Duration| {
+        let r = got.as_secs_f64() / want.as_secs_f64();
+        (0.7..1.42).contains(&r)
+    };
+    let fast = latency("fast.example");
+    assert_eq!(fast.samples, 100);
+    assert!(
+        within_half_octave(fast.p50, Duration::from_millis(200)),
+        "{fast:?}"
+    );
+    assert!(
+        within_half_octave(fast.p99, Duration::from_secs(2)),
+        "{fast:?}"
+    );
+    let slow = latency("slow.example");
+    assert!(
+        within_half_octave(slow.p50, Duration::from_secs(3)),
+        "{slow:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_latency_is_estimated_unless_asked_for() {
+    let inner = tower::service_fn(|_req: Request<()>| async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        Ok::<_, Infallible>(Response::new(String::from("{}")))
+    });
+    let layer = BreakerLayer::new();
+    let handle = layer.handle();
+    let mut svc = ServiceBuilder::new().layer(layer).service(inner);
+    svc.ready().await.unwrap().call(req()).await.unwrap();
+    let states = handle.states();
+    assert!(!states.is_empty());
+    assert!(states.iter().all(|s| s.latency.is_none()), "{states:?}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_stream_slower_in_total_than_the_threshold_counts_as_a_failure() {
     let (inner, mut feeds) = provider();
     let config = BreakerConfig::builder().threshold(1).build().unwrap();

@@ -70,6 +70,7 @@ impl<C: Classify> Call<C> {
     /// Classifies a response head; settles the call unless its body must be
     /// read first.
     fn route(&mut self, status: StatusCode, headers: &HeaderMap) -> Route {
+        self.tracker.first_byte();
         let slow = self.tracker.is_slow();
         let peek = self.classifier.wants_body(status, headers);
         if !peek && let Some(scanner) = self.classifier.stream_scanner(status, headers) {

@@ -11,6 +11,7 @@ use levee_core::classify::Verdict;
 use levee_core::clock::Clock;
 use levee_core::transition::Mechanism;
 
+use super::latency::LatencyEstimate;
 use super::shared::Shared;
 
 /// A handle on the state shared by every clone of one
@@ -40,6 +41,9 @@ pub struct ScopeState {
     /// since the scope was first tracked (breakers only): seed 000's "time
     /// open per target".
     pub open_time: Option<Duration>,
+    /// The recent time to first byte (breakers of a layer built with
+    /// [`latency_estimate`](super::BreakerLayerBuilder::latency_estimate)).
+    pub latency: Option<LatencyEstimate>,
 }
 
 /// Calls refused by each mechanism, counted apart from upstream failures
@@ -72,6 +76,7 @@ impl BreakerHandle {
                     gated_last_hour: None,
                     gated_total: None,
                     open_time: Some(state.time_open(now)),
+                    latency: h.hot().and_then(|hot| hot.latency.estimate()),
                 });
             }
         }
@@ -86,6 +91,7 @@ impl BreakerHandle {
                     gated_last_hour: Some(gate.gated_in_last(now, Duration::from_secs(3600))),
                     gated_total: Some(gate.gated_time(now)),
                     open_time: None,
+                    latency: None,
                 });
             }
         }
@@ -100,6 +106,7 @@ impl BreakerHandle {
                     gated_last_hour: None,
                     gated_total: None,
                     open_time: None,
+                    latency: None,
                 });
             }
         }

@@ -39,6 +39,7 @@ pub(crate) struct Settings {
     pub(crate) isolate_by_model: bool,
     pub(crate) slow_call_by_model: Vec<(Box<str>, Duration)>,
     pub(crate) slow_stream: Option<Duration>,
+    pub(crate) latency_estimate: bool,
     /// Behind a second `Arc`, a thin pointer: every call carries a clone.
     pub(crate) soft_failure: Option<Arc<SoftFailureFn>>,
     pub(crate) scope_fn: Option<ScopeFn>,
@@ -71,6 +72,7 @@ impl fmt::Debug for Settings {
             .field("isolate_by_model", &self.isolate_by_model)
             .field("slow_call_by_model", &self.slow_call_by_model)
             .field("slow_stream", &self.slow_stream)
+            .field("latency_estimate", &self.latency_estimate)
             .field("soft_failure", &self.soft_failure.as_ref().map(|_| ".."))
             .field("scope_fn", &self.scope_fn.as_ref().map(|_| ".."))
             .field("subscribers", &self.subscribers.len())
@@ -149,6 +151,7 @@ pub struct BreakerLayerBuilder<C = ProviderClassifier> {
     isolate_by_model: bool,
     slow_call_by_model: Vec<(Box<str>, Duration)>,
     slow_stream: Option<Duration>,
+    latency_estimate: bool,
     soft_failure: Option<SoftFailureFn>,
     scope_fn: Option<ScopeFn>,
     subscribers: Vec<EventSubscriber>,
@@ -167,6 +170,7 @@ impl Default for BreakerLayerBuilder {
             isolate_by_model: false,
             slow_call_by_model: Vec::new(),
             slow_stream: None,
+            latency_estimate: false,
             soft_failure: None,
             scope_fn: None,
             subscribers: Vec::new(),
@@ -207,6 +211,7 @@ impl<C> BreakerLayerBuilder<C> {
             isolate_by_model: self.isolate_by_model,
             slow_call_by_model: self.slow_call_by_model,
             slow_stream: self.slow_stream,
+            latency_estimate: self.latency_estimate,
             soft_failure: self.soft_failure,
             scope_fn: self.scope_fn,
             subscribers: self.subscribers,
@@ -251,6 +256,17 @@ impl<C> BreakerLayerBuilder<C> {
     /// breaker's `slow_call` applies to the time to first byte.
     pub fn slow_stream(mut self, threshold: Duration) -> Self {
         self.slow_stream = Some(threshold);
+        self
+    }
+
+    /// Estimates each failure domain's time to first byte (p50, p90, p99 of
+    /// the last few thousand responses), shown by
+    /// [`BreakerHandle::states`](super::BreakerHandle::states) and the
+    /// failover's health snapshot, so that `slow_call` can be set from data:
+    /// about 3× the p99 (seed 002). Off by default: it reads the clock when a
+    /// call is admitted and makes one shared atomic increment per response.
+    pub fn latency_estimate(mut self, on: bool) -> Self {
+        self.latency_estimate = on;
         self
     }
 
@@ -332,6 +348,7 @@ impl<C> BreakerLayerBuilder<C> {
             isolate_by_model: self.isolate_by_model,
             slow_call_by_model: self.slow_call_by_model,
             slow_stream: self.slow_stream,
+            latency_estimate: self.latency_estimate,
             soft_failure: self.soft_failure.map(Arc::new),
             scope_fn: self.scope_fn,
             subscribers: self.subscribers,

@@ -63,6 +63,7 @@ pub mod error;
 mod event;
 pub mod future;
 mod handle;
+mod latency;
 mod layer;
 mod peek;
 pub mod scope;
@@ -73,6 +74,7 @@ pub(crate) mod tracker;
 pub use self::error::{CircuitOpen, Parked, Throttled};
 pub use self::event::{EventSubscriber, ScopeEvent};
 pub use self::handle::{BreakerHandle, Rejections, ScopeState};
+pub use self::latency::LatencyEstimate;
 pub use self::layer::{
     BreakerLayer, BreakerLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_PEEK_LIMIT, SoftFailureFn,
 };

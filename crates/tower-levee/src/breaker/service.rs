@@ -161,7 +161,12 @@ fn admit(
         permit,
         scopes: CallScopes::new(model, billing),
         isolated,
-        slow: SlowClock::start(settings.slow_call(keys.model), settings.slow_stream),
+        slow: SlowClock::start(
+            settings.slow_call(keys.model),
+            settings.slow_stream,
+            settings.latency_estimate,
+        ),
+        track_latency: settings.latency_estimate,
         settled: false,
     })
 }

@@ -20,6 +20,7 @@ use levee_core::transition::Transition;
 
 use super::error::{CircuitOpen, Parked, Throttled};
 use super::event::ScopeEvent;
+use super::latency::LatencyHistogram;
 use super::layer::Settings;
 use crate::BoxError;
 use crate::clock::TokioClock;
@@ -43,12 +44,15 @@ const GENERATION_SHIFT: u32 = 4;
 pub(crate) struct DomainHot {
     word: AtomicU64,
     open_until: UntilHot,
+    /// Time to first byte, when the layer estimates it.
+    pub(crate) latency: LatencyHistogram,
 }
 
 impl Hot for DomainHot {
     fn reset(&self) {
         self.word.store(0, Ordering::Release);
         self.open_until.reset();
+        self.latency.reset();
     }
 }
 

@@ -23,6 +23,8 @@ pub(crate) struct Tracker {
     /// (`isolate_by_model`).
     pub(crate) isolated: bool,
     pub(crate) slow: SlowClock,
+    /// Whether the time to first byte feeds the domain's latency estimate.
+    pub(crate) track_latency: bool,
     pub(crate) settled: bool,
 }
 
@@ -102,10 +104,15 @@ pub(crate) struct SlowClock {
 }
 
 impl SlowClock {
-    /// A clock for a call with these thresholds: started now if either is set.
+    /// A clock for a call with these thresholds: started now if either is
+    /// set, or if the call's latency is measured anyway (`measured`).
     #[inline]
-    pub(crate) fn start(first_byte: Option<Duration>, total: Option<Duration>) -> Self {
-        if first_byte.is_none() && total.is_none() {
+    pub(crate) fn start(
+        first_byte: Option<Duration>,
+        total: Option<Duration>,
+        measured: bool,
+    ) -> Self {
+        if first_byte.is_none() && total.is_none() && !measured {
             return SlowClock::default();
         }
         SlowClock {
@@ -131,6 +138,17 @@ fn threshold_ms(d: Duration) -> u32 {
 }
 
 impl Tracker {
+    /// Feeds the time to first byte to the domain's latency estimate, when
+    /// the layer keeps one.
+    pub(crate) fn first_byte(&self) {
+        if self.track_latency
+            && let Some(started) = self.slow.started
+            && let Some(hot) = self.domain.hot()
+        {
+            hot.latency.record(started.elapsed());
+        }
+    }
+
     /// Whether the first byte came later than the slow-call threshold.
     pub(crate) fn is_slow(&self) -> bool {
         self.slow.over(self.slow.first_byte_ms)

@@ -35,6 +35,8 @@ validated_config! {
         /// Slow-call thresholds per model, overriding `breaker.slow_call`.
         #[serde(with = "duration_map")]
         pub slow_call_by_model: BTreeMap<String, Duration>,
+        /// Estimate each failure domain's time to first byte (off).
+        pub latency_estimate: bool,
     }
 }
 
@@ -46,6 +48,7 @@ impl Default for BreakerLayerConfig {
             isolate_by_model: false,
             slow_stream: None,
             slow_call_by_model: BTreeMap::new(),
+            latency_estimate: false,
         }
     }
 }
@@ -81,7 +84,8 @@ impl BreakerLayerConfig {
         builder = builder
             .peek_limit(self.peek_limit)
             .max_keys(self.max_keys)
-            .isolate_by_model(self.isolate_by_model);
+            .isolate_by_model(self.isolate_by_model)
+            .latency_estimate(self.latency_estimate);
         if let Some(d) = self.slow_stream {
             if d.is_zero() {
                 return Err(ConfigError::new(

@@ -9,7 +9,7 @@ use levee_core::classify::Verdict;
 use levee_core::transition::Mechanism;
 
 use super::state::Meta;
-use crate::breaker::BreakerHandle;
+use crate::breaker::{BreakerHandle, LatencyEstimate};
 use crate::bulkhead::BulkheadSnapshot;
 
 /// A handle on a [`Failover`](super::Failover)'s targets: the health
@@ -131,6 +131,11 @@ pub struct ScopeHealth {
     /// Why: a park's cause, a breaker's failures by cause, or the throttle
     /// that gated a gate (as the target last reported it).
     pub reason: Option<String>,
+    /// A breaker's recent time to first byte, when its layer estimates it
+    /// ([`latency_estimate`](crate::breaker::BreakerLayerBuilder::latency_estimate)):
+    /// set `slow_call` at about 3× its p99.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub latency: Option<LatencyEstimate>,
 }
 
 impl FailoverHandle {
@@ -299,6 +304,7 @@ pub(crate) fn scope_health(breaker: &BreakerHandle, gate_reason: Option<&str>) -
                 gated_last_hour: s.gated_last_hour,
                 open_time: s.open_time,
                 reason,
+                latency: s.latency,
             }
         })
         .collect()
