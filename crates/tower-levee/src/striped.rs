@@ -1,14 +1,17 @@
-//! A counter that many threads increment without sharing a cache line.
+//! Counters that many threads increment without sharing a cache line: the
+//! failover's successes, the breaker's refusals, the retry budget's pending
+//! deposits.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Counters are striped over this many cache lines, one per thread (modulo).
-const STRIPES: usize = 16;
+pub(crate) const STRIPES: usize = 16;
 
+/// A counter alone on its cache line (128 bytes: adjacent-line prefetch).
 #[repr(align(128))]
 #[derive(Default)]
-struct Stripe(AtomicU64);
+pub(crate) struct Stripe(pub(crate) AtomicU64);
 
 /// A counter that threads increment without sharing a cache line: the
 /// hot path's only write (a success served, a call refused) lands on the
@@ -40,7 +43,7 @@ impl Striped {
 
 /// This thread's stripe, assigned round-robin on first use.
 #[inline]
-fn stripe_index() -> usize {
+pub(crate) fn stripe_index() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
         static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };

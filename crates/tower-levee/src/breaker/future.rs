@@ -186,16 +186,21 @@ where
                                 Err(e) => Err(e.into()),
                             });
                         }
-                        Route::Peek => {
-                            let Ok(response) = result else {
-                                unreachable!("only a response is peeked")
-                            };
-                            let (parts, body) = response.into_parts();
-                            let peeked = Peeked::new(body, call.peek_limit as usize);
-                            this.state.set(State::Peeking {
-                                peeking: Some(Box::new((parts, peeked))),
-                            });
-                        }
+                        // Only a response is routed to a peek; an error
+                        // would go on as it is.
+                        Route::Peek => match result {
+                            Ok(response) => {
+                                let (parts, body) = response.into_parts();
+                                let peeked = Peeked::new(body, call.peek_limit as usize);
+                                this.state.set(State::Peeking {
+                                    peeking: Some(Box::new((parts, peeked))),
+                                });
+                            }
+                            Err(e) => {
+                                this.state.set(State::Done);
+                                return Poll::Ready(Err(e.into()));
+                            }
+                        },
                     }
                 }
                 StateProj::Peeking { peeking } => {

@@ -1,11 +1,10 @@
 //! Reporting one call's outcome, from its future or from its response body.
 
 use std::borrow::Cow;
+use std::time::Duration;
 
 use levee_core::breaker::Permit;
 use levee_core::classify::{Classification, StreamScanner, Verdict};
-use std::time::Duration;
-
 use tokio::time::Instant;
 
 use super::scope::{KEY_SEPARATOR, ModelBuf};
@@ -95,7 +94,8 @@ impl CallScopes {
 }
 
 /// When a call started and its slow thresholds, in whole milliseconds
-/// (rounded up; 0 = none). The start is read only when a threshold is set.
+/// (rounded up; 0 = none). The clock is read only when a threshold is set
+/// or the layer keeps a latency estimate.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct SlowClock {
     started: Option<Instant>,

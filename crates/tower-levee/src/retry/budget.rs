@@ -1,8 +1,7 @@
 //! [`RetryBudget`]: the shared, concurrent retry budget.
 
-use std::cell::Cell;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -10,18 +9,10 @@ use levee_core::budget::{BudgetConfig, TokenBucket};
 use levee_core::clock::{Timestamp, duration_nanos};
 use tokio::time::Instant;
 
-/// Pending deposits are striped over this many counters, one per thread
-/// (modulo), so that requests on different threads never write the same cache
-/// line.
-const STRIPES: usize = 16;
+use crate::striped::{STRIPES, Stripe, stripe_index};
 
 /// A stripe moves its pending deposits into the bucket once it holds this many.
 const FLUSH_EVERY: u64 = 16;
-
-/// A counter alone on its cache line (128 bytes: adjacent-line prefetch).
-#[repr(align(128))]
-#[derive(Default)]
-struct Stripe(AtomicU64);
 
 /// A retry budget shared by every clone of the services that use it: a token
 /// bucket in which each request deposits `retry_ratio` of a token and each
@@ -201,23 +192,6 @@ impl tower::retry::budget::Budget for RetryBudget {
     fn withdraw(&self) -> bool {
         RetryBudget::withdraw(self)
     }
-}
-
-/// This thread's stripe, assigned round-robin on first use.
-#[inline]
-fn stripe_index() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
-    }
-    INDEX.with(|index| {
-        let mut i = index.get();
-        if i == usize::MAX {
-            i = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
-            index.set(i);
-        }
-        i
-    })
 }
 
 #[cfg(test)]
