@@ -270,12 +270,19 @@ fn head_type(t: &[u8]) -> Option<&[u8]> {
 fn has_y(head: &[u8]) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let (words, tail) = head.as_chunks::<8>();
-    words.iter().any(|w| {
-        // The classic zero-byte test on the word xor `yyyyyyyy`.
+    // The classic zero-byte test on each word xor `yyyyyyyy`, folded without
+    // a branch per word; a high bit survives where some word held a `y`.
+    let step = |acc: u64, w: &[u8; 8]| {
         let x = u64::from_le_bytes(*w) ^ (ONES * u64::from(b'y'));
-        x.wrapping_sub(ONES) & !x & HIGHS != 0
-    }) || tail.contains(&b'y')
+        acc | (x.wrapping_sub(ONES) & !x)
+    };
+    let (words, tail) = head.as_chunks::<8>();
+    let folded = match <&[[u8; 8]; 6]>::try_from(words) {
+        // The usual 48-byte head, at a length the compiler unrolls.
+        Ok(six) => six.iter().fold(0, step),
+        Err(_) => words.iter().fold(0, step),
+    };
+    folded & HIGHS != 0 || tail.iter().any(|&b| b == b'y')
 }
 
 /// What an exception frame with no name is taken for.
