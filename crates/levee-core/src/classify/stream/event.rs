@@ -282,7 +282,7 @@ fn has_y(head: &[u8]) -> bool {
         Ok(six) => six.iter().fold(0, step),
         Err(_) => words.iter().fold(0, step),
     };
-    folded & HIGHS != 0 || tail.iter().any(|&b| b == b'y')
+    folded & HIGHS != 0 || tail.contains(&b'y')
 }
 
 /// What an exception frame with no name is taken for.
