@@ -3,10 +3,8 @@
 //! secret anywhere in a name or label.
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
+use std::future::{Ready, ready};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use ::metrics::{
@@ -14,7 +12,8 @@ use ::metrics::{
     Unit,
 };
 use http::{Request, Response};
-use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
+use tower::util::ServiceFn;
+use tower::{BoxError, Service, ServiceBuilder, ServiceExt, service_fn};
 use tower_levee::breaker::BreakerLayer;
 use tower_levee::bulkhead::Bulkheads;
 use tower_levee::failover::{Failover, Target};
@@ -146,9 +145,6 @@ impl Recorder for TestRecorder {
 
 // === a provider that answers by host, and echoes keys where providers do ===
 
-#[derive(Clone, Debug)]
-struct Provider;
-
 fn reply(req: &Request<String>) -> Result<Response<String>, BoxError> {
     let host = req.uri().host().unwrap_or_default();
     let (status, retry_after, body): (u16, Option<&str>, String) = match host {
@@ -178,19 +174,11 @@ fn reply(req: &Request<String>) -> Result<Response<String>, BoxError> {
     Ok(res.body(body)?)
 }
 
-impl Service<Request<String>> for Provider {
-    type Response = Response<String>;
-    type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<String>, BoxError>> + Send>>;
+/// The provider: every request answered at once, by [`reply`].
+type Provider = ServiceFn<fn(Request<String>) -> Ready<Result<Response<String>, BoxError>>>;
 
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Request<String>) -> Self::Future {
-        let res = reply(&req);
-        Box::pin(async move { res })
-    }
+fn provider() -> Provider {
+    service_fn(|req: Request<String>| ready(reply(&req)))
 }
 
 /// A request to `host` carrying a key in every place a key can hide.
@@ -225,7 +213,7 @@ async fn every_mechanism_is_published_and_no_secret_reaches_a_label() {
     let mut client = ServiceBuilder::new()
         .map_err(BoxError::from)
         .layer(layer)
-        .service(Provider);
+        .service(provider());
     for _ in 0..5 {
         let _ = send(&mut client, "down.example").await; // trips the breaker
     }
@@ -241,7 +229,7 @@ async fn every_mechanism_is_published_and_no_secret_reaches_a_label() {
     let bulkheads = Bulkheads::new();
     let mut llm = ServiceBuilder::new()
         .layer(bulkheads.compartment("llm", 1))
-        .service(Provider);
+        .service(provider());
     let held = llm.ready().await.unwrap().call(request("ok.example"));
     let refused = llm.ready().await.unwrap().call(request("ok.example")).await;
     assert!(refused.is_err());
@@ -254,7 +242,7 @@ async fn every_mechanism_is_published_and_no_secret_reaches_a_label() {
     // A failover whose primary is down: the backup serves.
     let mut failover = Failover::builder()
         .target(
-            Target::new("primary", Provider)
+            Target::new("primary", provider())
                 .breaker(
                     BreakerLayer::builder()
                         .on_event(transition_counter("primary"))
@@ -267,7 +255,7 @@ async fn every_mechanism_is_published_and_no_secret_reaches_a_label() {
                         .unwrap();
                 }),
         )
-        .target(Target::new("backup", Provider).max_concurrent(4))
+        .target(Target::new("backup", provider()).max_concurrent(4))
         .build()
         .unwrap();
     for _ in 0..6 {

@@ -3,17 +3,16 @@
 //! output of Levee's layers, services, handles and response extensions.
 
 use std::fmt::Write as _;
-use std::future::Future;
-use std::pin::Pin;
+use std::future::{Ready, ready};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::{Request, Response};
 use levee_core::breaker::BreakerConfig;
 use levee_core::classify::{Classification, Verdict};
-use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
+use tower::util::ServiceFn;
+use tower::{BoxError, Service, ServiceBuilder, ServiceExt, service_fn};
 use tower_levee::breaker::BreakerLayer;
 use tower_levee::bulkhead::BulkheadLayer;
 use tower_levee::retry::{RetryBudgetLayer, RetryOutcome};
@@ -78,9 +77,6 @@ impl tracing::Subscriber for Capture {
 
 // === a provider that fails in every way, by host ===
 
-#[derive(Clone, Debug)]
-struct Provider;
-
 fn reply(req: &Request<String>) -> Result<Response<String>, BoxError> {
     let host = req.uri().host().unwrap_or_default();
     let (status, headers, body): (u16, &[(&str, &str)], String) = match host {
@@ -120,19 +116,11 @@ fn reply(req: &Request<String>) -> Result<Response<String>, BoxError> {
     Ok(res.body(body)?)
 }
 
-impl Service<Request<String>> for Provider {
-    type Response = Response<String>;
-    type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<String>, BoxError>> + Send>>;
+/// The provider: every request answered at once, by [`reply`].
+type Provider = ServiceFn<fn(Request<String>) -> Ready<Result<Response<String>, BoxError>>>;
 
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Request<String>) -> Self::Future {
-        let res = reply(&req);
-        Box::pin(async move { res })
-    }
+fn provider() -> Provider {
+    service_fn(|req: Request<String>| ready(reply(&req)))
 }
 
 fn request(host: &str, userinfo: bool) -> Request<String> {
@@ -191,7 +179,7 @@ async fn api_keys_never_appear_in_events_errors_traces_or_debug() {
         .layer(retry.clone())
         .layer(bulkhead.clone())
         .layer(breaker.clone())
-        .service(Provider);
+        .service(provider());
 
     let hosts = [
         "rejected.example",

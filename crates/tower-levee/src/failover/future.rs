@@ -169,7 +169,9 @@ impl<B: Clone, RB: Body> ResponseFutureProj<'_, B, RB> {
         let this = self;
         let _entered = this.span.enter();
         loop {
-            match this.state.as_mut().project() {
+            // Every arm either moves to another state or yields a target's
+            // answer, which is settled below.
+            let (index, output) = match this.state.as_mut().project() {
                 StateProj::Select => {
                     match select(this.common, this.request, this.progress) {
                         Pick::Call(index, request) => {
@@ -181,6 +183,7 @@ impl<B: Clone, RB: Body> ResponseFutureProj<'_, B, RB> {
                                 request: Some(request),
                                 index,
                             });
+                            continue;
                         }
                         Pick::Stop(e) => {
                             let output = this.last.take().unwrap_or(Err(e));
@@ -212,7 +215,7 @@ impl<B: Clone, RB: Body> ResponseFutureProj<'_, B, RB> {
                     let index = *index;
                     let ready = ready!(service.poll_ready(cx));
                     this.progress.attempts += 1;
-                    let output = match ready {
+                    match ready {
                         Ok(()) => {
                             record_call(this.span, this.common, index, this.progress.attempts);
                             let request = request.take().expect("polled after completion");
@@ -220,38 +223,26 @@ impl<B: Clone, RB: Body> ResponseFutureProj<'_, B, RB> {
                             this.state.set(State::Calling { future, index });
                             continue;
                         }
-                        Err(e) => Err(e),
-                    };
-                    match settle(this.common, this.progress, index, output) {
-                        Settled::Return(output) => {
-                            this.state.set(State::Done);
-                            return Poll::Ready(output);
-                        }
-                        Settled::Advance(last) => {
-                            if last.is_some() {
-                                *this.last = last;
-                            }
-                            this.state.set(State::Select);
-                        }
+                        Err(e) => (index, Err(e)),
                     }
                 }
                 StateProj::Calling { future, index } => {
                     let index = *index;
-                    let output = ready!(future.poll(cx));
-                    match settle(this.common, this.progress, index, output) {
-                        Settled::Return(output) => {
-                            this.state.set(State::Done);
-                            return Poll::Ready(output);
-                        }
-                        Settled::Advance(last) => {
-                            if last.is_some() {
-                                *this.last = last;
-                            }
-                            this.state.set(State::Select);
-                        }
-                    }
+                    (index, ready!(future.poll(cx)))
                 }
                 StateProj::Done => panic!("failover ResponseFuture polled after completion"),
+            };
+            match settle(this.common, this.progress, index, output) {
+                Settled::Return(output) => {
+                    this.state.set(State::Done);
+                    return Poll::Ready(output);
+                }
+                Settled::Advance(last) => {
+                    if last.is_some() {
+                        *this.last = last;
+                    }
+                    this.state.set(State::Select);
+                }
             }
         }
     }
