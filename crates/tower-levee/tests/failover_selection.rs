@@ -22,6 +22,15 @@ fn target(
     Target::new(name, inner.clone()).breaker(breaker(GATE, PARK))
 }
 
+/// A failover over `primary`, then `backup`, each behind its own breaker.
+fn primary_then_backup(primary: &Scripted, backup: &Scripted) -> Failover<String, String> {
+    Failover::builder()
+        .target(target("primary", primary))
+        .target(target("backup", backup))
+        .build()
+        .unwrap()
+}
+
 async fn send(
     svc: &mut Failover<String, String>,
 ) -> Result<http::Response<tower_levee::body::ResponseBody<String>>, tower::BoxError> {
@@ -38,11 +47,7 @@ fn served_by(res: &http::Response<tower_levee::body::ResponseBody<String>>) -> S
 async fn a_throttled_primary_sends_the_request_to_the_next_target_and_served_by_says_so() {
     let primary = Scripted::status(429, Some("5"));
     let backup = Scripted::ok();
-    let mut svc = Failover::builder()
-        .target(target("primary", &primary))
-        .target(target("backup", &backup))
-        .build()
-        .unwrap();
+    let mut svc = primary_then_backup(&primary, &backup);
     let res = send(&mut svc).await.unwrap();
     assert_eq!(res.status(), StatusCode::OK);
     let by = served_by(&res);
@@ -57,11 +62,7 @@ async fn a_throttled_primary_sends_the_request_to_the_next_target_and_served_by_
 async fn a_gated_primary_costs_zero_calls_while_gated() {
     let primary = Scripted::status(429, Some("5"));
     let backup = Scripted::ok();
-    let mut svc = Failover::builder()
-        .target(target("primary", &primary))
-        .target(target("backup", &backup))
-        .build()
-        .unwrap();
+    let mut svc = primary_then_backup(&primary, &backup);
     send(&mut svc).await.unwrap();
     // 49 more requests inside the 5 s gate: none reaches the primary.
     for _ in 0..49 {
@@ -81,11 +82,7 @@ async fn a_gated_primary_costs_zero_calls_while_gated() {
 async fn a_parked_primary_is_never_called_again_until_its_reset() {
     let primary = Scripted::new(|_| Reply1::Now(response(429, None, QUOTA_BODY)));
     let backup = Scripted::ok();
-    let mut svc = Failover::builder()
-        .target(target("primary", &primary))
-        .target(target("backup", &backup))
-        .build()
-        .unwrap();
+    let mut svc = primary_then_backup(&primary, &backup);
     let handle = svc.handle();
     for _ in 0..59 {
         let res = send(&mut svc).await.unwrap();
@@ -171,11 +168,7 @@ async fn after_an_overload_a_target_in_another_region_comes_before_a_sibling_key
 async fn a_request_verdict_is_returned_as_is() {
     let primary = Scripted::status(400, None);
     let backup = Scripted::ok();
-    let mut svc = Failover::builder()
-        .target(target("primary", &primary))
-        .target(target("backup", &backup))
-        .build()
-        .unwrap();
+    let mut svc = primary_then_backup(&primary, &backup);
     let res = send(&mut svc).await.unwrap();
     assert_eq!(res.status(), StatusCode::BAD_REQUEST);
     assert_eq!(served_by(&res).target, "primary");
