@@ -287,6 +287,19 @@ pub(crate) mod tests {
         p
     }
 
+    #[tokio::test]
+    async fn data_that_is_not_bytes_is_copied_out_whole() {
+        // `Full<&[u8]>` yields `&[u8]` frames: the copying path of `into_bytes`.
+        let body = http_body_util::Full::new(&b"data: {\"x\":1}\n\n"[..]);
+        let bytes = ResponseBody::plain(body)
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes();
+        assert_eq!(&bytes[..], b"data: {\"x\":1}\n\n");
+        assert_eq!(into_bytes(Bytes::from_static(b"kept")), "kept");
+    }
+
     async fn collect(body: ResponseBody<Frames>) -> (Vec<u8>, Option<&'static str>) {
         let mut out = Vec::new();
         let mut body = std::pin::pin!(body);

@@ -59,11 +59,7 @@ impl<C> RetryBudgetLayer<C> {
     ///
     /// If `attempts` is 0.
     pub fn max_attempts(mut self, attempts: u32) -> Self {
-        assert!(
-            attempts >= 1,
-            "max_attempts counts the first attempt: at least 1"
-        );
-        self.policy.max_attempts = attempts;
+        self.policy.set_max_attempts(attempts);
         self
     }
 
