@@ -47,6 +47,18 @@ pub fn duration_nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// `d` rounded up to the next whole millisecond (saturating): how a wait
+/// is applied everywhere, so that a wait is never cut short by the
+/// millisecond resolution of the caller that sleeps on it.
+pub fn ceil_millis(d: Duration) -> Duration {
+    let sub_ms = d.subsec_nanos() % 1_000_000;
+    if sub_ms == 0 {
+        d
+    } else {
+        d.saturating_add(Duration::from_nanos(u64::from(1_000_000 - sub_ms)))
+    }
+}
+
 /// A source of [`Timestamp`]s.
 pub trait Clock: Send + Sync + fmt::Debug {
     /// The current time.
@@ -125,6 +137,21 @@ mod tests {
             Duration::from_secs(1)
         );
         assert_eq!(clock.now().saturating_duration_since(t), Duration::ZERO);
+    }
+
+    #[test]
+    fn waits_round_up_to_the_millisecond_and_saturate() {
+        assert_eq!(
+            ceil_millis(Duration::from_micros(1_500_001)),
+            Duration::from_millis(1501)
+        );
+        assert_eq!(ceil_millis(Duration::from_secs(2)), Duration::from_secs(2));
+        assert_eq!(
+            ceil_millis(Duration::from_nanos(1)),
+            Duration::from_millis(1)
+        );
+        assert_eq!(ceil_millis(Duration::ZERO), Duration::ZERO);
+        assert_eq!(ceil_millis(Duration::MAX), Duration::MAX);
     }
 
     #[test]

@@ -66,7 +66,7 @@ use std::time::Duration;
 use crate::classify::Reason;
 use crate::clock::{Timestamp, duration_nanos};
 use crate::config_error::{ConfigError, positive_duration};
-use crate::transition::{Mechanism, Transition, human};
+use crate::transition::{State, Transition, human};
 
 /// Gated spans kept exactly for [`GateState::gated_in_last`]; older ones are
 /// merged pairwise, so memory stays bounded and only old spans lose precision.
@@ -260,7 +260,7 @@ impl GateState {
         self.deadline = Some(until);
         let transition = (self.gated_since.is_none() && now < until).then(|| {
             self.gated_since = Some(now);
-            Transition::new(Mechanism::Gate, "clear", "gated", now, reason)
+            Transition::between(State::Clear, State::Gated, now, reason)
                 .with_until(Some(until))
                 .with_cause(Some(cause.as_str().to_owned()))
         });
@@ -277,13 +277,7 @@ impl GateState {
             return (Some(deadline.saturating_duration_since(now)), None);
         }
         self.settle(now);
-        let t = Transition::new(
-            Mechanism::Gate,
-            "gated",
-            "clear",
-            now,
-            "throttle deadline passed",
-        );
+        let t = Transition::between(State::Gated, State::Clear, now, "throttle deadline passed");
         (None, Some(t))
     }
 

@@ -41,5 +41,4 @@ pub mod config;
 pub mod config_error;
 pub mod gate;
 pub mod park;
-pub mod registry;
 pub mod transition;

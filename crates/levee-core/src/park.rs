@@ -40,7 +40,7 @@ use std::time::Duration;
 use crate::classify::Reason;
 use crate::clock::Timestamp;
 use crate::config_error::{ConfigError, positive_duration};
-use crate::transition::{Mechanism, Transition, human};
+use crate::transition::{State, Transition, human};
 
 // === ParkConfig ===
 
@@ -150,7 +150,7 @@ impl ParkState {
             ),
         };
         Some(
-            Transition::new(Mechanism::Park, "active", "parked", now, reason)
+            Transition::between(State::Active, State::Parked, now, reason)
                 .with_until(Some(until))
                 .with_cause(Some(cause.as_str().to_owned())),
         )
@@ -160,10 +160,9 @@ impl ParkState {
     pub fn unpark(&mut self, now: Timestamp) -> Option<Transition> {
         self.until?;
         self.clear();
-        Some(Transition::new(
-            Mechanism::Park,
-            "parked",
-            "active",
+        Some(Transition::between(
+            State::Parked,
+            State::Active,
             now,
             "unparked manually",
         ))
@@ -179,13 +178,7 @@ impl ParkState {
             return (Some(until.saturating_duration_since(now)), None);
         }
         self.clear();
-        let t = Transition::new(
-            Mechanism::Park,
-            "parked",
-            "active",
-            now,
-            "quota reset time passed",
-        );
+        let t = Transition::between(State::Parked, State::Active, now, "quota reset time passed");
         (None, Some(t))
     }
 

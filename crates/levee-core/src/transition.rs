@@ -9,7 +9,8 @@
 //! not a transition, which keeps the event stream free of noise during a storm
 //! of 429s.
 //!
-//! State names are stable strings, shared with the drill's reports:
+//! Every state is a [`State`]; its name ([`State::as_str`]) is a stable
+//! string, shared with the drill's reports and carried by a transition:
 //!
 //! | mechanism | states |
 //! |---|---|
@@ -50,6 +51,118 @@ impl fmt::Display for Mechanism {
     }
 }
 
+impl PartialEq<str> for Mechanism {
+    fn eq(&self, name: &str) -> bool {
+        self.as_str() == name
+    }
+}
+
+impl PartialEq<&str> for Mechanism {
+    fn eq(&self, name: &&str) -> bool {
+        self.as_str() == *name
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for Mechanism {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// The state of one scope of one mechanism: the one list of state names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum State {
+    /// A breaker that admits calls and counts their failures.
+    Closed,
+    /// A breaker that refuses calls until its cool-off ends (or, isolated,
+    /// until it is closed by hand).
+    Open,
+    /// A breaker admitting its probes.
+    HalfOpen,
+    /// A throttle gate that admits calls.
+    Clear,
+    /// A throttle gate closed until the provider's wait has passed.
+    Gated,
+    /// A billing scope that admits calls.
+    Active,
+    /// A billing scope refusing calls until its quota resets.
+    Parked,
+}
+
+impl State {
+    /// Every state, breaker first, then gate, then park.
+    pub const ALL: [State; 7] = [
+        State::Closed,
+        State::Open,
+        State::HalfOpen,
+        State::Clear,
+        State::Gated,
+        State::Active,
+        State::Parked,
+    ];
+
+    /// The stable name: `closed`, `open`, `half_open`, `clear`, `gated`,
+    /// `active` or `parked`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            State::Closed => "closed",
+            State::Open => "open",
+            State::HalfOpen => "half_open",
+            State::Clear => "clear",
+            State::Gated => "gated",
+            State::Active => "active",
+            State::Parked => "parked",
+        }
+    }
+
+    /// Parses [`State::as_str`]'s names.
+    pub fn from_name(name: &str) -> Option<State> {
+        State::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
+    /// The mechanism the state belongs to.
+    pub const fn mechanism(self) -> Mechanism {
+        match self {
+            State::Closed | State::Open | State::HalfOpen => Mechanism::Breaker,
+            State::Clear | State::Gated => Mechanism::Gate,
+            State::Active | State::Parked => Mechanism::Park,
+        }
+    }
+
+    /// Whether the scope refuses calls outright in this state: an open
+    /// breaker, a closed gate, a parked billing scope. (A half-open
+    /// breaker admits its probes.)
+    pub const fn refuses(self) -> bool {
+        matches!(self, State::Open | State::Gated | State::Parked)
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for State {
+    fn eq(&self, name: &str) -> bool {
+        self.as_str() == name
+    }
+}
+
+impl PartialEq<&str> for State {
+    fn eq(&self, name: &&str) -> bool {
+        self.as_str() == *name
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for State {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 /// One change of state of one mechanism for one key.
 ///
 /// The key itself is not part of the transition: the state machines hold the
@@ -58,9 +171,9 @@ impl fmt::Display for Mechanism {
 pub struct Transition {
     /// The mechanism that changed state.
     pub mechanism: Mechanism,
-    /// The state before, e.g. `"closed"`.
+    /// The state before, e.g. `"closed"`: a [`State::as_str`] name.
     pub from: &'static str,
-    /// The state after, e.g. `"open"`.
+    /// The state after, e.g. `"open"`: a [`State::as_str`] name.
     pub to: &'static str,
     /// When the change happened (the `now` passed to the method).
     pub at: Timestamp,
@@ -98,6 +211,25 @@ impl Transition {
             cause: None,
             consecutive_failures: 0,
         }
+    }
+
+    /// A transition of `to`'s mechanism from `from` to `to`, with no
+    /// deadline, no cause and no failure count: how the state machines make
+    /// theirs.
+    pub fn between(from: State, to: State, at: Timestamp, reason: impl Into<String>) -> Self {
+        debug_assert_eq!(from.mechanism(), to.mechanism(), "one mechanism");
+        Transition::new(to.mechanism(), from.as_str(), to.as_str(), at, reason)
+    }
+
+    /// The state before, typed (`None` only if `from` was set by hand to a
+    /// name no state has).
+    pub fn from_state(&self) -> Option<State> {
+        State::from_name(self.from)
+    }
+
+    /// The state after, typed.
+    pub fn to_state(&self) -> Option<State> {
+        State::from_name(self.to)
     }
 
     /// Sets [`until`](Transition::until).
@@ -187,5 +319,19 @@ mod tests {
         );
         assert_eq!(Mechanism::Gate.as_str(), "gate");
         assert_eq!(Mechanism::Park.to_string(), "park");
+    }
+
+    #[test]
+    fn every_state_name_reads_back_and_belongs_to_one_mechanism() {
+        for state in State::ALL {
+            assert_eq!(State::from_name(state.as_str()), Some(state));
+            let t = Transition::between(state, state, Timestamp::ZERO, "");
+            assert_eq!(
+                (t.mechanism, t.from_state(), t.to_state()),
+                (state.mechanism(), Some(state), Some(state))
+            );
+        }
+        assert_eq!(State::from_name("half-open"), None);
+        assert!(State::Open == "open" && State::Parked.refuses() && !State::HalfOpen.refuses());
     }
 }

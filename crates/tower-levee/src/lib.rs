@@ -62,7 +62,6 @@ pub use levee_core as core;
 
 #[cfg(feature = "axum")]
 pub mod axum;
-pub mod body;
 pub mod breaker;
 pub mod builder;
 pub mod bulkhead;
@@ -73,10 +72,19 @@ pub mod error;
 pub mod failover;
 #[cfg(feature = "metrics")]
 pub mod metrics;
+#[cfg(feature = "serde")]
+mod millis;
+mod registry;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
 pub mod retry;
 mod striped;
+
+/// The response body a Levee stack hands back: the provider's body,
+/// unchanged, peeked or watched on its way by the breaker layer.
+pub mod body {
+    pub use crate::breaker::body::ResponseBody;
+}
 
 pub use breaker::{BreakerHandle, BreakerLayer, CircuitOpen, Parked, Scope, Throttled};
 pub use builder::ServiceBuilderExt;

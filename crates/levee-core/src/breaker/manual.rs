@@ -50,7 +50,7 @@ impl BreakerState {
         let from = self.status;
         self.reset_closed(None, None, now);
         (from != BreakerStatus::Closed)
-            .then(|| self.transition(from.as_str(), now, "closed manually".to_owned()))
+            .then(|| self.transition(from, now, "closed manually".to_owned()))
     }
 
     /// Holds the breaker open, with no cool-off, until [`close`](BreakerState::close):
@@ -71,6 +71,6 @@ impl BreakerState {
         self.round.clear();
         self.reset_policy_later();
         (from != BreakerStatus::Open)
-            .then(|| self.transition(from.as_str(), now, "isolated manually".to_owned()))
+            .then(|| self.transition(from, now, "isolated manually".to_owned()))
     }
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::classify::{Classification, Reason, Verdict};
 use crate::clock::Timestamp;
+use crate::transition::State;
 
 // === BreakerStatus ===
 
@@ -21,13 +22,18 @@ pub enum BreakerStatus {
 }
 
 impl BreakerStatus {
-    /// `"closed"`, `"open"` or `"half_open"`.
-    pub const fn as_str(self) -> &'static str {
+    /// The breaker's [`State`].
+    pub const fn state(self) -> State {
         match self {
-            BreakerStatus::Closed => "closed",
-            BreakerStatus::Open => "open",
-            BreakerStatus::HalfOpen => "half_open",
+            BreakerStatus::Closed => State::Closed,
+            BreakerStatus::Open => State::Open,
+            BreakerStatus::HalfOpen => State::HalfOpen,
         }
+    }
+
+    /// `"closed"`, `"open"` or `"half_open"`: the [`State`]'s name.
+    pub const fn as_str(self) -> &'static str {
+        self.state().as_str()
     }
 }
 

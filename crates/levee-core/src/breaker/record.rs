@@ -169,7 +169,7 @@ impl BreakerState {
             RoundVerdict::Close => {
                 self.reset_closed(Some(cfg), Some(key), now);
                 let reason = format!("closed after {successes} of {probes} probes succeeded");
-                Some(self.transition(BreakerStatus::HalfOpen.as_str(), now, reason))
+                Some(self.transition(BreakerStatus::HalfOpen, now, reason))
             }
             RoundVerdict::Reopen => {
                 let cause = outcome.attribution().to_owned();

@@ -9,7 +9,7 @@ use super::outcome::{Admission, BreakerStatus, Permit};
 use super::probes::Round;
 use super::tripping::{RollingWindow, Tripping};
 use crate::clock::Timestamp;
-use crate::transition::{Mechanism, Transition};
+use crate::transition::Transition;
 
 /// The `retry_after` of a call rejected by an isolated breaker. Isolation has
 /// no deadline (it lasts until [`BreakerState::close`]), so callers are told
@@ -241,7 +241,7 @@ impl BreakerState {
         rng: &mut fastrand::Rng,
         reason: String,
     ) -> Transition {
-        let from = self.status.as_str();
+        let from = self.status;
         let cooldown = match kind {
             OpenKind::Availability => &cfg.cooldown,
             OpenKind::Credential => &cfg.credential_cooldown,
@@ -277,7 +277,7 @@ impl BreakerState {
     }
 
     fn enter_half_open(&mut self, cfg: &BreakerConfig, now: Timestamp) -> Transition {
-        let from = self.status.as_str();
+        let from = self.status;
         self.set_status(BreakerStatus::HalfOpen, now);
         self.open_until = None;
         self.round.clear();
@@ -309,11 +309,11 @@ impl BreakerState {
     /// A transition from `from` to the current status.
     pub(super) fn transition(
         &self,
-        from: &'static str,
+        from: BreakerStatus,
         now: Timestamp,
         reason: String,
     ) -> Transition {
-        Transition::new(Mechanism::Breaker, from, self.status.as_str(), now, reason)
+        Transition::between(from.state(), self.status.state(), now, reason)
             .with_consecutive_failures(self.consecutive_failures)
     }
 

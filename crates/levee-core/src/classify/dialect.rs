@@ -10,9 +10,40 @@
 
 use http::HeaderMap;
 
-use super::Dialect;
 use super::body::Shape;
 use super::text::{Needle, contains_any, needles};
+
+/// The provider family whose error dialect a response speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "kebab-case"))]
+#[non_exhaustive]
+pub enum Dialect {
+    /// OpenAI.
+    #[cfg_attr(feature = "serde", serde(rename = "openai"))]
+    OpenAi,
+    /// Azure OpenAI.
+    Azure,
+    /// Anthropic.
+    Anthropic,
+    /// Google Gemini API.
+    Gemini,
+    /// Google Vertex AI.
+    Vertex,
+    /// AWS Bedrock.
+    Bedrock,
+    /// Mistral.
+    Mistral,
+    /// Groq.
+    Groq,
+    /// Cohere.
+    Cohere,
+    /// OpenRouter.
+    #[cfg_attr(feature = "serde", serde(rename = "openrouter"))]
+    OpenRouter,
+    /// Any other OpenAI-compatible endpoint.
+    Generic,
+}
 
 impl Dialect {
     /// Every dialect, in declaration order.

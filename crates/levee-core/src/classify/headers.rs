@@ -6,7 +6,7 @@
 
 use http::HeaderMap;
 
-use super::{Dialect, dialect};
+use super::dialect::{self, Dialect};
 
 /// The headers classification reads (the first of each, as `get` would).
 #[derive(Debug, Default)]

@@ -1,16 +1,14 @@
 //! [`ProviderClassifier`]: the default [`Classify`] implementation.
 
-use std::cell::OnceCell;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use http::{HeaderMap, StatusCode};
+use http::HeaderMap;
 
-use super::body::{self, ErrorFacts};
-use super::headers::HeaderFacts;
-use super::hints::LazyTime;
-use super::rules::{self, Decision};
-use super::stream::StreamScanner;
-use super::{Classification, Classify, Dialect, ResponseView, dialect, hints};
+use super::body::ErrorFacts;
+use super::dialect::{self, Dialect};
+use super::hints::{self, LazyTime};
+use super::rules::Decision;
+use super::verdict::Classification;
 
 /// The default classifier: knows the error dialects of the major LLM
 /// providers (see the [module docs](super) for the rules).
@@ -68,9 +66,7 @@ impl Limits {
 
     /// Rounded up to the millisecond, then capped.
     pub(crate) fn finish_wait(&self, wait: Duration) -> Duration {
-        let millis = wait.as_nanos().div_ceil(1_000_000);
-        let wait = u64::try_from(millis).map_or(Duration::MAX, Duration::from_millis);
-        wait.min(self.max_wait())
+        crate::clock::ceil_millis(wait).min(self.max_wait())
     }
 
     /// The classification of an error found in a body or stream event:
@@ -158,52 +154,5 @@ impl ProviderClassifierBuilder {
         ProviderClassifier {
             limits: self.limits,
         }
-    }
-}
-
-impl Classify for ProviderClassifier {
-    fn classify_response(&self, response: &ResponseView<'_>) -> Classification {
-        let status = response.status.as_u16();
-        // The hot path: a success reads nothing and allocates nothing.
-        if status < 400 {
-            return Classification::success();
-        }
-        let headers = response.headers;
-        let h = HeaderFacts::scan(headers);
-        // Parsing `Date` costs more than the rest of the header work: only a
-        // date-form hint asks for it.
-        let date = OnceCell::new();
-        let reference = &|| {
-            *date.get_or_init(|| {
-                h.date
-                    .and_then(hints::http_date)
-                    .or(response.now)
-                    .unwrap_or_else(SystemTime::now)
-            })
-        };
-        let header_wait = hints::explicit_wait(
-            [h.retry_after_ms, h.x_ms_retry_after_ms, h.retry_after],
-            reference,
-        );
-        let dialect = response.dialect.or(h.dialect);
-        let should_retry = h.should_retry.and_then(hints::should_retry_value);
-        let quota_after = self.limits.quota_after();
-        body::read(response.body, |facts| {
-            let aws = h.aws_error_type.or(facts.aws_type);
-            let mut c = self.limits.classify_facts(
-                facts,
-                header_wait,
-                Some(headers),
-                reference,
-                dialect,
-                |lower, wait| rules::decide(status, facts, aws, lower, wait, quota_after),
-            );
-            c.should_retry = should_retry;
-            c
-        })
-    }
-
-    fn stream_scanner(&self, status: StatusCode, headers: &HeaderMap) -> Option<StreamScanner> {
-        Some(StreamScanner::for_response(status, headers)?.with_classifier(self))
     }
 }

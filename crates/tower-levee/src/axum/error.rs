@@ -9,42 +9,24 @@ use http::StatusCode;
 use http::header::{CONTENT_TYPE, HeaderValue};
 use levee_core::classify::TransportFailure;
 
-use crate::error::{BoxError, transport_failure};
-use crate::{BulkheadFull, CircuitOpen, NoTargetAvailable, Parked, Throttled};
+use crate::breaker::{CircuitOpen, Parked, Throttled};
+use crate::bulkhead::BulkheadFull;
+use crate::error::{BoxError, Rejection, transport_failure};
+use crate::failover::NoTargetAvailable;
 
-/// A Levee rejection: its code, and its status and `Retry-After` around a
-/// body (each type's own `code` and `to_response`: one mapping).
-trait Rejection: fmt::Display {
-    fn code(&self) -> &'static str;
-    fn status_code(&self) -> StatusCode;
-    fn respond(&self, body: Body) -> http::Response<Body>;
-}
-
-macro_rules! rejection {
+macro_rules! into_response {
     ($($ty:ty),* $(,)?) => {$(
-        impl Rejection for $ty {
-            fn code(&self) -> &'static str {
-                <$ty>::code(self)
-            }
-            fn status_code(&self) -> StatusCode {
-                <$ty>::status_code(self)
-            }
-            fn respond(&self, body: Body) -> http::Response<Body> {
-                self.to_response(body)
-            }
-        }
-
         /// A `429` or `503` with `Retry-After` and a JSON body with a stable
         /// `code` (see the [module docs](crate::axum)).
         impl IntoResponse for $ty {
             fn into_response(self) -> Response {
-                rejection_response(&self)
+                rejection_response(Rejection::from(&self))
             }
         }
     )*};
 }
 
-rejection!(
+into_response!(
     CircuitOpen,
     Throttled,
     Parked,
@@ -64,8 +46,8 @@ fn with_json_type(mut res: http::Response<Body>) -> Response {
     res
 }
 
-fn rejection_response(e: &dyn Rejection) -> Response {
-    with_json_type(e.respond(json_body(e.code(), &e.to_string())))
+fn rejection_response(e: Rejection<'_>) -> Response {
+    with_json_type(e.to_response(json_body(e.code(), &e.to_string())))
 }
 
 // === LeveeError ===
@@ -98,7 +80,7 @@ pub struct LeveeError {
 
 /// What a [`LeveeError`] answers with.
 enum Answer<'a> {
-    Rejection(&'a dyn Rejection),
+    Rejection(Rejection<'a>),
     Timeout,
     Upstream,
 }
@@ -151,34 +133,11 @@ impl LeveeError {
 
     fn answer(&self) -> Answer<'_> {
         let err: &(dyn Error + 'static) = &*self.inner;
-        let mut cur = Some(err);
-        while let Some(e) = cur {
-            if let Some(r) = as_rejection(e) {
-                return Answer::Rejection(r);
-            }
-            cur = e.source();
+        match Rejection::find(err) {
+            Some(r) => Answer::Rejection(r),
+            None if transport_failure(err) == TransportFailure::Timeout => Answer::Timeout,
+            None => Answer::Upstream,
         }
-        if transport_failure(err) == TransportFailure::Timeout {
-            Answer::Timeout
-        } else {
-            Answer::Upstream
-        }
-    }
-}
-
-fn as_rejection<'a>(e: &'a (dyn Error + 'static)) -> Option<&'a dyn Rejection> {
-    if let Some(r) = e.downcast_ref::<NoTargetAvailable>() {
-        Some(r)
-    } else if let Some(r) = e.downcast_ref::<Throttled>() {
-        Some(r)
-    } else if let Some(r) = e.downcast_ref::<Parked>() {
-        Some(r)
-    } else if let Some(r) = e.downcast_ref::<CircuitOpen>() {
-        Some(r)
-    } else if let Some(r) = e.downcast_ref::<BulkheadFull>() {
-        Some(r)
-    } else {
-        None
     }
 }
 

@@ -13,9 +13,8 @@ use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::BreakerHandle;
-use crate::breaker::Rejections;
-use crate::failover::{FailoverHandle, ScopeHealth, scope_health};
+use crate::breaker::{BreakerHandle, Rejections, ScopeHealth};
+use crate::failover::FailoverHandle;
 
 /// Something whose state a health route serves as JSON.
 pub trait HealthSource: Send + Sync + 'static {
@@ -42,7 +41,7 @@ impl HealthSource for BreakerHandle {
             rejections: Rejections,
         }
         serde_json::to_value(BreakerHealth {
-            scopes: scope_health(self, None),
+            scopes: self.states(),
             rejections: self.rejections(),
         })
     }

@@ -16,7 +16,7 @@ use serde_json::Value;
 use tower::ServiceExt;
 
 use super::{HealthGroup, LeveeError, health_handler};
-use crate::failover::{Failover, NoTargetAvailable, Refusal, RefusalKind, Target};
+use crate::failover::{Failover, NoTargetAvailable, RefusalKind, Target};
 use crate::{BoxError, BreakerLayer, BulkheadFull, CircuitOpen, Parked, Throttled};
 
 /// Status, `Retry-After` (if any) and the JSON body of a response.
@@ -54,7 +54,7 @@ fn no_target(kinds: &[(RefusalKind, u64)]) -> NoTargetAvailable {
         .collect();
     let refusals = boxed
         .iter()
-        .map(|e| Refusal::from_rejection("t", &**e).unwrap())
+        .map(|e| crate::failover::future::refusal("t", &**e).unwrap())
         .collect();
     NoTargetAvailable::new(refusals, Duration::from_secs(300))
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use http::StatusCode;
 
-use crate::failover::RefusalKind;
+use crate::error::{RefusalKind, rejection_response};
 
 macro_rules! rejection {
     ($(#[$doc:meta])* $name:ident, $kind:ident, $what:literal) => {
@@ -51,7 +51,7 @@ macro_rules! rejection {
             /// [`status_code`](Self::status_code) and a `Retry-After` in
             /// whole seconds, rounded up, around `body`.
             pub fn to_response<B>(&self, body: B) -> http::Response<B> {
-                crate::error::rejection_response(self.status_code(), self.retry_after, body)
+                rejection_response(self.status_code(), self.retry_after, body)
             }
         }
 

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use levee_core::transition::{Mechanism, Transition};
+use levee_core::transition::{Mechanism, State, Transition};
 
 /// One state change of a breaker, throttle gate or park, for one scope.
 ///
@@ -49,6 +49,16 @@ impl ScopeEvent {
         self.transition.to
     }
 
+    /// The state before, typed.
+    pub fn from_state(&self) -> Option<State> {
+        self.transition.from_state()
+    }
+
+    /// The state after, typed.
+    pub fn to_state(&self) -> Option<State> {
+        self.transition.to_state()
+    }
+
     /// Why, for a person: "opened after 5 consecutive availability failures (status:503)".
     pub fn reason(&self) -> &str {
         &self.transition.reason
@@ -65,10 +75,8 @@ impl ScopeEvent {
     }
 
     pub(crate) fn emit(&self, subscribers: &[EventSubscriber]) {
-        let alarming = matches!(
-            (self.transition.mechanism, self.transition.to),
-            (Mechanism::Breaker, "open") | (Mechanism::Park, "parked")
-        );
+        // An account out of rotation, or a spend cap reached: someone should look.
+        let alarming = matches!(self.to_state(), Some(State::Open | State::Parked));
         let mechanism = self.transition.mechanism.as_str();
         if alarming {
             tracing::warn!(target: "levee", scope = %self.scope, mechanism, from = self.from(), to = self.to(), remaining = ?self.remaining, "{}", self.reason());

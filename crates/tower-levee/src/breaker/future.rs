@@ -10,14 +10,15 @@ use bytes::Buf;
 use http::Response;
 use http::{HeaderMap, StatusCode};
 use http_body::Body;
-use levee_core::classify::{Classification, Classify, ResponseView, StreamScanner, Verdict};
+use levee_core::classify::{
+    Classification, Classify, HeadDecision, ResponseView, StreamScanner, Verdict,
+};
 use pin_project_lite::pin_project;
 
-use super::layer::SoftFailureFn;
+use super::body::{Peeked, ResponseBody};
+use super::settings::SoftFailureFn;
 use super::tracker::{Tracker, Watch};
-use crate::BoxError;
-use crate::body::{Peeked, ResponseBody};
-use crate::error::{is_rejection, transport_failure};
+use crate::error::{BoxError, is_rejection, transport_failure};
 
 pin_project! {
     /// Response future of [`Breaker`](super::Breaker).
@@ -72,19 +73,18 @@ impl<C: Classify> Call<C> {
     fn route(&mut self, status: StatusCode, headers: &HeaderMap) -> Route {
         self.tracker.first_byte();
         let slow = self.tracker.is_slow();
-        let peek = self.classifier.wants_body(status, headers);
-        if !peek && let Some(scanner) = self.classifier.stream_scanner(status, headers) {
-            return Route::Watch(scanner, slow);
+        match self.classifier.classify_head(status, headers) {
+            HeadDecision::WatchStream(scanner) => Route::Watch(scanner, slow),
+            HeadDecision::PeekBody => Route::Peek,
+            // A soft-failure hook reads a 2xx body that is not a stream.
+            HeadDecision::Ready(_) if self.soft_failure.is_some() && status.is_success() => {
+                Route::Peek
+            }
+            HeadDecision::Ready(c) => {
+                self.tracker.settle(&c, slow);
+                Route::Plain((c.verdict != Verdict::Success).then_some(c))
+            }
         }
-        // A soft-failure hook reads a 2xx body that is not a stream.
-        if peek || (self.soft_failure.is_some() && status.is_success()) {
-            return Route::Peek;
-        }
-        let c = self
-            .classifier
-            .classify_response(&ResponseView::new(status, headers, &[]));
-        self.tracker.settle(&c, slow);
-        Route::Plain((c.verdict != Verdict::Success).then_some(c))
     }
 
     /// Settles a call that failed below: a Levee rejection says nothing.

@@ -1,4 +1,5 @@
-//! A handle on a breaker layer's state: health, manual control, counters.
+//! A handle on a breaker layer's state: health, admission checks, manual
+//! control, counters.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -9,10 +10,13 @@ use std::time::Duration;
 use levee_core::breaker::BreakerStatus;
 use levee_core::classify::Verdict;
 use levee_core::clock::Clock;
-use levee_core::transition::Mechanism;
+use levee_core::transition::{Mechanism, State};
 
+use super::admission::{Peek, PeekCache, admit};
 use super::latency::LatencyEstimate;
+use super::scope::RequestHead;
 use super::shared::Shared;
+use crate::error::{BoxError, Rejection};
 
 /// A handle on the state shared by every clone of one
 /// [`BreakerLayer`](super::BreakerLayer): hold it in a health route or an
@@ -22,28 +26,91 @@ pub struct BreakerHandle {
     pub(crate) shared: Arc<Shared>,
 }
 
-/// The state of one scope of one mechanism.
+/// The state of one scope of one mechanism (a breaker, a throttle gate or
+/// a park), as [`BreakerHandle::states`] and a failover's health snapshot
+/// report it.
+///
+/// The mechanism and the state are their stable names
+/// ([`Mechanism::as_str`], [`State::as_str`]); [`to_state`](Self::to_state)
+/// reads the state typed. With the `serde` feature it serializes to JSON
+/// with durations in milliseconds (`retry_after_ms`, `gated_last_hour_ms`,
+/// `gated_total_ms`, `open_time_ms`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScopeState {
-    /// Which mechanism.
-    pub mechanism: Mechanism,
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct ScopeHealth {
+    /// Which mechanism: `breaker`, `gate` or `park`.
+    pub mechanism: &'static str,
     /// The scope's key.
     pub scope: String,
-    /// The state's name: `closed`, `open`, `half_open`, `clear`, `gated`, `active`, `parked`.
+    /// Its state: `closed`, `open`, `half_open`, `clear`, `gated`, `active`
+    /// or `parked`.
     pub state: &'static str,
     /// How long until the scope admits requests again, if it does not now.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "retry_after_ms", serialize_with = "crate::millis::option")
+    )]
     pub retry_after: Option<Duration>,
-    /// Time spent gated in the last hour (gates only).
+    /// Time spent gated in the last hour (gates only): the share of each
+    /// hour a quota scope spends gated says whether its quota still fits
+    /// its traffic.
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            rename = "gated_last_hour_ms",
+            serialize_with = "crate::millis::option"
+        )
+    )]
     pub gated_last_hour: Option<Duration>,
     /// Time spent gated in all, since the scope was first tracked (gates only).
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "gated_total_ms", serialize_with = "crate::millis::option")
+    )]
     pub gated_total: Option<Duration>,
     /// Time spent away from `closed` (open, half-open, isolated) in all,
-    /// since the scope was first tracked (breakers only): seed 000's "time
-    /// open per target".
+    /// since the scope was first tracked (breakers only): the time each
+    /// target spends out of rotation.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "open_time_ms", serialize_with = "crate::millis::option")
+    )]
     pub open_time: Option<Duration>,
-    /// The recent time to first byte (breakers of a layer built with
-    /// [`latency_estimate`](super::BreakerLayerBuilder::latency_estimate)).
+    /// Why: a park's cause, a breaker's failures by cause while it is not
+    /// closed, or (in a failover's snapshot) the throttle that gated a gate.
+    pub reason: Option<String>,
+    /// A breaker's recent time to first byte, when its layer estimates it
+    /// ([`latency_estimate`](super::BreakerLayerBuilder::latency_estimate)):
+    /// set `slow_call` at about 3× its p99.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub latency: Option<LatencyEstimate>,
+}
+
+/// The former name of [`ScopeHealth`].
+pub type ScopeState = ScopeHealth;
+
+impl ScopeHealth {
+    fn new(mechanism: Mechanism, scope: &str, state: State) -> Self {
+        debug_assert_eq!(state.mechanism(), mechanism, "a state of its own mechanism");
+        ScopeHealth {
+            mechanism: mechanism.as_str(),
+            scope: scope.into(),
+            state: state.as_str(),
+            retry_after: None,
+            gated_last_hour: None,
+            gated_total: None,
+            open_time: None,
+            reason: None,
+            latency: None,
+        }
+    }
+
+    /// The scope's state, typed (`None` only if `state` was set by hand to
+    /// a name no state has).
+    pub fn to_state(&self) -> Option<State> {
+        State::from_name(self.state)
+    }
 }
 
 /// Calls refused by each mechanism, counted apart from upstream failures
@@ -60,57 +127,63 @@ pub struct Rejections {
 }
 
 impl BreakerHandle {
-    /// Every tracked scope with its state, sorted by mechanism and key.
-    pub fn states(&self) -> Vec<ScopeState> {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        BreakerHandle { shared }
+    }
+
+    /// Every tracked scope with its state: breakers, then gates, then
+    /// parks, each sorted by key.
+    pub fn states(&self) -> Vec<ScopeHealth> {
         let s = &*self.shared;
         let now = s.clock.now();
         let mut out = Vec::new();
         for (key, h) in s.domains.entries() {
             if let Some(cell) = h.lock() {
                 let state = &cell.state;
-                out.push(ScopeState {
-                    mechanism: Mechanism::Breaker,
-                    scope: key.into(),
-                    state: state.status().as_str(),
+                let status = state.status();
+                out.push(ScopeHealth {
                     retry_after: state.open_until().map(|u| u.saturating_duration_since(now)),
-                    gated_last_hour: None,
-                    gated_total: None,
                     open_time: Some(state.time_open(now)),
+                    reason: (status != BreakerStatus::Closed)
+                        .then(|| failure_causes(state.failure_breakdown()))
+                        .flatten(),
                     latency: h.hot().and_then(|hot| hot.latency.estimate()),
+                    ..ScopeHealth::new(Mechanism::Breaker, &key, status.state())
                 });
             }
         }
-        for (key, h) in s.gates.entries() {
-            if let Some(gate) = h.lock() {
-                let until = gate.until().filter(|u| *u > now);
-                out.push(ScopeState {
-                    mechanism: Mechanism::Gate,
-                    scope: key.into(),
-                    state: if until.is_some() { "gated" } else { "clear" },
-                    retry_after: until.map(|u| u.saturating_duration_since(now)),
-                    gated_last_hour: Some(gate.gated_in_last(now, Duration::from_secs(3600))),
-                    gated_total: Some(gate.gated_time(now)),
-                    open_time: None,
-                    latency: None,
-                });
-            }
-        }
-        for (key, h) in s.parks.entries() {
-            if let Some(park) = h.lock() {
-                let until = park.until().filter(|u| *u > now);
-                out.push(ScopeState {
-                    mechanism: Mechanism::Park,
-                    scope: key.into(),
-                    state: if until.is_some() { "parked" } else { "active" },
-                    retry_after: until.map(|u| u.saturating_duration_since(now)),
-                    gated_last_hour: None,
-                    gated_total: None,
-                    open_time: None,
-                    latency: None,
-                });
-            }
-        }
-        out.sort_by(|a, b| (a.mechanism as u8, &a.scope).cmp(&(b.mechanism as u8, &b.scope)));
+        by_scope(&mut out);
+        let gates = out.len();
+        s.gates.for_each(|key, gate| {
+            let until = gate.until().filter(|u| *u > now);
+            let state = if until.is_some() {
+                State::Gated
+            } else {
+                State::Clear
+            };
+            out.push(ScopeHealth {
+                retry_after: until.map(|u| u.saturating_duration_since(now)),
+                gated_last_hour: Some(gate.gated_in_last(now, Duration::from_secs(3600))),
+                gated_total: Some(gate.gated_time(now)),
+                ..ScopeHealth::new(Mechanism::Gate, key, state)
+            });
+        });
+        by_scope(&mut out[gates..]);
+        let parks = out.len();
+        s.parks.for_each(|key, park| {
+            let until = park.until().filter(|u| *u > now);
+            let state = if until.is_some() {
+                State::Parked
+            } else {
+                State::Active
+            };
+            out.push(ScopeHealth {
+                retry_after: until.map(|u| u.saturating_duration_since(now)),
+                reason: park.reason().map(|r| r.to_string()),
+                ..ScopeHealth::new(Mechanism::Park, key, state)
+            });
+        });
+        by_scope(&mut out[parks..]);
         out
     }
 
@@ -127,6 +200,54 @@ impl BreakerHandle {
         let h = self.shared.domains.get(domain)?;
         let cell = h.lock()?;
         Some(cell.state.failure_breakdown().clone())
+    }
+
+    /// Whether the layer would admit `head`'s request now, checked without
+    /// sending anything, taking a probe slot, counting a rejection or
+    /// changing any state: park, then gate, then breaker, as a call is
+    /// checked, for the scopes the layer would give the request.
+    ///
+    /// `Err` is the rejection the layer would return: [`Parked`],
+    /// [`Throttled`] or [`CircuitOpen`], with its `retry_after`. A breaker
+    /// whose cool-off has ended, or that is half-open with a probe slot
+    /// free, admits (the call itself becomes the probe). The answer is
+    /// advice: the state can change before the call, and the call decides.
+    ///
+    /// ```
+    /// use tower_levee::breaker::{BreakerLayer, CircuitOpen, RequestHead};
+    ///
+    /// let layer = BreakerLayer::new();
+    /// let handle = layer.handle();
+    /// let req = http::Request::get("https://api.openai.com/v1/models").body(()).unwrap();
+    /// assert!(handle.admits(&RequestHead::of(&req)).is_ok());
+    ///
+    /// handle.open("api.openai.com");
+    /// let err = handle.admits(&RequestHead::of(&req)).unwrap_err();
+    /// assert!(err.is::<CircuitOpen>());
+    /// ```
+    ///
+    /// [`Parked`]: super::Parked
+    /// [`Throttled`]: super::Throttled
+    /// [`CircuitOpen`]: super::CircuitOpen
+    pub fn admits(&self, head: &RequestHead<'_>) -> Result<(), BoxError> {
+        admit(&self.shared, head, Peek { cache: None })
+    }
+
+    /// How long until the layer would admit `head`'s request, or `None` if
+    /// it would now. Read-only, like [`admits`](Self::admits).
+    pub fn retry_after(&self, head: &RequestHead<'_>) -> Option<Duration> {
+        let refused = self.admits(head).err()?;
+        Rejection::find(&*refused).map(|r| r.retry_after())
+    }
+
+    /// [`admits`](Self::admits) with a per-caller cache of the failure
+    /// domain's handle.
+    pub(crate) fn admits_cached(
+        &self,
+        head: &RequestHead<'_>,
+        cache: &PeekCache,
+    ) -> Result<(), BoxError> {
+        admit(&self.shared, head, Peek { cache: Some(cache) })
     }
 
     /// Opens a domain's breaker now, as if it had just tripped (e.g. ahead of
@@ -158,11 +279,11 @@ impl BreakerHandle {
 
     /// Calls refused by each mechanism so far.
     pub fn rejections(&self) -> Rejections {
-        let st = &self.shared.stats;
+        let s = &self.shared;
         Rejections {
-            breaker: st.rejected_breaker.sum(),
-            gate: st.rejected_gate.sum(),
-            park: st.rejected_park.sum(),
+            breaker: s.stats.rejected_breaker.sum(),
+            gate: s.gates.rejected(),
+            park: s.parks.rejected(),
         }
     }
 
@@ -171,6 +292,20 @@ impl BreakerHandle {
     pub fn upstream_failures(&self, verdict: Verdict) -> u64 {
         self.shared.stats.upstream[verdict as usize].load(Ordering::Relaxed)
     }
+}
+
+fn by_scope(scopes: &mut [ScopeHealth]) {
+    scopes.sort_by(|a, b| a.scope.cmp(&b.scope));
+}
+
+/// A breaker's failures by cause, `"status:503 ×4, transport:timeout ×1"`;
+/// `None` when there are none.
+fn failure_causes(breakdown: &BTreeMap<String, u32>) -> Option<String> {
+    if breakdown.is_empty() {
+        return None;
+    }
+    let causes: Vec<_> = breakdown.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
+    Some(causes.join(", "))
 }
 
 impl fmt::Debug for BreakerHandle {

@@ -1,7 +1,8 @@
 //! A recent time-to-first-byte distribution per failure domain, so that a
-//! slow-call threshold can be set from data: seed 002 puts it at about 3× the
-//! normal high percentile, per model (per failure domain here; with
-//! `isolate_by_model` each model is one).
+//! slow-call threshold can be set from data: about 3× the normal high
+//! percentile, per model (per failure domain here; with `isolate_by_model`
+//! each model is one), since a reasoning model and a small fast model have
+//! different baselines.
 //!
 //! Off by default ([`BreakerLayerBuilder::latency_estimate`]): it costs a
 //! clock read at admission and one shared atomic increment per response.
@@ -110,7 +111,7 @@ fn representative(i: usize) -> Duration {
 
 /// A failure domain's recent time to first byte, kept by a layer built with
 /// [`latency_estimate`](super::BreakerLayerBuilder::latency_estimate): set
-/// `slow_call` at about 3× its p99 (seed 002). Percentiles are read from
+/// `slow_call` at about 3× its p99. Percentiles are read from
 /// half-octave buckets, so they are within a factor of √2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -118,19 +119,23 @@ pub struct LatencyEstimate {
     /// Responses counted, recent ones weighing more (halved every 2,048).
     pub samples: u64,
     /// Median time to first byte.
-    #[cfg_attr(feature = "serde", serde(rename = "p50_ms", serialize_with = "millis"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "p50_ms", serialize_with = "crate::millis::duration")
+    )]
     pub p50: Duration,
     /// 90th percentile.
-    #[cfg_attr(feature = "serde", serde(rename = "p90_ms", serialize_with = "millis"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "p90_ms", serialize_with = "crate::millis::duration")
+    )]
     pub p90: Duration,
-    /// 99th percentile: a `slow_call` of about 3× this (seed 002).
-    #[cfg_attr(feature = "serde", serde(rename = "p99_ms", serialize_with = "millis"))]
+    /// 99th percentile: a `slow_call` of about 3× this.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "p99_ms", serialize_with = "crate::millis::duration")
+    )]
     pub p99: Duration,
-}
-
-#[cfg(feature = "serde")]
-fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]

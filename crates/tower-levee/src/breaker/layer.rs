@@ -11,74 +11,13 @@ use levee_core::gate::GateConfig;
 use levee_core::park::ParkConfig;
 use tower_layer::Layer;
 
+use super::admission::DomainCache;
 use super::event::{EventSubscriber, ScopeEvent};
 use super::handle::BreakerHandle;
 use super::scope::{RequestHead, ScopeFn, ScopeKeys};
-use super::service::{Breaker, DomainCache};
+use super::service::Breaker;
+use super::settings::{DEFAULT_MAX_KEYS, DEFAULT_PEEK_LIMIT, Settings, SoftFailureFn};
 use super::shared::Shared;
-
-/// The default bound on how much of a non-2xx body is read to classify it.
-pub const DEFAULT_PEEK_LIMIT: usize = 16 * 1024;
-
-/// The default bound on scopes tracked per mechanism before idle ones are evicted.
-pub const DEFAULT_MAX_KEYS: usize = 10_000;
-
-/// A user hook that can turn a 2xx response into a failure verdict (seed
-/// 001's `detectSoftFailure`: an empty body, a response with no usable
-/// content). It sees the response head and a bounded peek of the body.
-pub type SoftFailureFn =
-    Arc<dyn Fn(&http::response::Parts, &[u8]) -> Option<Classification> + Send + Sync>;
-
-/// The settings every clone of a layer shares.
-pub(crate) struct Settings {
-    pub(crate) breaker: BreakerConfig,
-    pub(crate) gate: GateConfig,
-    pub(crate) park: ParkConfig,
-    pub(crate) peek_limit: u32,
-    pub(crate) max_keys: usize,
-    pub(crate) isolate_by_model: bool,
-    pub(crate) slow_call_by_model: Vec<(Box<str>, Duration)>,
-    pub(crate) slow_stream: Option<Duration>,
-    pub(crate) latency_estimate: bool,
-    /// Behind a second `Arc`, a thin pointer: every call carries a clone.
-    pub(crate) soft_failure: Option<Arc<SoftFailureFn>>,
-    pub(crate) scope_fn: Option<ScopeFn>,
-    pub(crate) subscribers: Vec<EventSubscriber>,
-    pub(crate) seed: Option<u64>,
-}
-
-impl Settings {
-    /// The slow-call threshold for a call to `model`.
-    #[inline]
-    pub(crate) fn slow_call(&self, model: Option<&str>) -> Option<Duration> {
-        if self.slow_call_by_model.is_empty() {
-            return self.breaker.slow_call;
-        }
-        model
-            .and_then(|m| self.slow_call_by_model.iter().find(|(k, _)| &**k == m))
-            .map(|(_, d)| *d)
-            .or(self.breaker.slow_call)
-    }
-}
-
-impl fmt::Debug for Settings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Settings")
-            .field("breaker", &self.breaker)
-            .field("gate", &self.gate)
-            .field("park", &self.park)
-            .field("peek_limit", &self.peek_limit)
-            .field("max_keys", &self.max_keys)
-            .field("isolate_by_model", &self.isolate_by_model)
-            .field("slow_call_by_model", &self.slow_call_by_model)
-            .field("slow_stream", &self.slow_stream)
-            .field("latency_estimate", &self.latency_estimate)
-            .field("soft_failure", &self.soft_failure.as_ref().map(|_| ".."))
-            .field("scope_fn", &self.scope_fn.as_ref().map(|_| ".."))
-            .field("subscribers", &self.subscribers.len())
-            .finish()
-    }
-}
 
 /// Applies [`Breaker`] to a service: breaker, throttle gate and park table,
 /// each per its own scope. Clones share state.
@@ -111,9 +50,7 @@ impl Default for BreakerLayer {
 impl<C> BreakerLayer<C> {
     /// A handle on the layer's state: health, manual control, counters.
     pub fn handle(&self) -> BreakerHandle {
-        BreakerHandle {
-            shared: self.shared.clone(),
-        }
+        BreakerHandle::new(self.shared.clone())
     }
 }
 
@@ -232,9 +169,9 @@ impl<C> BreakerLayerBuilder<C> {
         self
     }
 
-    /// Gives each model its own breaker within a failure domain (seed 001's
-    /// `isolateByModel`). Off by default: a provider-wide outage is then
-    /// detected once, not once per model.
+    /// Gives each model its own breaker within a failure domain. Off by
+    /// default: a provider-wide outage is then detected once, not once per
+    /// model.
     pub fn isolate_by_model(mut self, isolate: bool) -> Self {
         self.isolate_by_model = isolate;
         self
@@ -263,15 +200,15 @@ impl<C> BreakerLayerBuilder<C> {
     /// the last few thousand responses), shown by
     /// [`BreakerHandle::states`](super::BreakerHandle::states) and the
     /// failover's health snapshot, so that `slow_call` can be set from data:
-    /// about 3× the p99 (seed 002). Off by default: it reads the clock when a
+    /// about 3× the p99. Off by default: it reads the clock when a
     /// call is admitted and makes one shared atomic increment per response.
     pub fn latency_estimate(mut self, on: bool) -> Self {
         self.latency_estimate = on;
         self
     }
 
-    /// A hook that can turn a 2xx response into a failure (seed 001's
-    /// `detectSoftFailure`): it sees the head and up to `peek_limit` bytes of
+    /// A hook that can turn a 2xx response into a failure (a body with no
+    /// usable content, say): it sees the head and up to `peek_limit` bytes of
     /// the body (which the caller still receives whole). With a hook set,
     /// every non-streamed 2xx body is peeked: a cost on the success path.
     pub fn detect_soft_failure(

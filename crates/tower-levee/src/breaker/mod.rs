@@ -59,25 +59,29 @@
 //! # }
 //! ```
 
+mod admission;
+pub mod body;
+mod deadline;
 pub mod error;
 mod event;
 pub mod future;
 mod handle;
+mod hot;
 mod latency;
 mod layer;
-mod peek;
 pub mod scope;
 mod service;
+mod settings;
 mod shared;
-pub(crate) mod tracker;
+mod tracker;
 
+pub(crate) use self::admission::PeekCache;
+pub use self::body::ResponseBody;
 pub use self::error::{CircuitOpen, Parked, Throttled};
 pub use self::event::{EventSubscriber, ScopeEvent};
-pub use self::handle::{BreakerHandle, Rejections, ScopeState};
+pub use self::handle::{BreakerHandle, Rejections, ScopeHealth, ScopeState};
 pub use self::latency::LatencyEstimate;
-pub use self::layer::{
-    BreakerLayer, BreakerLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_PEEK_LIMIT, SoftFailureFn,
-};
-pub(crate) use self::peek::PeekCache;
+pub use self::layer::{BreakerLayer, BreakerLayerBuilder};
 pub use self::scope::{RequestHead, Scope, ScopeFn, ScopeKeys, default_scope};
 pub use self::service::Breaker;
+pub use self::settings::{DEFAULT_MAX_KEYS, DEFAULT_PEEK_LIMIT, SoftFailureFn};

@@ -1,7 +1,7 @@
 //! Which breaker, gate and park a request belongs to.
 //!
-//! Three mechanisms, three scopes (seed 000, "Scope each breaker to one quota
-//! and one failure domain"):
+//! Three mechanisms, three scopes, since providers count quotas per account
+//! and model while outages hit an account, an endpoint or a region:
 //!
 //! - the **failure domain** keys the breaker: an account, deployment or
 //!   region endpoint (default: the URI's authority);
@@ -11,7 +11,11 @@
 //!   to, usually the whole account or project (default: the failure domain).
 //!
 //! A caller that knows better sets a [`Scope`] in the request's extensions,
-//! or gives the layer its own [`ScopeFn`].
+//! or gives the layer its own [`ScopeFn`]. However they are named, the
+//! three keys are built from the names by one rule: the failure domain is
+//! the domain (with `isolate_by_model`, `domain/model`), the quota scope
+//! `domain/model` (the domain when no model is named), the billing scope the
+//! one named, else the domain.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -166,10 +170,150 @@ fn name_of(segment: &str) -> Option<&str> {
     (end > 0).then(|| &segment[..end])
 }
 
-// === KeyBuf ===
+// === Scopes ===
 
 /// Separates the parts of a composite scope key (`domain/model`).
 pub(crate) const KEY_SEPARATOR: char = '/';
+
+/// A request's three scope keys, named by one rule from its [`ScopeKeys`]:
+///
+/// - the failure domain is the account, or `account/model` when the layer
+///   isolates models (`isolate_by_model`) and the request names one;
+/// - the quota scope is `account/model`, or the account when no model is named;
+/// - the billing scope is the one the request names, else the account.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Scopes<'a> {
+    account: &'a str,
+    /// Never empty.
+    model: Option<&'a str>,
+    /// Only when it differs from the account.
+    billing: Option<&'a str>,
+    /// Whether the failure domain's key carries the model.
+    isolated: bool,
+}
+
+impl<'a> Scopes<'a> {
+    /// The scopes of a request named `keys`.
+    #[inline]
+    pub(crate) fn new(keys: ScopeKeys<'a>, isolate_by_model: bool) -> Self {
+        let model = keys.model.filter(|m| !m.is_empty());
+        Scopes {
+            account: keys.domain,
+            model,
+            billing: keys.billing.filter(|b| *b != keys.domain),
+            isolated: isolate_by_model && model.is_some(),
+        }
+    }
+
+    /// The model the request names, if any.
+    #[inline]
+    pub(crate) fn model(&self) -> Option<&'a str> {
+        self.model
+    }
+
+    /// Whether the failure domain's key carries the model.
+    #[inline]
+    pub(crate) fn isolated(&self) -> bool {
+        self.isolated
+    }
+
+    /// The failure domain's key.
+    pub(crate) fn domain_key(&self) -> KeyBuf {
+        match self.model.filter(|_| self.isolated) {
+            Some(model) => KeyBuf::join(&[self.account, model], KEY_SEPARATOR),
+            None => KeyBuf::join(&[self.account], KEY_SEPARATOR),
+        }
+    }
+
+    /// Whether `key` is the failure domain's key, compared without building it.
+    #[inline]
+    pub(crate) fn is_domain_key(&self, key: &KeyBuf) -> bool {
+        match self.model.filter(|_| self.isolated) {
+            Some(model) => key.eq_join(&[self.account, model], KEY_SEPARATOR),
+            None => key.as_bytes() == self.account.as_bytes(),
+        }
+    }
+
+    /// The quota scope's key.
+    pub(crate) fn quota_key(&self) -> KeyBuf {
+        match self.model {
+            Some(model) => KeyBuf::join(&[self.account, model], KEY_SEPARATOR),
+            None => KeyBuf::join(&[self.account], KEY_SEPARATOR),
+        }
+    }
+
+    /// The billing scope's key.
+    #[inline]
+    pub(crate) fn billing_key(&self) -> &'a str {
+        self.billing.unwrap_or(self.account)
+    }
+}
+
+// === CallScopes ===
+
+/// A call's scopes as its tracker keeps them until the outcome is known:
+/// the failure domain's key is in the registry slot the tracker already
+/// holds, so only the model (often none) is copied per call.
+pub(crate) enum CallScopes {
+    /// No model: the failure domain is the quota and billing scope.
+    Domain,
+    /// The model the request named; the billing scope is the account.
+    Model(ModelBuf),
+    /// An explicit billing scope (rare, so boxed).
+    Explicit(Box<ExplicitScopes>),
+}
+
+/// A call's scopes when the request named its billing scope.
+pub(crate) struct ExplicitScopes {
+    model: Option<ModelBuf>,
+    billing: Box<str>,
+}
+
+impl CallScopes {
+    /// What a call to `scopes` keeps.
+    #[inline]
+    pub(crate) fn new(scopes: &Scopes<'_>) -> Self {
+        let model = scopes.model.map(|m| ModelBuf::join(&[m], KEY_SEPARATOR));
+        match (model, scopes.billing) {
+            (None, None) => CallScopes::Domain,
+            (Some(model), None) => CallScopes::Model(model),
+            (model, Some(billing)) => CallScopes::Explicit(Box::new(ExplicitScopes {
+                model,
+                billing: billing.into(),
+            })),
+        }
+    }
+
+    /// The call's scopes again, given its failure domain's key and whether
+    /// that key carries the model.
+    pub(crate) fn resolve<'a>(&'a self, domain_key: &'a str, isolated: bool) -> Scopes<'a> {
+        let (model, billing) = match self {
+            CallScopes::Domain => (None, None),
+            CallScopes::Model(model) => (Some(model.as_str()), None),
+            CallScopes::Explicit(explicit) => (
+                explicit.model.as_ref().map(|m| m.as_str()),
+                Some(&*explicit.billing),
+            ),
+        };
+        let isolated = isolated && model.is_some();
+        // `account/model` when isolated: the account is the key's first part.
+        let account = match model.filter(|_| isolated) {
+            Some(model) => domain_key
+                .strip_suffix(model)
+                .and_then(|d| d.strip_suffix(KEY_SEPARATOR))
+                .unwrap_or(domain_key),
+            None => domain_key,
+        };
+        Scopes {
+            account,
+            model,
+            billing,
+            isolated,
+        }
+    }
+}
+
+// === KeyBuf ===
 
 /// Inline capacity of a [`KeyBuf`]: `bedrock-runtime.us-east-1.amazonaws.com`
 /// is 39 bytes, most authorities with a model name fit (56 bytes in all).
@@ -373,6 +517,64 @@ mod tests {
             keys("https://api.openai.com/v1/chat/completions", Some(s)),
             ("org-a".into(), Some("gpt-4o".into()), Some("proj-1".into()))
         );
+    }
+
+    #[test]
+    fn the_three_keys_follow_one_rule_and_a_call_rebuilds_them_from_its_domain_key() {
+        let named = |domain, model, billing| ScopeKeys {
+            domain,
+            model,
+            billing,
+        };
+        for (keys, isolate, domain, quota, billing) in [
+            (named("org-a", None, None), false, "org-a", "org-a", "org-a"),
+            (
+                named("org-a", Some("gpt-4o"), None),
+                false,
+                "org-a",
+                "org-a/gpt-4o",
+                "org-a",
+            ),
+            (
+                named("org-a", Some("gpt-4o"), None),
+                true,
+                "org-a/gpt-4o",
+                "org-a/gpt-4o",
+                "org-a",
+            ),
+            (
+                named("org-a", Some(""), None),
+                true,
+                "org-a",
+                "org-a",
+                "org-a",
+            ),
+            (
+                named("org-a", Some("o3"), Some("proj-1")),
+                true,
+                "org-a/o3",
+                "org-a/o3",
+                "proj-1",
+            ),
+            (
+                named("org-a", None, Some("org-a")),
+                false,
+                "org-a",
+                "org-a",
+                "org-a",
+            ),
+        ] {
+            let scopes = Scopes::new(keys, isolate);
+            assert_eq!(scopes.domain_key().as_str(), domain, "{keys:?}");
+            assert!(scopes.is_domain_key(&scopes.domain_key()));
+            assert_eq!(scopes.quota_key().as_str(), quota, "{keys:?}");
+            assert_eq!(scopes.billing_key(), billing, "{keys:?}");
+            let kept = CallScopes::new(&scopes);
+            let again = kept.resolve(domain, isolate);
+            assert_eq!(again.quota_key().as_str(), quota, "{keys:?}");
+            assert_eq!(again.billing_key(), billing, "{keys:?}");
+            assert_eq!(again.domain_key().as_str(), domain, "{keys:?}");
+        }
     }
 
     #[test]

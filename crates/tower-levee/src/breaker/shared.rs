@@ -1,146 +1,29 @@
 //! The state every clone of one breaker layer shares, and the slow path.
 //!
 //! The hot path (a closed breaker, nothing gated or parked) only reads: the
-//! domain's published status word and two "anything active?" counters. Every
-//! write happens here, under the lock of the one scope that changed.
+//! domain's published status word and whether any gate or park refuses.
+//! Every write happens here, under the lock of the one scope that changed.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use levee_core::breaker::{
-    Admission, BreakerState, BreakerStatus, ISOLATED_RETRY_AFTER, Outcome, Permit,
-};
+use levee_core::breaker::{Admission, BreakerState, Outcome, Permit};
 use levee_core::classify::{Classification, Verdict};
 use levee_core::clock::{Clock, Timestamp};
 use levee_core::gate::{GateDecision, GateState};
 use levee_core::park::ParkState;
-use levee_core::registry::{Handle, Hot, Registry, SlotGuard};
 use levee_core::transition::Transition;
 
-use super::error::{CircuitOpen, Parked, Throttled};
+use super::deadline::DeadlineTable;
+use super::error::CircuitOpen;
 use super::event::ScopeEvent;
-use super::latency::LatencyHistogram;
-use super::layer::Settings;
-use crate::BoxError;
+use super::hot::DomainHot;
+use super::settings::Settings;
 use crate::clock::TokioClock;
+use crate::error::BoxError;
+use crate::registry::{Handle, Registry, SlotGuard};
 use crate::striped::Striped;
-
-// === Hot words ===
-
-const STATUS_MASK: u64 = 0b11;
-const OPEN: u64 = 1;
-const HALF_OPEN: u64 = 2;
-/// Set when recording a success would change something (counts to reset, a
-/// rolling window to feed): the success path must then take the lock.
-const DIRTY: u64 = 0b100;
-/// Held open by `isolate`: refused with no deadline to compare.
-const ISOLATED: u64 = 0b1000;
-const GENERATION_SHIFT: u32 = 4;
-
-/// The published summary of a breaker: status and dirty bits, and the end
-/// of an open breaker's cool-off so that rejections take no lock either.
-#[derive(Debug, Default)]
-pub(crate) struct DomainHot {
-    word: AtomicU64,
-    open_until: UntilHot,
-    /// Time to first byte, when the layer estimates it.
-    pub(crate) latency: LatencyHistogram,
-}
-
-impl Hot for DomainHot {
-    fn reset(&self) {
-        self.word.store(0, Ordering::Release);
-        self.open_until.reset();
-        self.latency.reset();
-    }
-}
-
-impl DomainHot {
-    /// A permit for a call that may go ahead without taking the lock: the
-    /// breaker is closed. `None` sends the call down the slow path.
-    #[inline]
-    pub(crate) fn admit_closed(&self) -> Option<Permit> {
-        let word = self.word.load(Ordering::Acquire);
-        (word & STATUS_MASK == 0).then_some(Permit {
-            generation: word >> GENERATION_SHIFT,
-            probe: None,
-            // Only probes carry a lease; a closed call needs no timestamp.
-            admitted_at: Timestamp::ZERO,
-        })
-    }
-
-    /// Whether a plain success needs no recording (closed and clean).
-    #[inline]
-    pub(crate) fn success_is_noop(&self) -> bool {
-        self.word.load(Ordering::Acquire) & (STATUS_MASK | DIRTY) == 0
-    }
-
-    /// How long an open breaker still refuses calls, read without the lock;
-    /// `None` sends the call down the slow path (closed, half-open, isolated,
-    /// or the cool-off is over and a probe may go).
-    #[inline]
-    pub(crate) fn open_for(&self, now: impl FnOnce() -> Timestamp) -> Option<Duration> {
-        let word = self.word.load(Ordering::Acquire);
-        if word & STATUS_MASK != OPEN {
-            return None;
-        }
-        if word & ISOLATED != 0 {
-            return Some(ISOLATED_RETRY_AFTER);
-        }
-        let until = self.open_until.get()?;
-        let now = now();
-        (now < until).then(|| until.saturating_duration_since(now))
-    }
-
-    fn publish(&self, state: &BreakerState, settings: &Settings) {
-        // The deadline first: a reader that sees OPEN sees its deadline.
-        self.open_until.publish(match state.status() {
-            BreakerStatus::Open if !state.is_isolated() => state.open_until(),
-            _ => None,
-        });
-        let status = match state.status() {
-            BreakerStatus::Closed => 0,
-            BreakerStatus::Open => OPEN,
-            BreakerStatus::HalfOpen => HALF_OPEN,
-        };
-        let dirty = if state.quiescent(&settings.breaker) {
-            0
-        } else {
-            DIRTY
-        };
-        let isolated = if state.is_isolated() { ISOLATED } else { 0 };
-        let generation = state.generation() << GENERATION_SHIFT;
-        self.word
-            .store(status | dirty | isolated | generation, Ordering::Release);
-    }
-}
-
-/// A deadline published for the hot path: nanoseconds + 1, 0 when clear.
-#[derive(Debug, Default)]
-pub(crate) struct UntilHot {
-    until: AtomicU64,
-}
-
-impl Hot for UntilHot {
-    fn reset(&self) {
-        self.until.store(0, Ordering::Release);
-    }
-}
-
-impl UntilHot {
-    fn publish(&self, until: Option<Timestamp>) {
-        let v = until.map_or(0, |t| t.as_nanos().saturating_add(1));
-        self.until.store(v, Ordering::Release);
-    }
-
-    fn get(&self) -> Option<Timestamp> {
-        match self.until.load(Ordering::Acquire) {
-            0 => None,
-            v => Some(Timestamp::from_nanos(v - 1)),
-        }
-    }
-}
 
 /// A failure domain's breaker, with a way back to the layer's shared state
 /// for response futures (which hold only a `Copy` handle).
@@ -164,16 +47,11 @@ pub(crate) struct Report<'a> {
     pub(crate) billing_key: &'a str,
 }
 
-// === Shared ===
-
-/// Counters of calls Levee refused and of upstream failures by verdict.
+/// Counters of calls the breakers refused and of upstream failures by verdict.
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
-    /// Striped: a refusal is the hot path while a scope is out, and must
-    /// not make every thread write one cache line.
+    /// Striped: a refusal is the hot path while a breaker is open.
     pub(crate) rejected_breaker: Striped,
-    pub(crate) rejected_gate: Striped,
-    pub(crate) rejected_park: Striped,
     pub(crate) upstream: [AtomicU64; 6],
 }
 
@@ -182,11 +60,8 @@ pub(crate) struct Shared {
     pub(crate) settings: Settings,
     pub(crate) clock: TokioClock,
     pub(crate) domains: Registry<DomainCell, DomainHot>,
-    pub(crate) gates: Registry<GateState, UntilHot>,
-    pub(crate) parks: Registry<ParkState, UntilHot>,
-    /// Scopes gated / parked right now: zero lets the hot path skip their lookups.
-    pub(crate) active_gates: AtomicUsize,
-    pub(crate) active_parks: AtomicUsize,
+    pub(crate) gates: DeadlineTable<GateState>,
+    pub(crate) parks: DeadlineTable<ParkState>,
     pub(crate) stats: Stats,
     rng: Mutex<fastrand::Rng>,
     weak: Weak<Shared>,
@@ -203,10 +78,8 @@ impl Shared {
             settings,
             clock: TokioClock::new(),
             domains: Registry::new(max_keys),
-            gates: Registry::new(max_keys),
-            parks: Registry::new(max_keys),
-            active_gates: AtomicUsize::new(0),
-            active_parks: AtomicUsize::new(0),
+            gates: DeadlineTable::new(max_keys),
+            parks: DeadlineTable::new(max_keys),
             stats: Stats::default(),
             rng: Mutex::new(rng),
             weak: weak.clone(),
@@ -249,9 +122,7 @@ impl Shared {
         };
         let now = self.clock.now();
         let (admission, transition) = cell.state.admit(&self.settings.breaker, now);
-        if let Some(hot) = handle.hot() {
-            hot.publish(&cell.state, &self.settings);
-        }
+        self.publish(handle, &cell.state);
         let event = transition.map(|t| ScopeEvent::new(cell.key(), t));
         let result = match admission {
             Admission::Allowed(permit) => Ok(permit),
@@ -263,65 +134,6 @@ impl Shared {
         drop(cell);
         self.emit(event);
         result
-    }
-
-    /// Refuses the call if `key`'s billing scope is parked.
-    pub(crate) fn check_park(&self, key: &str) -> Result<(), BoxError> {
-        let Some(h) = self.parks.get(key) else {
-            return Ok(());
-        };
-        let Some(until) = h.hot().and_then(UntilHot::get) else {
-            return Ok(());
-        };
-        let now = self.clock.now();
-        if now < until {
-            self.stats.rejected_park.add();
-            return Err(Parked::new(key, until.saturating_duration_since(now)).into());
-        }
-        // The reset has passed: reopen (no probe), once.
-        let Some(mut park) = h.lock() else {
-            return Ok(());
-        };
-        let (_, transition) = park.check(now);
-        if let Some(hot) = h.hot() {
-            hot.publish(park.until());
-        }
-        let event = transition.map(|t| {
-            self.active_parks.fetch_sub(1, Ordering::Relaxed);
-            ScopeEvent::new(key, t)
-        });
-        drop(park);
-        self.emit(event);
-        Ok(())
-    }
-
-    /// Refuses the call if `key`'s quota scope is gated.
-    pub(crate) fn check_gate(&self, key: &str) -> Result<(), BoxError> {
-        let Some(h) = self.gates.get(key) else {
-            return Ok(());
-        };
-        let Some(until) = h.hot().and_then(UntilHot::get) else {
-            return Ok(());
-        };
-        let now = self.clock.now();
-        if now < until {
-            self.stats.rejected_gate.add();
-            return Err(Throttled::new(key, until.saturating_duration_since(now)).into());
-        }
-        let Some(mut gate) = h.lock() else {
-            return Ok(());
-        };
-        let (_, transition) = gate.check(now);
-        if let Some(hot) = h.hot() {
-            hot.publish(gate.until());
-        }
-        let event = transition.map(|t| {
-            self.active_gates.fetch_sub(1, Ordering::Relaxed);
-            ScopeEvent::new(key, t)
-        });
-        drop(gate);
-        self.emit(event);
-        Ok(())
     }
 
     /// Feeds one classified outcome to the breaker, gate and park (slow path).
@@ -356,9 +168,7 @@ impl Shared {
                 &mut rng,
             )
         };
-        if let Some(hot) = handle.hot() {
-            hot.publish(&cell.state, &self.settings);
-        }
+        self.publish(handle, &cell.state);
         let breaker_event = transition.map(|t| ScopeEvent::new(cell.key(), t));
         drop(cell);
         self.emit(breaker_event);
@@ -378,61 +188,43 @@ impl Shared {
         permit: Permit,
     ) {
         cell.state.release(permit);
+        self.publish(handle, &cell.state);
+    }
+
+    /// Publishes a domain's breaker for the hot path (under its lock).
+    fn publish(&self, handle: DomainHandle, state: &BreakerState) {
         if let Some(hot) = handle.hot() {
-            hot.publish(&cell.state, &self.settings);
+            hot.publish(state, &self.settings.breaker);
         }
     }
 
     fn throttle(&self, quota_key: &str, billing_key: &str, c: &Classification, now: Timestamp) {
-        let h = self
-            .gates
-            .get_or_insert_evicting(quota_key, GateState::default, |g| g.is_idle(now));
-        let Some(mut gate) = h.lock() else {
-            return;
-        };
-        let decision = {
+        let decision = self.gates.update(quota_key, now, |gate| {
             let mut rng = self.rng();
             gate.throttle(&self.settings.gate, now, c.wait, &c.reason, &mut rng)
-        };
+        });
         match decision {
-            GateDecision::Gated { until, transition } => {
-                if let Some(hot) = h.hot() {
-                    hot.publish(Some(until));
-                }
-                drop(gate);
-                if let Some(t) = transition {
-                    self.active_gates.fetch_add(1, Ordering::Relaxed);
-                    self.emit(Some(ScopeEvent::new(quota_key, t)));
-                }
+            Some(GateDecision::Gated { transition, .. }) => {
+                self.emit_transition(quota_key, transition)
             }
-            GateDecision::Park { wait } => {
-                drop(gate);
-                self.park(billing_key, Some(wait), c, now);
-            }
+            Some(GateDecision::Park { wait }) => self.park(billing_key, Some(wait), c, now),
+            None => {}
         }
     }
 
     fn park(&self, billing_key: &str, wait: Option<Duration>, c: &Classification, now: Timestamp) {
-        let h = self
-            .parks
-            .get_or_insert_evicting(billing_key, ParkState::default, |p| p.is_idle());
-        let Some(mut park) = h.lock() else {
-            return;
-        };
-        let transition = park.park(&self.settings.park, now, wait, &c.reason);
-        if let Some(hot) = h.hot() {
-            hot.publish(park.until());
-        }
-        drop(park);
-        if let Some(t) = transition {
-            if t.from != t.to {
-                self.active_parks.fetch_add(1, Ordering::Relaxed);
-            }
-            self.emit(Some(ScopeEvent::new(billing_key, t)));
-        }
+        let transition = self.parks.update(billing_key, now, |park| {
+            park.park(&self.settings.park, now, wait, &c.reason)
+        });
+        self.emit_transition(billing_key, transition.flatten());
     }
 
-    pub(crate) fn emit(&self, event: Option<ScopeEvent>) {
+    /// Reports `scope`'s transition, if any, to the subscribers.
+    pub(crate) fn emit_transition(&self, scope: &str, transition: Option<Transition>) {
+        self.emit(transition.map(|t| ScopeEvent::new(scope, t)));
+    }
+
+    fn emit(&self, event: Option<ScopeEvent>) {
         if let Some(e) = event {
             e.emit(&self.settings.subscribers);
         }
@@ -451,32 +243,20 @@ impl Shared {
         };
         let now = self.clock.now();
         let transition = op(&mut cell.state, now, &mut self.rng());
-        if let Some(hot) = handle.hot() {
-            hot.publish(&cell.state, &self.settings);
-        }
-        let event = transition.map(|t| ScopeEvent::new(key, t));
+        self.publish(handle, &cell.state);
         drop(cell);
-        self.emit(event);
+        self.emit_transition(key, transition);
         true
     }
 
     pub(crate) fn unpark(&self, key: &str) -> bool {
-        let Some(h) = self.parks.get(key) else {
-            return false;
-        };
-        let Some(mut park) = h.lock() else {
-            return false;
-        };
-        let transition = park.unpark(self.clock.now());
-        if let Some(hot) = h.hot() {
-            hot.publish(park.until());
-        }
-        drop(park);
+        let now = self.clock.now();
+        let transition = self
+            .parks
+            .update_existing(key, |park| park.unpark(now))
+            .flatten();
         let changed = transition.is_some();
-        if changed {
-            self.active_parks.fetch_sub(1, Ordering::Relaxed);
-        }
-        self.emit(transition.map(|t| ScopeEvent::new(key, t)));
+        self.emit_transition(key, transition);
         changed
     }
 }

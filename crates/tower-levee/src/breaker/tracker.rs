@@ -1,13 +1,13 @@
 //! Reporting one call's outcome, from its future or from its response body.
 
-use std::borrow::Cow;
 use std::time::Duration;
 
 use levee_core::breaker::Permit;
 use levee_core::classify::{Classification, StreamScanner, Verdict};
+use levee_core::clock::ceil_millis;
 use tokio::time::Instant;
 
-use super::scope::{KEY_SEPARATOR, ModelBuf};
+use super::scope::CallScopes;
 use super::shared::{DomainHandle, Report};
 
 /// What a call needs to report its outcome. No reference counts: the domain
@@ -25,72 +25,6 @@ pub(crate) struct Tracker {
     /// Whether the time to first byte feeds the domain's latency estimate.
     pub(crate) track_latency: bool,
     pub(crate) settled: bool,
-}
-
-/// What a call must remember to name its quota and billing scopes on the
-/// slow path. The failure domain's key is in the registry slot the tracker
-/// already holds, so only the model (often none) is copied per call.
-pub(crate) enum CallScopes {
-    /// No model: the failure domain is the quota and billing scope.
-    Domain,
-    /// The model the request named; the billing scope is the account.
-    Model(ModelBuf),
-    /// An explicit billing scope (rare, so boxed).
-    Explicit(Box<ExplicitScopes>),
-}
-
-/// A call's scopes when the request named its billing scope.
-pub(crate) struct ExplicitScopes {
-    pub(crate) model: Option<ModelBuf>,
-    pub(crate) billing: Box<str>,
-}
-
-impl CallScopes {
-    /// The scopes of a call to `model` (if named) billed to `billing` (if
-    /// not the failure domain).
-    #[inline]
-    pub(crate) fn new(model: Option<&str>, billing: Option<&str>) -> Self {
-        let model = model.map(|m| ModelBuf::join(&[m], KEY_SEPARATOR));
-        match (model, billing) {
-            (None, None) => CallScopes::Domain,
-            (Some(model), None) => CallScopes::Model(model),
-            (model, Some(billing)) => CallScopes::Explicit(Box::new(ExplicitScopes {
-                model,
-                billing: billing.into(),
-            })),
-        }
-    }
-
-    fn model(&self) -> Option<&ModelBuf> {
-        match self {
-            CallScopes::Domain => None,
-            CallScopes::Model(model) => Some(model),
-            CallScopes::Explicit(explicit) => explicit.model.as_ref(),
-        }
-    }
-
-    /// The quota scope, `domain/model`, given the failure domain's key.
-    pub(crate) fn quota<'a>(&self, domain_key: &'a str, isolated: bool) -> Cow<'a, str> {
-        match self.model() {
-            Some(model) if !isolated => {
-                Cow::Owned(format!("{domain_key}{KEY_SEPARATOR}{}", model.as_str()))
-            }
-            _ => Cow::Borrowed(domain_key),
-        }
-    }
-
-    /// The billing scope, given the failure domain's key.
-    pub(crate) fn billing<'a>(&'a self, domain_key: &'a str, isolated: bool) -> &'a str {
-        match self {
-            CallScopes::Explicit(explicit) => &explicit.billing,
-            // `domain/model`: the billing scope is the account, `domain`.
-            CallScopes::Model(model) if isolated => domain_key
-                .strip_suffix(model.as_str())
-                .and_then(|d| d.strip_suffix(KEY_SEPARATOR))
-                .unwrap_or(domain_key),
-            _ => domain_key,
-        }
-    }
 }
 
 /// When a call started and its slow thresholds, in whole milliseconds
@@ -132,7 +66,7 @@ impl SlowClock {
 
 /// A threshold in whole milliseconds, rounded up, at least 1.
 fn threshold_ms(d: Duration) -> u32 {
-    u32::try_from(d.as_nanos().div_ceil(1_000_000))
+    u32::try_from(ceil_millis(d).as_millis())
         .unwrap_or(u32::MAX)
         .max(1)
 }
@@ -176,6 +110,7 @@ impl Tracker {
             return;
         };
         let domain_key = cell.key().to_owned();
+        let scopes = self.scopes.resolve(&domain_key, self.isolated);
         shared.record(
             cell,
             Report {
@@ -184,8 +119,8 @@ impl Tracker {
                 classification: c,
                 slow,
                 domain_key: &domain_key,
-                quota_key: &self.scopes.quota(&domain_key, self.isolated),
-                billing_key: self.scopes.billing(&domain_key, self.isolated),
+                quota_key: &scopes.quota_key(),
+                billing_key: scopes.billing_key(),
             },
         );
     }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use tokio::sync::Notify;
 
-use super::BulkheadFull;
+use super::error::BulkheadFull;
 
 /// The permits of one dependency, shared by every service using it.
 ///

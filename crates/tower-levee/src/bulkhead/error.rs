@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use http::StatusCode;
 
-use crate::failover::RefusalKind;
+use crate::error::{RefusalKind, rejection_response};
 
 /// The compartment of the request's dependency had every permit taken (and,
 /// with a `max_wait`, none freed in time). The request was not sent.
@@ -63,7 +63,7 @@ impl BulkheadFull {
     /// [`status_code`](Self::status_code) and a `Retry-After` of 1 s (the
     /// 100 ms hint rounded up) around `body`.
     pub fn to_response<B>(&self, body: B) -> http::Response<B> {
-        crate::error::rejection_response(self.status_code(), self.retry_after(), body)
+        rejection_response(self.status_code(), self.retry_after(), body)
     }
 }
 

@@ -11,8 +11,8 @@ use tokio::sync::futures::OwnedNotified;
 use tokio::time::Sleep;
 use tower_service::Service;
 
-use super::BulkheadFull;
 use super::compartment::{Permit, Queued};
+use super::error::BulkheadFull;
 use crate::error::BoxError;
 
 pin_project! {

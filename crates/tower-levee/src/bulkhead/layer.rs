@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use tower_layer::Layer;
 
-use super::Bulkhead;
 use super::compartment::{BulkheadSnapshot, Compartment};
+use super::service::Bulkhead;
 
 /// Applies [`Bulkhead`]: at most `max_concurrent` calls in flight through
 /// one compartment.

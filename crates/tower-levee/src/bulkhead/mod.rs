@@ -7,7 +7,7 @@
 //! workers, connections and memory between them; when the provider slows to
 //! a crawl, its calls pile up (each one held open for the length of a
 //! timeout or a backoff) until nothing is left for the CRM, and a failure of
-//! one dependency has become an outage of everything (seed 004, 9:05 am).
+//! one dependency has become an outage of everything.
 //!
 //! A bulkhead caps the calls in flight per dependency. With 8 permits for
 //! `"llm"` and 4 for `"crm"`, a hung LLM holds at most 8 calls; the 9th is
@@ -76,112 +76,11 @@ pub mod error;
 pub mod future;
 mod layer;
 mod registry;
-
-use std::fmt;
-use std::sync::Arc;
-use std::task::{Context, Poll};
-use std::time::Duration;
-
-use tower_service::Service;
+mod service;
 
 pub use self::compartment::BulkheadSnapshot;
-use self::compartment::{Compartment, Permit};
 pub use self::error::BulkheadFull;
 pub use self::future::ResponseFuture;
 pub use self::layer::BulkheadLayer;
 pub use self::registry::Bulkheads;
-use crate::error::BoxError;
-
-/// Limits the calls in flight to the inner service to its compartment's
-/// permits. Built by [`BulkheadLayer`]; see the [module docs](self).
-pub struct Bulkhead<S> {
-    inner: S,
-    compartment: Arc<Compartment>,
-    max_wait: Option<Duration>,
-}
-
-impl<S> Bulkhead<S> {
-    pub(crate) fn from_parts(
-        inner: S,
-        compartment: Arc<Compartment>,
-        max_wait: Option<Duration>,
-    ) -> Self {
-        Bulkhead {
-            inner,
-            compartment,
-            max_wait,
-        }
-    }
-
-    /// The compartment's gauges now.
-    pub fn snapshot(&self) -> BulkheadSnapshot {
-        self.compartment.snapshot()
-    }
-
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// Consumes `self`, returning the inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
-}
-
-impl<S, Req> Service<Req> for Bulkhead<S>
-where
-    S: Service<Req> + Clone,
-    S::Error: Into<BoxError>,
-{
-    type Response = S::Response;
-    type Error = BoxError;
-    type Future = ResponseFuture<S, Req>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        // Readiness of the dependency only: the permit is taken in `call`.
-        self.inner.poll_ready(cx).map_err(Into::into)
-    }
-
-    #[inline]
-    fn call(&mut self, request: Req) -> Self::Future {
-        if self.compartment.try_acquire() {
-            let permit = Permit::taken(self.compartment.clone());
-            return ResponseFuture::called(self.inner.call(request), permit);
-        }
-        match self.max_wait {
-            Some(max_wait) => ResponseFuture::queued(
-                self.inner.clone(),
-                request,
-                self.compartment.enqueue(),
-                max_wait,
-            ),
-            None => ResponseFuture::rejected(self.compartment.reject()),
-        }
-    }
-}
-
-impl<S: Clone> Clone for Bulkhead<S> {
-    fn clone(&self) -> Self {
-        Bulkhead {
-            inner: self.inner.clone(),
-            compartment: self.compartment.clone(),
-            max_wait: self.max_wait,
-        }
-    }
-}
-
-impl<S: fmt::Debug> fmt::Debug for Bulkhead<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Bulkhead")
-            .field("inner", &self.inner)
-            .field("compartment", &self.compartment)
-            .field("max_wait", &self.max_wait)
-            .finish()
-    }
-}
+pub use self::service::Bulkhead;

@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::BulkheadLayer;
 use super::compartment::{BulkheadSnapshot, Compartment};
+use super::layer::BulkheadLayer;
 
 /// Named compartments, one per dependency.
 ///

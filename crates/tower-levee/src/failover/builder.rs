@@ -18,8 +18,8 @@ use tower_service::Service;
 use super::service::Failover;
 use super::state::{Advance, Common, Entry, FallbackFn, Group, Meta, TargetMeta};
 use super::target::{Target, intern};
-use crate::BoxError;
 use crate::breaker::PeekCache;
+use crate::error::BoxError;
 use crate::striped::Striped;
 
 /// The default cap on [`NoTargetAvailable::retry_after`](super::NoTargetAvailable::retry_after).
@@ -35,6 +35,15 @@ pub const MAX_TARGETS: usize = 64;
 /// A target's provider and region labels.
 type Labels = (Option<Arc<str>>, Option<Arc<str>>);
 
+// The entry point lives beside what it returns, so that the service never
+// imports what builds it.
+impl<B, RB: Body> Failover<B, RB> {
+    /// A builder: add targets in failover order, the primary first.
+    pub fn builder() -> FailoverBuilder<B, RB> {
+        FailoverBuilder::new()
+    }
+}
+
 /// Builds a [`Failover`]. Add targets in order, the primary first.
 pub struct FailoverBuilder<B, RB: Body> {
     targets: Vec<(TargetMeta, Entry<B, RB>)>,
@@ -46,7 +55,7 @@ pub struct FailoverBuilder<B, RB: Body> {
 }
 
 impl<B, RB: Body> FailoverBuilder<B, RB> {
-    pub(crate) fn new() -> Self {
+    fn new() -> Self {
         FailoverBuilder {
             targets: Vec::new(),
             labels: Vec::new(),

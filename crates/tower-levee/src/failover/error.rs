@@ -7,69 +7,8 @@ use std::time::Duration;
 
 use http::StatusCode;
 
-use crate::breaker::{CircuitOpen, Parked, Throttled};
-use crate::bulkhead::BulkheadFull;
-
-/// Why one target did not take a request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum RefusalKind {
-    /// The quota scope's throttle gate is closed (the provider said wait).
-    Throttled,
-    /// The billing scope is parked: a quota or spend cap is exhausted.
-    Parked,
-    /// The failure domain's breaker is open, or half-open with every probe
-    /// slot taken.
-    CircuitOpen,
-    /// The target's bulkhead had no free permit.
-    BulkheadFull,
-}
-
-impl RefusalKind {
-    /// The stable lowercase name (`"circuit_open"`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            RefusalKind::Throttled => "throttled",
-            RefusalKind::Parked => "parked",
-            RefusalKind::CircuitOpen => "circuit_open",
-            RefusalKind::BulkheadFull => "bulkhead_full",
-        }
-    }
-}
-
-impl RefusalKind {
-    /// The HTTP status a server answers this refusal with: `429 Too Many
-    /// Requests` for a throttle (the provider is busy, not broken, and
-    /// says when to come back), `503 Service Unavailable` for the rest.
-    ///
-    /// With [`code`](Self::code), the one mapping every rejection's
-    /// `status_code`/`code`/`to_response` (and the `axum` feature) reads.
-    pub const fn status_code(self) -> StatusCode {
-        match self {
-            RefusalKind::Throttled => StatusCode::TOO_MANY_REQUESTS,
-            RefusalKind::Parked | RefusalKind::CircuitOpen | RefusalKind::BulkheadFull => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
-        }
-    }
-
-    /// The stable code of an HTTP error body: `provider_rate_limited`,
-    /// `parked`, `circuit_open` or `bulkhead_full`.
-    pub const fn code(self) -> &'static str {
-        match self {
-            RefusalKind::Throttled => "provider_rate_limited",
-            RefusalKind::Parked => "parked",
-            RefusalKind::CircuitOpen => "circuit_open",
-            RefusalKind::BulkheadFull => "bulkhead_full",
-        }
-    }
-}
-
-impl fmt::Display for RefusalKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::error::RefusalKind;
+use crate::error::rejection_response;
 
 /// One target's refusal: which target, why, for which scope, until when.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,30 +20,19 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    /// Reads a Levee rejection (`Throttled`, `Parked`, `CircuitOpen`,
-    /// `BulkheadFull`) as `target`'s refusal; `None` for any other error.
-    pub(crate) fn from_rejection(
+    /// `target`'s refusal of `kind` by `scope`, for `retry_after`.
+    pub(crate) fn new(
         target: &'static str,
-        err: &(dyn Error + 'static),
-    ) -> Option<Self> {
-        let (kind, scope, retry_after): (_, Arc<str>, _) =
-            if let Some(e) = err.downcast_ref::<Throttled>() {
-                (RefusalKind::Throttled, e.scope().into(), e.retry_after())
-            } else if let Some(e) = err.downcast_ref::<Parked>() {
-                (RefusalKind::Parked, e.scope().into(), e.retry_after())
-            } else if let Some(e) = err.downcast_ref::<CircuitOpen>() {
-                (RefusalKind::CircuitOpen, e.scope().into(), e.retry_after())
-            } else if let Some(e) = err.downcast_ref::<BulkheadFull>() {
-                (RefusalKind::BulkheadFull, e.name().into(), e.retry_after())
-            } else {
-                return None;
-            };
-        Some(Refusal {
+        kind: RefusalKind,
+        scope: impl Into<Arc<str>>,
+        retry_after: Duration,
+    ) -> Self {
+        Refusal {
             target,
             kind,
-            scope,
+            scope: scope.into(),
             retry_after,
-        })
+        }
     }
 
     /// The target's name.
@@ -214,7 +142,7 @@ impl NoTargetAvailable {
     /// }
     /// ```
     pub fn to_response<B>(&self, body: B) -> http::Response<B> {
-        crate::error::rejection_response(self.status_code(), self.retry_after, body)
+        rejection_response(self.status_code(), self.retry_after, body)
     }
 }
 

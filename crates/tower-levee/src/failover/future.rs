@@ -15,10 +15,8 @@ use tower_service::Service;
 use super::error::{NoTargetAvailable, Refusal, RefusalKind};
 use super::state::{Common, TargetService};
 use super::target::ServedBy;
-use crate::BoxError;
-use crate::body::ResponseBody;
-use crate::breaker::RequestHead;
-use crate::error::{is_rejection, transport_failure};
+use crate::breaker::{RequestHead, ResponseBody};
+use crate::error::{BoxError, Rejection, is_rejection, transport_failure};
 
 type Output<RB> = Result<Response<ResponseBody<RB>>, BoxError>;
 type TargetFuture<RB> = Pin<Box<dyn Future<Output = Output<RB>> + Send>>;
@@ -290,8 +288,10 @@ fn select<B: Clone, RB: Body>(
                 return Pick::Call(index, req);
             }
             Err(e) => {
-                let refusal = Refusal::from_rejection(target.name, &*e)
-                    .expect("a peek refuses with a Levee rejection");
+                let Some(refusal) = refusal(target.name, &*e) else {
+                    // A peek refuses only with a Levee rejection.
+                    return Pick::Stop(e);
+                };
                 if !meta.advances(index, refused_verdict(refusal.kind()), Some(refusal.kind())) {
                     return Pick::Stop(e);
                 }
@@ -305,6 +305,22 @@ fn select<B: Clone, RB: Body>(
         }
     }
     Pick::Exhausted
+}
+
+/// `target`'s refusal, read from the rejection in `err`; `None` unless
+/// one target's layer refused (a `NoTargetAvailable` from a nested failover
+/// is not one target's refusal).
+pub(crate) fn refusal(
+    target: &'static str,
+    err: &(dyn std::error::Error + 'static),
+) -> Option<Refusal> {
+    let rejection = Rejection::find(err)?;
+    Some(Refusal::new(
+        target,
+        rejection.kind()?,
+        rejection.scope()?,
+        rejection.retry_after(),
+    ))
 }
 
 /// The error for a request no target took, from every target's refusal.
@@ -362,7 +378,7 @@ fn settle<B, RB: Body>(
             // Refused below (a full bulkhead, or state that changed since the
             // peek): nothing was sent, so it is not a call.
             progress.attempts -= 1;
-            let Some(refusal) = Refusal::from_rejection(target.name, &*e) else {
+            let Some(refusal) = refusal(target.name, &*e) else {
                 return Settled::Return(Err(e));
             };
             if !meta.advances(index, refused_verdict(refusal.kind()), Some(refusal.kind())) {

@@ -6,15 +6,14 @@ use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use levee_core::classify::Verdict;
-use levee_core::transition::Mechanism;
+use levee_core::transition::State;
 
 use super::state::Meta;
-use crate::breaker::{BreakerHandle, LatencyEstimate};
+use crate::breaker::{BreakerHandle, ScopeHealth};
 use crate::bulkhead::BulkheadSnapshot;
 
 /// A handle on a [`Failover`](super::Failover)'s targets: the health
-/// snapshot, and each target's breaker for manual control (seed 001's
-/// `openCircuit({ index })`).
+/// snapshot, and each target's breaker for manual control.
 #[derive(Clone)]
 pub struct FailoverHandle {
     pub(crate) meta: Arc<Meta>,
@@ -22,7 +21,7 @@ pub struct FailoverHandle {
 
 /// Every target's state now, and which share of requests a fallback served.
 ///
-/// The signals worth alerting on (seed 000, "What to watch"): a growing
+/// The signals worth alerting on: a growing
 /// [`fallback_share`](Self::fallback_share), a target [`parked`](TargetHealth::state)
 /// (a spend cap is a conversation with finance), time open per target, and a
 /// quota scope [`gated`](ScopeHealth::gated_last_hour) for a growing share
@@ -64,7 +63,10 @@ pub struct TargetHealth {
     /// else `available`.
     pub state: &'static str,
     /// How long until it admits requests again, when `state` refuses.
-    #[cfg_attr(feature = "serde", serde(rename = "retry_after_ms", with = "millis"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "retry_after_ms", serialize_with = "crate::millis::option")
+    )]
     pub retry_after: Option<Duration>,
     /// Why: the park's cause, or the last outcome that sent a request on.
     pub reason: Option<String>,
@@ -78,14 +80,19 @@ pub struct TargetHealth {
     /// Time its most gated quota scope spent gated in the last hour.
     #[cfg_attr(
         feature = "serde",
-        serde(rename = "gated_last_hour_ms", with = "millis")
+        serde(
+            rename = "gated_last_hour_ms",
+            serialize_with = "crate::millis::option"
+        )
     )]
     pub gated_last_hour: Option<Duration>,
     /// Time its breaker spent away from `closed` (open, half-open,
     /// isolated) in all: the most among its failure domains, `None` before
-    /// any is tracked. Seed 000's "time open per target"; a scope evicted
-    /// while idle forgets its time.
-    #[cfg_attr(feature = "serde", serde(rename = "open_time_ms", with = "millis"))]
+    /// any is tracked. A scope evicted while idle forgets its time.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "open_time_ms", serialize_with = "crate::millis::option")
+    )]
     pub open_time: Option<Duration>,
     /// Its bulkhead, if it has one.
     pub bulkhead: Option<BulkheadHealth>,
@@ -102,40 +109,6 @@ pub struct BulkheadHealth {
     pub in_flight: usize,
     /// Permits in all.
     pub limit: usize,
-}
-
-/// One scope of one mechanism (breaker, gate or park) of a target.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[non_exhaustive]
-pub struct ScopeHealth {
-    /// `breaker`, `gate` or `park`.
-    pub mechanism: &'static str,
-    /// The scope's key.
-    pub scope: String,
-    /// `closed`, `open`, `half_open`, `clear`, `gated`, `active` or `parked`.
-    pub state: &'static str,
-    /// How long until it admits requests again, if it does not now.
-    #[cfg_attr(feature = "serde", serde(rename = "retry_after_ms", with = "millis"))]
-    pub retry_after: Option<Duration>,
-    /// Time spent gated in the last hour (gates only).
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "gated_last_hour_ms", with = "millis")
-    )]
-    pub gated_last_hour: Option<Duration>,
-    /// Time spent away from `closed` (open, half-open, isolated) in all
-    /// (breakers only).
-    #[cfg_attr(feature = "serde", serde(rename = "open_time_ms", with = "millis"))]
-    pub open_time: Option<Duration>,
-    /// Why: a park's cause, a breaker's failures by cause, or the throttle
-    /// that gated a gate (as the target last reported it).
-    pub reason: Option<String>,
-    /// A breaker's recent time to first byte, when its layer estimates it
-    /// ([`latency_estimate`](crate::breaker::BreakerLayerBuilder::latency_estimate)):
-    /// set `slow_call` at about 3× its p99.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
-    pub latency: Option<LatencyEstimate>,
 }
 
 impl FailoverHandle {
@@ -231,18 +204,18 @@ fn target_health(meta: &Meta, index: usize) -> TargetHealth {
         }
     });
     // The most lasting refusal first, as the breaker layer checks them.
-    let refusing = |state: &str| {
+    let refusing = |state: State| {
         scopes
             .iter()
-            .filter(|s| s.state == state)
+            .filter(|s| s.to_state() == Some(state))
             .map(|s| s.retry_after)
             .min()
     };
     let (state, retry_after) = [
-        ("parked", "parked"),
-        ("open", "open"),
-        ("half_open", "half_open"),
-        ("throttled", "gated"),
+        ("parked", State::Parked),
+        ("open", State::Open),
+        ("half_open", State::HalfOpen),
+        ("throttled", State::Gated),
     ]
     .into_iter()
     .find_map(|(name, scope_state)| refusing(scope_state).map(|r| (name, r)))
@@ -252,7 +225,7 @@ fn target_health(meta: &Meta, index: usize) -> TargetHealth {
     });
     let park_reason = scopes
         .iter()
-        .find(|s| s.state == "parked")
+        .find(|s| s.to_state() == Some(State::Parked))
         .and_then(|s| s.reason.clone());
     TargetHealth {
         name: t.name.to_owned(),
@@ -272,61 +245,23 @@ fn target_health(meta: &Meta, index: usize) -> TargetHealth {
     }
 }
 
-/// Every scope `breaker` tracks, with a reason where one is known: a
-/// park's cause, an open breaker's failures by cause, and `gate_reason` for
-/// a gated gate (what last throttled its target, if the caller knows).
+/// Every scope `breaker` tracks, with `gate_reason` (what last throttled
+/// its target, if the caller knows) as the reason of each gated gate.
 pub(crate) fn scope_health(breaker: &BreakerHandle, gate_reason: Option<&str>) -> Vec<ScopeHealth> {
-    let shared = &breaker.shared;
-    breaker
-        .states()
-        .into_iter()
-        .map(|s| {
-            let reason = match s.mechanism {
-                Mechanism::Park => shared
-                    .parks
-                    .get(&s.scope)
-                    .and_then(|h| Some(h.lock()?.reason()?.to_string())),
-                Mechanism::Breaker if s.state != "closed" => breaker
-                    .failure_breakdown(&s.scope)
-                    .filter(|b| !b.is_empty())
-                    .map(|b| {
-                        let causes: Vec<_> = b.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
-                        causes.join(", ")
-                    }),
-                Mechanism::Gate if s.state == "gated" => gate_reason.map(str::to_owned),
-                _ => None,
-            };
-            ScopeHealth {
-                mechanism: s.mechanism.as_str(),
-                scope: s.scope,
-                state: s.state,
-                retry_after: s.retry_after,
-                gated_last_hour: s.gated_last_hour,
-                open_time: s.open_time,
-                reason,
-                latency: s.latency,
-            }
-        })
-        .collect()
+    let mut scopes = breaker.states();
+    if let Some(reason) = gate_reason {
+        for s in scopes
+            .iter_mut()
+            .filter(|s| s.to_state() == Some(State::Gated))
+        {
+            s.reason = Some(reason.to_owned());
+        }
+    }
+    scopes
 }
 
 impl fmt::Debug for FailoverHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(&*self.meta, f)
-    }
-}
-
-#[cfg(feature = "serde")]
-mod millis {
-    use std::time::Duration;
-
-    pub(super) fn serialize<S: serde::Serializer>(
-        d: &Option<Duration>,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        match d {
-            Some(d) => s.serialize_some(&u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-            None => s.serialize_none(),
-        }
     }
 }

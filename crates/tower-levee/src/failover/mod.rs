@@ -166,8 +166,9 @@ pub use self::builder::{
 };
 pub use self::error::{NoTargetAvailable, Refusal, RefusalKind};
 #[cfg(feature = "axum")]
-pub(crate) use self::health::scope_health;
-pub use self::health::{BulkheadHealth, FailoverHandle, HealthSnapshot, ScopeHealth, TargetHealth};
+pub use self::health::{BulkheadHealth, FailoverHandle, HealthSnapshot, TargetHealth};
 pub use self::service::Failover;
 pub use self::state::Advance;
 pub use self::target::{Rewrite, ServedBy, Target};
+/// One scope of a target's breaker layer, as the health snapshot lists it.
+pub use crate::breaker::ScopeHealth;

@@ -8,12 +8,11 @@ use http::{Request, Response};
 use http_body::Body;
 use tower_service::Service;
 
-use super::builder::FailoverBuilder;
 use super::future::ResponseFuture;
 use super::health::FailoverHandle;
 use super::state::{Common, TargetService};
-use crate::BoxError;
-use crate::body::ResponseBody;
+use crate::breaker::ResponseBody;
+use crate::error::BoxError;
 
 /// Sends each request to the first target that can take it, and on to the
 /// next when one is throttled, out of quota, failing or rejects its key.
@@ -33,11 +32,6 @@ pub struct Failover<B, RB: Body> {
 }
 
 impl<B, RB: Body> Failover<B, RB> {
-    /// A builder: add targets in failover order, the primary first.
-    pub fn builder() -> FailoverBuilder<B, RB> {
-        FailoverBuilder::new()
-    }
-
     pub(crate) fn from_common(common: Arc<Common<B, RB>>) -> Self {
         Failover {
             common,

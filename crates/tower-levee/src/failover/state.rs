@@ -15,10 +15,10 @@ use tower::util::BoxCloneSyncService;
 
 use super::error::RefusalKind;
 use super::target::Rewrite;
-use crate::BoxError;
-use crate::body::ResponseBody;
+use crate::breaker::ResponseBody;
 use crate::breaker::{BreakerHandle, PeekCache};
 use crate::bulkhead::BulkheadLayer;
+use crate::error::BoxError;
 use crate::striped::Striped;
 
 /// A target's whole stack (bulkhead → breaker → the user's service), boxed.

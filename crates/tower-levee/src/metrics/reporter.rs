@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use ::metrics::{Label, counter, gauge};
 use levee_core::classify::Verdict;
-use levee_core::transition::Mechanism;
+use levee_core::transition::{Mechanism, State};
 
 use super::names::*;
-use crate::breaker::{BreakerHandle, ScopeEvent, ScopeState};
+use crate::breaker::{BreakerHandle, ScopeEvent, ScopeHealth};
 use crate::bulkhead::{BulkheadLayer, BulkheadSnapshot, Bulkheads};
 use crate::failover::FailoverHandle;
 use crate::retry::RetryBudget;
@@ -184,15 +184,15 @@ fn record_breaker(target: &Arc<str>, handle: &BreakerHandle) {
     }
 }
 
-fn record_scope(target: &Arc<str>, s: &ScopeState) {
+fn record_scope(target: &Arc<str>, s: &ScopeHealth) {
     let labels = [
         Label::new("target", target.clone()),
-        Label::from_static_parts("mechanism", s.mechanism.as_str()),
+        Label::from_static_parts("mechanism", s.mechanism),
         Label::new("scope", s.scope.clone()),
     ];
-    let state = match s.state {
-        "half_open" => 2.0,
-        "open" | "gated" | "parked" => 1.0,
+    let state = match s.to_state() {
+        Some(State::HalfOpen) => 2.0,
+        Some(state) if state.refuses() => 1.0,
         _ => 0.0,
     };
     gauge!(SCOPE_STATE, labels.iter()).set(state);

@@ -1,24 +1,21 @@
 //! The response future of [`Retry`](super::Retry): every attempt and every
 //! wait of one request.
 
-use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
-use std::time::Duration;
 
 use http::{Request, Response};
-use levee_core::classify::{Classification, Classify, ResponseView, Verdict};
+use levee_core::classify::Classify;
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 use tower_service::Service;
 
-use super::Shared;
-use super::policy::{RetryOutcome, Stop, is_retryable};
-use super::reopen::{retry_at_reopen, throttled_failover};
-use crate::error::{BoxError, is_rejection, transport_failure};
+use super::decide::{Next, Shared};
+use super::policy::RetryOutcome;
+use crate::error::BoxError;
 use crate::failover::ServedBy;
 
 pin_project! {
@@ -89,13 +86,6 @@ where
     }
 }
 
-/// What to do with one attempt's outcome.
-pub(super) enum Next {
-    Return,
-    Stop(Stop),
-    RetryAfter(Duration),
-}
-
 impl<S, B, C, RB> Future for ResponseFuture<S, B, C>
 where
     S: Service<Request<B>, Response = Response<RB>>,
@@ -118,7 +108,9 @@ where
                     if !span.is_disabled() {
                         record_attempt(span, &result, *this.attempts);
                     }
-                    match next(shared, &result, *this.attempts, *this.deadline, span) {
+                    let (next, verdict) = shared.decide(&result, *this.attempts, *this.deadline);
+                    span.record("verdict", verdict);
+                    match next {
                         Next::Return => return Poll::Ready(result),
                         Next::Stop(stop) => {
                             if let Ok(response) = &mut result {
@@ -170,78 +162,6 @@ fn record_attempt<RB>(span: &tracing::Span, result: &Result<Response<RB>, BoxErr
     {
         span.record("target", served.target);
     }
-}
-
-/// Decides what follows an attempt: return it, stop (with the reason), or
-/// retry after a wait (a budget token is taken only for a retry that will
-/// happen). Records the attempt's verdict on `span`.
-fn next<C: Classify, RB>(
-    shared: &Shared<C>,
-    result: &Result<Response<RB>, BoxError>,
-    attempts: u32,
-    deadline: Option<Instant>,
-    span: &tracing::Span,
-) -> Next {
-    let classification = match result {
-        Ok(response) => match response.extensions().get::<Classification>() {
-            Some(c) => Cow::Borrowed(c),
-            None => Cow::Owned(shared.classifier.classify_response(&ResponseView::new(
-                response.status(),
-                response.headers(),
-                &[],
-            ))),
-        },
-        // Levee's own rejections are answers: returned at once, never slept
-        // on — except a failover whose targets are all only throttled.
-        Err(e) if is_rejection(&**e) => {
-            span.record("verdict", "rejected");
-            return match throttled_failover(&**e) {
-                Some(wait) => retry_at_reopen(shared, wait, attempts, deadline),
-                None => Next::Return,
-            };
-        }
-        Err(e) => Cow::Owned(
-            shared
-                .classifier
-                .classify_transport(transport_failure(&**e)),
-        ),
-    };
-    span.record("verdict", classification.verdict.as_str());
-    if classification.verdict == Verdict::Success {
-        return Next::Return;
-    }
-    let policy = &shared.policy;
-    let stop = if !is_retryable(&classification) {
-        Stop::NotRetryable
-    } else if attempts >= policy.max_attempts {
-        Stop::MaxAttempts
-    } else {
-        let wait = policy.wait(&classification, attempts, |max| shared.random(max));
-        if !policy.fits(wait, deadline) {
-            Stop::Deadline
-        } else if !shared.budget.withdraw() {
-            Stop::BudgetExhausted
-        } else {
-            tracing::debug!(
-                target: "levee::retry",
-                attempt = attempts,
-                reason = %classification.reason,
-                wait_ms = wait.as_millis() as u64,
-                "retrying"
-            );
-            return Next::RetryAfter(wait);
-        }
-    };
-    if stop != Stop::NotRetryable {
-        tracing::debug!(
-            target: "levee::retry",
-            attempts,
-            reason = %classification.reason,
-            stop = stop.as_str(),
-            "not retrying"
-        );
-    }
-    Next::Stop(stop)
 }
 
 impl<S, B, C> fmt::Debug for ResponseFuture<S, B, C>

@@ -1,14 +1,16 @@
 //! [`RetryBudgetLayer`]: configuration of the retry layer.
 
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use levee_core::classify::{Classify, ProviderClassifier};
 use tower_layer::Layer;
 
+use super::budget::RetryBudget;
+use super::decide::Shared;
 use super::policy::Policy;
-use super::{Retry, RetryBudget, Shared};
+use super::service::Retry;
 
 /// Applies [`Retry`]: the one layer that retries, within a [`RetryBudget`].
 ///
@@ -120,15 +122,13 @@ impl<S, C: Classify + Clone> Layer<S> for RetryBudgetLayer<C> {
         let rng = self
             .seed
             .map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed);
-        Retry::from_shared(
-            inner,
-            Arc::new(Shared {
-                budget: self.budget.clone(),
-                classifier: self.classifier.clone(),
-                policy: self.policy,
-                rng: Mutex::new(rng),
-            }),
-        )
+        let shared = Shared::new(
+            self.budget.clone(),
+            self.classifier.clone(),
+            self.policy,
+            rng,
+        );
+        Retry::from_shared(inner, Arc::new(shared))
     }
 }
 

@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use levee_core::classify::{Classification, Verdict};
+use levee_core::clock::ceil_millis;
 use tokio::time::Instant;
 
 /// A request extension carrying the caller's overall deadline. The retry
@@ -136,15 +137,6 @@ impl Policy {
     /// deadline if there is one.
     pub(crate) fn fits(&self, wait: Duration, deadline: Option<Instant>) -> bool {
         wait <= self.max_wait && deadline.is_none_or(|d| Instant::now() + wait <= d)
-    }
-}
-
-fn ceil_millis(d: Duration) -> Duration {
-    let sub_ms = d.subsec_nanos() % 1_000_000;
-    if sub_ms == 0 {
-        d
-    } else {
-        d.saturating_add(Duration::from_nanos(u64::from(1_000_000 - sub_ms)))
     }
 }
 

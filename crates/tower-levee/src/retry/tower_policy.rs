@@ -7,21 +7,22 @@
 //! from these two: retry only a retryable verdict, never a Levee rejection,
 //! and spend a token from a [`RetryBudget`] for every retry.
 
-use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
 
 use http::{Request, Response};
-use levee_core::classify::{Classification, Classify, ProviderClassifier, ResponseView, Verdict};
+use levee_core::classify::{Classify, ProviderClassifier};
 use tokio::time::Sleep;
 
-use super::RetryBudget;
-use super::policy::{Deadline, Policy, is_retryable};
-use crate::error::{BoxError, is_rejection, transport_failure};
+use super::budget::RetryBudget;
+use super::decide::{Next, Rules};
+use super::policy::{Deadline, Policy};
+use crate::error::{BoxError, is_rejection};
 
 /// Whether `err` is a refusal made by a Levee layer — [`CircuitOpen`],
 /// [`Throttled`], [`Parked`], [`BulkheadFull`] or [`NoTargetAvailable`] —
-/// anywhere in its source chain.
+/// anywhere in its source chain: [`is_rejection`](crate::error::is_rejection)
+/// for a [`BoxError`].
 ///
 /// Such a request was never sent: retrying it at once hits the same closed
 /// door, and sleeping on it is the caller's call, not a retry policy's. Use
@@ -45,14 +46,7 @@ use crate::error::{BoxError, is_rejection, transport_failure};
 /// [`BulkheadFull`]: crate::bulkhead::BulkheadFull
 /// [`NoTargetAvailable`]: crate::failover::NoTargetAvailable
 pub fn is_levee_rejection(err: &BoxError) -> bool {
-    let mut cur: Option<&(dyn Error + 'static)> = Some(&**err);
-    while let Some(e) = cur {
-        if is_rejection(e) {
-            return true;
-        }
-        cur = e.source();
-    }
-    false
+    is_rejection(&**err)
 }
 
 /// A `tower::retry::Policy` with Levee's retry rules, drawing every retry
@@ -60,8 +54,9 @@ pub fn is_levee_rejection(err: &BoxError) -> bool {
 ///
 /// After each attempt it reads the verdict the way
 /// [`RetryBudgetLayer`](super::RetryBudgetLayer) does: the
-/// [`Classification`] extension the breaker puts on a response that is not
-/// a success (body-aware: a `429` naming a spend cap is quota), else its
+/// [`Classification`](levee_core::classify::Classification) extension the
+/// breaker puts on a response that is not a success (body-aware: a `429`
+/// naming a spend cap is quota), else its
 /// classifier on the status and headers; an error by its transport failure
 /// (a `tower::timeout` `Elapsed` is an availability failure). It retries when
 ///
@@ -178,24 +173,6 @@ impl<C> BudgetPolicy<C> {
     }
 }
 
-impl<C: Classify> BudgetPolicy<C> {
-    /// The verdict of one attempt; `None` for a Levee rejection.
-    fn classify<RB>(&self, result: &Result<Response<RB>, BoxError>) -> Option<Classification> {
-        match result {
-            Ok(response) => Some(match response.extensions().get::<Classification>() {
-                Some(c) => c.clone(),
-                None => self.classifier.classify_response(&ResponseView::new(
-                    response.status(),
-                    response.headers(),
-                    &[],
-                )),
-            }),
-            Err(e) if is_levee_rejection(e) => None,
-            Err(e) => Some(self.classifier.classify_transport(transport_failure(&**e))),
-        }
-    }
-}
-
 impl<B, RB, C> tower::retry::Policy<Request<B>, Response<RB>, BoxError> for BudgetPolicy<C>
 where
     B: Clone,
@@ -209,28 +186,19 @@ where
         result: &mut Result<Response<RB>, BoxError>,
     ) -> Option<Self::Future> {
         self.attempts += 1;
-        let c = self.classify(result)?;
-        if c.verdict == Verdict::Success
-            || !is_retryable(&c)
-            || self.attempts >= self.policy.max_attempts
-        {
-            return None;
-        }
-        let wait = self
-            .policy
-            .wait(&c, self.attempts, |max| fastrand::u64(0..=max));
+        let rules = Rules {
+            policy: &self.policy,
+            classifier: &self.classifier,
+            budget: &self.budget,
+            wait_out_throttled: false,
+        };
         let deadline = req.extensions().get::<Deadline>().map(|d| d.0);
-        if !self.policy.fits(wait, deadline) || !self.budget.withdraw() {
-            return None;
+        match rules.decide(result, self.attempts, deadline, |max| {
+            fastrand::u64(0..=max)
+        }) {
+            (Next::RetryAfter(wait), _) => Some(tokio::time::sleep(wait)),
+            (Next::Return | Next::Stop(_), _) => None,
         }
-        tracing::debug!(
-            target: "levee::retry",
-            attempt = self.attempts,
-            reason = %c.reason,
-            wait_ms = wait.as_millis() as u64,
-            "retrying (tower::retry)"
-        );
-        Some(tokio::time::sleep(wait))
     }
 
     fn clone_request(&mut self, req: &Request<B>) -> Option<Request<B>> {
@@ -257,6 +225,7 @@ impl<C> fmt::Debug for BudgetPolicy<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::error::Error;
     use std::time::Duration;
     use tower::retry::Policy as _;
 

@@ -1,16 +1,15 @@
-//! A zero-copy reader of JSON error bodies.
+//! The pieces of a zero-copy JSON reader: the leaves and member names the
+//! rules read, and visitors that skip whatever they do not.
 //!
 //! Building a `serde_json::Value` allocates a map per object and a string
-//! per key, which cost more than everything else the classifier does. This
-//! reader visits the body once, keeps only the fields the rules read (their
-//! strings borrowed from the body unless escaped) and skips the rest.
+//! per key, which cost more than everything else the classifier does. These
+//! readers visit the body once, keep only the fields the rules read (their
+//! strings borrowed from the body unless escaped) and skip the rest.
 
 use std::borrow::Cow;
 use std::fmt;
 
 use serde_core::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-
-pub(super) use super::details::Details;
 
 /// A JSON leaf the rules read: a string, a non-negative integer, or
 /// anything else (skipped).
@@ -29,40 +28,6 @@ impl<'de> Leaf<'de> {
             _ => None,
         }
     }
-}
-
-/// The `error` member: an object, or the plain string some gateways send.
-#[derive(Debug)]
-pub(super) enum ErrorField<'de> {
-    Obj(Box<Obj<'de>>),
-    Str(Cow<'de, str>),
-    Other,
-}
-
-/// An object at any level (body, `error`, `response`), with the members
-/// the rules read.
-#[derive(Debug, Default)]
-pub(super) struct Obj<'de> {
-    pub(super) error: Option<ErrorField<'de>>,
-    /// OpenAI Responses `response.failed`: `response.error`.
-    pub(super) response: Option<Box<Obj<'de>>>,
-    /// Azure `innererror.code`.
-    pub(super) inner_code: Option<Leaf<'de>>,
-    pub(super) ty: Leaf<'de>,
-    pub(super) object: Leaf<'de>,
-    pub(super) aws_type: Leaf<'de>,
-    pub(super) message: Leaf<'de>,
-    pub(super) code: Leaf<'de>,
-    pub(super) status: Leaf<'de>,
-    pub(super) original_status: Leaf<'de>,
-    pub(super) details: Details<'de>,
-}
-
-/// A whole body: an object, or Vertex's array whose first item is one.
-#[derive(Default)]
-pub(super) struct Body<'de> {
-    pub(super) obj: Option<Box<Obj<'de>>>,
-    pub(super) in_array: bool,
 }
 
 // === keys ===
@@ -227,95 +192,3 @@ impl<'de> Deserialize<'de> for Leaf<'de> {
         d.deserialize_any(V)
     }
 }
-
-impl<'de> Deserialize<'de> for ErrorField<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        // The same visit as a leaf, but an object is read.
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = ErrorField<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an error object or message")
-            }
-            tolerant!(ErrorField::Other);
-            fn visit_u64<E>(self, _: u64) -> Result<ErrorField<'de>, E> {
-                Ok(ErrorField::Other)
-            }
-            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<ErrorField<'de>, E> {
-                Ok(ErrorField::Str(Cow::Borrowed(s)))
-            }
-            fn visit_str<E>(self, s: &str) -> Result<ErrorField<'de>, E> {
-                Ok(ErrorField::Str(Cow::Owned(s.to_owned())))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<ErrorField<'de>, A::Error> {
-                boxed_obj(m).map(ErrorField::Obj)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, s: A) -> Result<ErrorField<'de>, A::Error> {
-                drain_seq::<_, ()>(s).map(|()| ErrorField::Other)
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-// === objects ===
-
-/// Reads an object's members into `obj`, whatever level it is at. It fills
-/// in place: an `Obj` is a few hundred bytes, and moving it costs more than
-/// reading a short object.
-fn read_obj<'de, A: MapAccess<'de>>(mut m: A, obj: &mut Obj<'de>) -> Result<(), A::Error> {
-    while let Some(key) = m.next_key::<Key>()? {
-        match key {
-            Key::Error => obj.error = Some(m.next_value()?),
-            Key::Response => obj.response = m.next_value::<Nested<'de>>()?.0,
-            Key::InnerError => obj.inner_code = m.next_value::<Nested<'de>>()?.0.map(|o| o.code),
-            Key::Type => obj.ty = m.next_value()?,
-            Key::Object => obj.object = m.next_value()?,
-            Key::AwsType => obj.aws_type = m.next_value()?,
-            Key::Message => obj.message = m.next_value()?,
-            Key::Code => obj.code = m.next_value()?,
-            Key::Status => obj.status = m.next_value()?,
-            Key::OriginalStatus => obj.original_status = m.next_value()?,
-            Key::Details => obj.details = m.next_value()?,
-            _ => skip(&mut m)?,
-        }
-    }
-    Ok(())
-}
-
-/// A boxed object, read in place.
-fn boxed_obj<'de, A: MapAccess<'de>>(m: A) -> Result<Box<Obj<'de>>, A::Error> {
-    let mut obj = Box::<Obj<'de>>::default();
-    read_obj(m, &mut obj)?;
-    Ok(obj)
-}
-
-/// A member that may be an object (read) or anything else (skipped).
-#[derive(Default)]
-struct Nested<'de>(Option<Box<Obj<'de>>>);
-
-fn nested_map<'de, A: MapAccess<'de>>(m: A) -> Result<Nested<'de>, A::Error> {
-    Ok(Nested(Some(boxed_obj(m)?)))
-}
-
-container!(Nested, map: nested_map, seq: drain_seq);
-
-fn body_map<'de, A: MapAccess<'de>>(m: A) -> Result<Body<'de>, A::Error> {
-    let obj = Some(boxed_obj(m)?);
-    Ok(Body {
-        obj,
-        in_array: false,
-    })
-}
-
-/// Vertex wraps the error in an array: read the first item.
-fn body_seq<'de, A: SeqAccess<'de>>(mut s: A) -> Result<Body<'de>, A::Error> {
-    let obj = s.next_element::<Nested<'de>>()?.and_then(|n| n.0);
-    drain_seq::<_, ()>(s)?;
-    Ok(Body {
-        obj,
-        in_array: true,
-    })
-}
-
-container!(Body, map: body_map, seq: body_seq);

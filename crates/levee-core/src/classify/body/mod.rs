@@ -11,12 +11,14 @@
 
 mod details;
 mod json;
+mod object;
 
 use std::time::Duration;
 
 use serde_core::Deserialize;
 
-use self::json::{Body, ErrorField, Leaf, Obj};
+use self::json::Leaf;
+use self::object::{Body, ErrorField, Obj};
 use super::hints::proto_duration;
 use super::text::{Needle, needle};
 

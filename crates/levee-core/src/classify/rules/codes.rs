@@ -5,8 +5,8 @@
 //! `organization_usage_limit_exceeded` are caps because they contain
 //! `spend_limit`/`usage_limit`, whatever the next provider prefixes them with.
 
-use super::super::Verdict;
 use super::super::text::{Word, pairs};
+use super::super::verdict::Verdict;
 
 /// What the status alone says.
 pub(crate) fn status_verdict(status: u16) -> Verdict {

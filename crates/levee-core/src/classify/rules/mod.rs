@@ -13,8 +13,9 @@ mod phrases;
 pub(crate) use self::codes::{aws_exception, code_kind, status_verdict};
 use self::phrases::{credential_text, long_window_text, quota_text};
 use super::body::ErrorFacts;
+use super::dialect::Dialect;
 use super::text::{contains_any, needles};
-use super::{Dialect, Reason, Verdict};
+use super::verdict::{Reason, Verdict};
 
 /// Why a verdict was reached; becomes the [`Reason`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

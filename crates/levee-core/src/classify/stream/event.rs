@@ -10,10 +10,11 @@ use std::time::SystemTime;
 use serde_json::Value;
 
 use super::super::body::{self, ErrorFacts, field, value_after_bytes};
+use super::super::dialect::Dialect;
 use super::super::provider::Limits;
 use super::super::rules::{self, Why};
 use super::super::text::needle;
-use super::super::{Classification, Dialect, Verdict};
+use super::super::verdict::{Classification, Verdict};
 use super::eventstream::{AwsMessage, base64};
 
 /// What an event means for the stream's verdict.

@@ -28,7 +28,10 @@ use self::eventstream::Frames;
 #[cfg(test)]
 pub(crate) use self::eventstream::tests as eventstream_tests;
 use self::framing::{Depth, Docs, Lines, MAX_PIECE, push_capped};
-use super::{Classification, Dialect, ProviderClassifier, Verdict, dialect, hints};
+use super::dialect::{self, Dialect};
+use super::hints;
+use super::provider::ProviderClassifier;
+use super::verdict::{Classification, Verdict};
 
 /// How a stream is framed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -15,7 +15,7 @@ use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-use crate::breaker::tracker::Watch;
+use super::tracker::Watch;
 
 pin_project! {
     /// The body of a response that went through a Levee layer.

@@ -20,24 +20,6 @@
 //! a process-wide pool for the next registry of the same type, so the leaked
 //! memory is bounded by the peak number of live keys, not by how many
 //! registries were ever built.
-//!
-//! ```
-//! use std::sync::atomic::{AtomicU64, Ordering};
-//! use levee_core::registry::{Hot, Registry};
-//!
-//! #[derive(Default)]
-//! struct Failures(AtomicU64);
-//! impl Hot for Failures {
-//!     fn reset(&self) { self.0.store(0, Ordering::Relaxed) }
-//! }
-//!
-//! let registry: Registry<u32, Failures> = Registry::new(1024);
-//! let h = registry.get_or_insert("api.openai.com", || 0);
-//! *h.lock().unwrap() += 1;
-//! h.hot().unwrap().0.store(1, Ordering::Relaxed);
-//! assert_eq!(registry.get("api.openai.com"), Some(h));
-//! assert_eq!(*h.lock().unwrap(), 1);
-//! ```
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -46,7 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
 
 /// The lock-free part of a slot: atomics the hot path reads.
-pub trait Hot: Default + Send + Sync + 'static {
+pub(crate) trait Hot: Default + Send + Sync + 'static {
     /// Returns the atomics to their default values (the slot is being reused).
     fn reset(&self);
 }
@@ -56,7 +38,7 @@ impl Hot for () {
 }
 
 /// One key's state: a lock-free part `H` and a mutex-protected part `V`.
-pub struct Slot<V, H> {
+pub(crate) struct Slot<V, H> {
     generation: AtomicU64,
     hot: H,
     inner: Mutex<SlotInner<V>>,
@@ -107,7 +89,7 @@ impl<V, H> fmt::Debug for Slot<V, H> {
 }
 
 /// A reference to one key's slot at one generation. `Copy`; no reference count.
-pub struct Handle<V: 'static, H: 'static> {
+pub(crate) struct Handle<V: 'static, H: 'static> {
     slot: &'static Slot<V, H>,
     generation: u64,
 }
@@ -139,37 +121,38 @@ impl<V, H> fmt::Debug for Handle<V, H> {
 
 impl<V, H: Hot> Handle<V, H> {
     /// Whether the key this handle was issued for still owns the slot.
-    pub fn is_current(&self) -> bool {
+    pub(crate) fn is_current(&self) -> bool {
         self.slot.generation.load(Ordering::Acquire) == self.generation
     }
 
     /// The lock-free part, or `None` if the key was evicted.
-    pub fn hot(&self) -> Option<&'static H> {
+    pub(crate) fn hot(&self) -> Option<&'static H> {
         self.is_current().then_some(&self.slot.hot)
     }
 
     /// Locks the mutable part, or `None` if the key was evicted.
-    pub fn lock(&self) -> Option<SlotGuard<V>> {
+    pub(crate) fn lock(&self) -> Option<SlotGuard<V>> {
         let guard = self.slot.lock_inner();
         (guard.generation == self.generation && guard.value.is_some())
             .then_some(SlotGuard { guard })
     }
 
     /// The key this handle was issued for, or `None` if it was evicted.
-    pub fn key(&self) -> Option<Box<str>> {
+    #[cfg(test)]
+    pub(crate) fn key(&self) -> Option<Box<str>> {
         let guard = self.slot.lock_inner();
         (guard.generation == self.generation).then(|| guard.key.clone())
     }
 }
 
 /// A locked slot value.
-pub struct SlotGuard<V: 'static> {
+pub(crate) struct SlotGuard<V: 'static> {
     guard: MutexGuard<'static, SlotInner<V>>,
 }
 
 impl<V> SlotGuard<V> {
     /// The key of the locked slot.
-    pub fn key(&self) -> &str {
+    pub(crate) fn key(&self) -> &str {
         &self.guard.key
     }
 }
@@ -199,14 +182,14 @@ impl<V> std::ops::DerefMut for SlotGuard<V> {
 // === Registry ===
 
 /// A map from keys to [`Handle`]s, bounded by evicting idle entries.
-pub struct Registry<V: Send + 'static, H: Hot = ()> {
+pub(crate) struct Registry<V: Send + 'static, H: Hot = ()> {
     map: RwLock<HashMap<Box<str>, Handle<V, H>>>,
     max_keys: usize,
 }
 
 impl<V: Send + 'static, H: Hot> Registry<V, H> {
     /// An empty registry that starts evicting idle entries past `max_keys`.
-    pub fn new(max_keys: usize) -> Self {
+    pub(crate) fn new(max_keys: usize) -> Self {
         Registry {
             map: RwLock::new(HashMap::new()),
             max_keys: max_keys.max(1),
@@ -214,7 +197,7 @@ impl<V: Send + 'static, H: Hot> Registry<V, H> {
     }
 
     /// The handle of `key`, if present.
-    pub fn get(&self, key: &str) -> Option<Handle<V, H>> {
+    pub(crate) fn get(&self, key: &str) -> Option<Handle<V, H>> {
         self.map
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -225,14 +208,15 @@ impl<V: Send + 'static, H: Hot> Registry<V, H> {
     /// The handle of `key`, inserting `make()` if absent. Past `max_keys`, the
     /// entries for which `is_idle` holds may be evicted to make room; see
     /// [`Registry::get_or_insert_evicting`].
-    pub fn get_or_insert(&self, key: &str, make: impl FnOnce() -> V) -> Handle<V, H> {
+    #[cfg(test)]
+    pub(crate) fn get_or_insert(&self, key: &str, make: impl FnOnce() -> V) -> Handle<V, H> {
         self.get_or_insert_evicting(key, make, |_| false)
     }
 
     /// Like [`Registry::get_or_insert`], evicting entries whose value
     /// satisfies `is_idle` when the registry is full. If none is idle the
     /// registry grows past `max_keys` rather than drop state that matters.
-    pub fn get_or_insert_evicting(
+    pub(crate) fn get_or_insert_evicting(
         &self,
         key: &str,
         make: impl FnOnce() -> V,
@@ -272,7 +256,8 @@ impl<V: Send + 'static, H: Hot> Registry<V, H> {
     }
 
     /// Removes `key`, ending its handles' generation.
-    pub fn remove(&self, key: &str) -> bool {
+    #[cfg(test)]
+    pub(crate) fn remove(&self, key: &str) -> bool {
         let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
         match map.remove(key) {
             Some(h) => {
@@ -284,7 +269,7 @@ impl<V: Send + 'static, H: Hot> Registry<V, H> {
     }
 
     /// Every current key with its handle, in no particular order.
-    pub fn entries(&self) -> Vec<(Box<str>, Handle<V, H>)> {
+    pub(crate) fn entries(&self) -> Vec<(Box<str>, Handle<V, H>)> {
         self.map
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -294,16 +279,11 @@ impl<V: Send + 'static, H: Hot> Registry<V, H> {
     }
 
     /// The number of keys.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.map
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .len()
-    }
-
-    /// Whether the registry has no keys.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

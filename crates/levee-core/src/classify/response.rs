@@ -1,0 +1,196 @@
+//! How a response is read: the [`ResponseView`] a classifier sees, the
+//! [`Classify`] trait, and the one decision a layer takes on a response's
+//! head ([`HeadDecision`]: classified now, the body first, or a stream to
+//! watch).
+
+use std::cell::OnceCell;
+use std::time::SystemTime;
+
+use http::{HeaderMap, StatusCode};
+
+use super::body;
+use super::dialect::Dialect;
+use super::headers::HeaderFacts;
+use super::hints;
+use super::provider::ProviderClassifier;
+use super::rules;
+use super::stream::StreamScanner;
+use super::verdict::{Classification, TransportFailure, Verdict};
+
+/// A response as the classifier sees it: status, headers and a bounded peek of
+/// the body (empty for a 2xx that was not peeked).
+#[derive(Clone, Copy, Debug)]
+pub struct ResponseView<'a> {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// The response headers.
+    pub headers: &'a HeaderMap,
+    /// The first bytes of the body (up to the peek bound); may be truncated,
+    /// non-UTF-8 or empty.
+    pub body: &'a [u8],
+    /// The provider dialect, if the caller knows it. Detected from the
+    /// response when `None`.
+    pub dialect: Option<Dialect>,
+    /// Wall-clock now, for hints given as dates when the response carries no
+    /// `Date` header. `None` means `SystemTime::now()`.
+    pub now: Option<SystemTime>,
+}
+
+impl<'a> ResponseView<'a> {
+    /// A view with no dialect hint, using the system's wall clock.
+    pub fn new(status: StatusCode, headers: &'a HeaderMap, body: &'a [u8]) -> Self {
+        ResponseView {
+            status,
+            headers,
+            body,
+            dialect: None,
+            now: None,
+        }
+    }
+
+    /// Sets the dialect hint.
+    pub fn with_dialect(mut self, dialect: Option<Dialect>) -> Self {
+        self.dialect = dialect;
+        self
+    }
+
+    /// Sets the wall-clock time used for date hints when there is no `Date` header.
+    pub fn with_now(mut self, now: SystemTime) -> Self {
+        self.now = Some(now);
+        self
+    }
+}
+
+// === HeadDecision ===
+
+/// What a layer does with a response once its head (status and headers)
+/// has arrived, decided in one call ([`Classify::classify_head`]), as
+/// tower-http's `ClassifyResponse` answers `Ready` or `RequiresEos`.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // returned once per response and moved once
+pub enum HeadDecision {
+    /// The head decides: here is the classification. The body goes to the
+    /// caller untouched.
+    Ready(Classification),
+    /// The body decides: read its first bytes (bounded), then call
+    /// [`Classify::classify_response`] with them, and give the caller the
+    /// whole body.
+    PeekBody,
+    /// A stream: watch its chunks as they pass with this scanner; its
+    /// verdict comes when it decides or ends.
+    WatchStream(StreamScanner),
+}
+
+// === Classify ===
+
+/// Turns provider responses and transport failures into [`Classification`]s.
+///
+/// [`ProviderClassifier`] is the default. Implement this trait to replace or
+/// wrap it, e.g. for a private gateway's error codes.
+pub trait Classify: Send + Sync {
+    /// Whether the layer should peek at this response's body before
+    /// classifying it. The default peeks every non-2xx response.
+    fn wants_body(&self, status: StatusCode, headers: &HeaderMap) -> bool {
+        let _ = headers;
+        !status.is_success()
+    }
+
+    /// Classifies a response.
+    fn classify_response(&self, response: &ResponseView<'_>) -> Classification;
+
+    /// The one decision a layer takes on a response's head. The default
+    /// combines the other methods: [`wants_body`](Self::wants_body) →
+    /// [`HeadDecision::PeekBody`]; else a [`stream_scanner`](Self::stream_scanner)
+    /// → [`HeadDecision::WatchStream`]; else
+    /// [`classify_response`](Self::classify_response) with an empty body →
+    /// [`HeadDecision::Ready`]. Implement those; override this only to decide
+    /// faster.
+    fn classify_head(&self, status: StatusCode, headers: &HeaderMap) -> HeadDecision {
+        if self.wants_body(status, headers) {
+            return HeadDecision::PeekBody;
+        }
+        if let Some(scanner) = self.stream_scanner(status, headers) {
+            return HeadDecision::WatchStream(scanner);
+        }
+        HeadDecision::Ready(self.classify_response(&ResponseView::new(status, headers, &[])))
+    }
+
+    /// Classifies a transport failure.
+    fn classify_transport(&self, failure: TransportFailure) -> Classification {
+        Classification::new(Verdict::Availability, failure.reason())
+    }
+
+    /// A scanner for the body of a 2xx streaming response (`text/event-stream`,
+    /// `application/vnd.amazon.eventstream`, NDJSON), `None` for any other
+    /// response. The default is [`StreamScanner::for_response`].
+    fn stream_scanner(&self, status: StatusCode, headers: &HeaderMap) -> Option<StreamScanner> {
+        StreamScanner::for_response(status, headers)
+    }
+}
+
+impl<C: Classify + ?Sized> Classify for std::sync::Arc<C> {
+    fn wants_body(&self, status: StatusCode, headers: &HeaderMap) -> bool {
+        (**self).wants_body(status, headers)
+    }
+    fn classify_response(&self, response: &ResponseView<'_>) -> Classification {
+        (**self).classify_response(response)
+    }
+    fn classify_head(&self, status: StatusCode, headers: &HeaderMap) -> HeadDecision {
+        (**self).classify_head(status, headers)
+    }
+    fn classify_transport(&self, failure: TransportFailure) -> Classification {
+        (**self).classify_transport(failure)
+    }
+    fn stream_scanner(&self, status: StatusCode, headers: &HeaderMap) -> Option<StreamScanner> {
+        (**self).stream_scanner(status, headers)
+    }
+}
+
+// === The provider classifier ===
+
+impl Classify for ProviderClassifier {
+    fn classify_response(&self, response: &ResponseView<'_>) -> Classification {
+        let status = response.status.as_u16();
+        // The hot path: a success reads nothing and allocates nothing.
+        if status < 400 {
+            return Classification::success();
+        }
+        let headers = response.headers;
+        let h = HeaderFacts::scan(headers);
+        // Parsing `Date` costs more than the rest of the header work: only a
+        // date-form hint asks for it.
+        let date = OnceCell::new();
+        let reference = &|| {
+            *date.get_or_init(|| {
+                h.date
+                    .and_then(hints::http_date)
+                    .or(response.now)
+                    .unwrap_or_else(SystemTime::now)
+            })
+        };
+        let header_wait = hints::explicit_wait(
+            [h.retry_after_ms, h.x_ms_retry_after_ms, h.retry_after],
+            reference,
+        );
+        let dialect = response.dialect.or(h.dialect);
+        let should_retry = h.should_retry.and_then(hints::should_retry_value);
+        let quota_after = self.limits.quota_after();
+        body::read(response.body, |facts| {
+            let aws = h.aws_error_type.or(facts.aws_type);
+            let mut c = self.limits.classify_facts(
+                facts,
+                header_wait,
+                Some(headers),
+                reference,
+                dialect,
+                |lower, wait| rules::decide(status, facts, aws, lower, wait, quota_after),
+            );
+            c.should_retry = should_retry;
+            c
+        })
+    }
+
+    fn stream_scanner(&self, status: StatusCode, headers: &HeaderMap) -> Option<StreamScanner> {
+        Some(StreamScanner::for_response(status, headers)?.with_classifier(self))
+    }
+}

@@ -1,0 +1,422 @@
+//! Admission: would the layer let this request through, and under which
+//! scopes? One routine, in two modes.
+//!
+//! A call ([`Admit`]) is admitted for real: a refusal is counted, a deadline
+//! found passed reopens its scope, a half-open breaker hands out a probe
+//! slot, and the request gets the [`Tracker`] that will report its outcome.
+//! A peek ([`Peek`]) asks the same questions in the same order and changes
+//! nothing: a router in front of several breaker layers (failover across
+//! accounts) picks a target with it before sending anything. A peek is
+//! advice, not a reservation: the state can change between the peek and the
+//! call, and the call decides.
+//!
+//! The order is the most lasting refusal first: parked, then gated, then
+//! open.
+
+use std::sync::Arc;
+use std::sync::OnceLock;
+
+use levee_core::breaker::{BreakerStatus, HALF_OPEN_RETRY_AFTER};
+use levee_core::clock::Clock;
+
+use super::deadline::{Deadline, DeadlineTable};
+use super::error::CircuitOpen;
+use super::scope::{
+    CallScopes, KEY_SEPARATOR, KeyBuf, RequestHead, Scope, ScopeKeys, Scopes, default_scope,
+};
+use super::shared::{DomainHandle, Shared};
+use super::tracker::{SlowClock, Tracker};
+use crate::error::BoxError;
+
+/// What differs between admitting a call and peeking at its admission.
+pub(crate) trait Mode<'a> {
+    /// What the mode finds with the scopes (a call: its failure domain).
+    type Found;
+    /// What an admitted request gets.
+    type Admitted;
+
+    /// The request's scopes, and what this mode finds with them.
+    fn resolve(&mut self, shared: &Shared, head: &RequestHead<'a>) -> (Scopes<'a>, Self::Found);
+
+    /// A gate's or park's answer for `key`.
+    fn deadline<S: Deadline>(
+        &self,
+        shared: &Shared,
+        table: &DeadlineTable<S>,
+        key: &str,
+    ) -> Result<(), BoxError>;
+
+    /// The breaker's answer, once no gate or park refused.
+    fn breaker(
+        self,
+        shared: &Shared,
+        scopes: Scopes<'a>,
+        found: Self::Found,
+    ) -> Result<Self::Admitted, BoxError>;
+}
+
+/// Admits `head`'s request in `mode`: its scopes, then park, gate and
+/// breaker in turn.
+#[inline(always)]
+pub(crate) fn admit<'a, M: Mode<'a>>(
+    shared: &Shared,
+    head: &RequestHead<'a>,
+    mut mode: M,
+) -> Result<M::Admitted, BoxError> {
+    let (scopes, found) = mode.resolve(shared, head);
+    // Keys are joined only while some scope is parked or gated.
+    if shared.parks.is_active() {
+        mode.deadline(shared, &shared.parks, scopes.billing_key())?;
+    }
+    if shared.gates.is_active() {
+        mode.deadline(shared, &shared.gates, &scopes.quota_key())?;
+    }
+    mode.breaker(shared, scopes, found)
+}
+
+/// The scope names of `head` under the layer's naming rule.
+#[inline]
+fn named<'a>(shared: &Shared, head: &RequestHead<'a>) -> ScopeKeys<'a> {
+    match &shared.settings.scope_fn {
+        Some(f) => f(head),
+        None => default_scope(head),
+    }
+}
+
+// === Call ===
+
+/// Admits a call for real, with the clone's [`DomainCache`].
+pub(crate) struct Admit<'c> {
+    pub(crate) cache: &'c mut DomainCache,
+    entry: usize,
+}
+
+impl<'c> Admit<'c> {
+    pub(crate) fn new(cache: &'c mut DomainCache) -> Self {
+        Admit { cache, entry: 0 }
+    }
+
+    /// The request's scopes and its failure domain, from the cache when
+    /// this clone called them last, else named and looked up (or created).
+    #[inline]
+    fn find<'a>(&mut self, shared: &Shared, head: &RequestHead<'a>) -> (Scopes<'a>, DomainHandle) {
+        let isolate = shared.settings.isolate_by_model;
+        // The default scopes are a function of the URI's authority and path:
+        // a clone that calls the same URIs again compares two strings
+        // instead of parsing them and hashing into the shared map.
+        let by_uri = shared.settings.scope_fn.is_none() && head.extensions.get::<Scope>().is_none();
+        let authority = head.uri.authority().map(|a| a.as_str()).filter(|_| by_uri);
+        let path = head.uri.path();
+        if let Some(authority) = authority
+            && let Some((keys, domain, entry)) = self.cache.get_by_uri(authority, path)
+        {
+            self.entry = entry;
+            return (Scopes::new(keys, isolate), domain);
+        }
+        let keys = named(shared, head);
+        let scopes = Scopes::new(keys, isolate);
+        let uri_key = authority.and_then(|authority| CacheKey::uri(authority, path, &keys));
+        if uri_key.is_none()
+            && let Some((domain, entry)) = self.cache.get_by_domain(&scopes)
+        {
+            self.entry = entry;
+            return (scopes, domain);
+        }
+        let key = scopes.domain_key();
+        let domain = shared.domain(&key);
+        let name = Arc::from(&*key);
+        self.entry = self
+            .cache
+            .put(uri_key.unwrap_or(CacheKey::Domain(key)), domain, name);
+        (scopes, domain)
+    }
+}
+
+/// Admits a call through `shared`: out of line and not generic, so that
+/// what a service inlines only builds the future.
+pub(crate) fn admit_call(
+    shared: &Shared,
+    cache: &mut DomainCache,
+    head: &RequestHead<'_>,
+) -> Result<Tracker, BoxError> {
+    admit(shared, head, Admit::new(cache))
+}
+
+impl<'a> Mode<'a> for Admit<'_> {
+    type Found = DomainHandle;
+    type Admitted = Tracker;
+
+    #[inline]
+    fn resolve(&mut self, shared: &Shared, head: &RequestHead<'a>) -> (Scopes<'a>, DomainHandle) {
+        let (scopes, domain) = self.find(shared, head);
+        if tracing::level_enabled!(tracing::Level::DEBUG)
+            && tracing::enabled!(target: "levee::breaker", tracing::Level::DEBUG)
+        {
+            record_scope(&scopes);
+        }
+        (scopes, domain)
+    }
+
+    #[inline]
+    fn deadline<S: Deadline>(
+        &self,
+        shared: &Shared,
+        table: &DeadlineTable<S>,
+        key: &str,
+    ) -> Result<(), BoxError> {
+        let reopened = table.admit(key, || shared.clock.now())?;
+        shared.emit_transition(key, reopened);
+        Ok(())
+    }
+
+    #[inline]
+    fn breaker(
+        self,
+        shared: &Shared,
+        scopes: Scopes<'a>,
+        domain: DomainHandle,
+    ) -> Result<Tracker, BoxError> {
+        let hot = domain.hot();
+        let permit = match hot.and_then(|hot| hot.admit_closed()) {
+            Some(permit) => permit,
+            None => {
+                // Open and cooling off: refused without the lock.
+                if let Some(left) = hot.and_then(|hot| hot.open_for(|| shared.clock.now())) {
+                    return Err(shared.reject_open(self.cache.name(self.entry), left));
+                }
+                shared.admit_breaker(domain)?
+            }
+        };
+        let settings = &shared.settings;
+        Ok(Tracker {
+            domain,
+            permit,
+            scopes: CallScopes::new(&scopes),
+            isolated: scopes.isolated(),
+            slow: SlowClock::start(
+                settings.slow_call(scopes.model()),
+                settings.slow_stream,
+                settings.latency_estimate,
+            ),
+            track_latency: settings.latency_estimate,
+            settled: false,
+        })
+    }
+}
+
+/// Names the call's quota scope on the enclosing span (a retry or failover
+/// span declares a `scope` field), for whoever reads the traces.
+#[cold]
+fn record_scope(scopes: &Scopes<'_>) {
+    let span = tracing::Span::current();
+    if !span.is_disabled() {
+        span.record("scope", scopes.quota_key().as_str());
+    }
+}
+
+// === Peek ===
+
+/// Peeks at admission: takes no probe slot, counts no refusal, makes no
+/// transition, creates no scope and calls nothing.
+pub(crate) struct Peek<'c> {
+    pub(crate) cache: Option<&'c PeekCache>,
+}
+
+impl<'a> Mode<'a> for Peek<'_> {
+    type Found = ();
+    type Admitted = ();
+
+    #[inline]
+    fn resolve(&mut self, shared: &Shared, head: &RequestHead<'a>) -> (Scopes<'a>, ()) {
+        // The domain is looked up after the gate and park: a request to a
+        // domain never called may still be parked or gated.
+        (
+            Scopes::new(named(shared, head), shared.settings.isolate_by_model),
+            (),
+        )
+    }
+
+    #[inline]
+    fn deadline<S: Deadline>(
+        &self,
+        shared: &Shared,
+        table: &DeadlineTable<S>,
+        key: &str,
+    ) -> Result<(), BoxError> {
+        table.peek(key, || shared.clock.now())
+    }
+
+    fn breaker(self, shared: &Shared, scopes: Scopes<'a>, (): ()) -> Result<(), BoxError> {
+        let cached = self
+            .cache
+            .and_then(|c| c.domain.get())
+            .filter(|(key, h)| scopes.is_domain_key(key) && h.is_current())
+            .map(|(_, h)| *h);
+        let domain = match cached {
+            Some(h) => h,
+            None => {
+                let key = scopes.domain_key();
+                // Never called yet: nothing to refuse.
+                let Some(h) = shared.domains.get(key.as_str()) else {
+                    return Ok(());
+                };
+                if let Some(c) = self.cache {
+                    let _ = c.domain.set((key, h));
+                }
+                h
+            }
+        };
+        let Some(hot) = domain.hot() else {
+            return Ok(());
+        };
+        if hot.admit_closed().is_some() {
+            return Ok(());
+        }
+        if let Some(left) = hot.open_for(|| shared.clock.now()) {
+            return Err(CircuitOpen::new(&*scopes.domain_key(), left).into());
+        }
+        let Some(cell) = domain.lock() else {
+            return Ok(());
+        };
+        // Approximate: slots of probes that already reported are not
+        // counted, so a peek may admit what the call then refuses.
+        let state = &cell.state;
+        if state.status() == BreakerStatus::HalfOpen
+            && state.probes_in_flight() >= shared.settings.breaker.probes()
+        {
+            return Err(CircuitOpen::new(cell.key(), HALF_OPEN_RETRY_AFTER).into());
+        }
+        Ok(())
+    }
+}
+
+/// The last failure domain a peek found, remembered so that later peeks at
+/// the same domain skip the registry's lock. Written once, then only read:
+/// a peek writes no shared memory. A router keeps one per target.
+#[derive(Debug, Default)]
+pub(crate) struct PeekCache {
+    domain: OnceLock<(KeyBuf, DomainHandle)>,
+}
+
+// === DomainCache ===
+
+/// The last failure domains a service clone called, so the hot path
+/// compares a key inline instead of parsing the URI and hashing into the
+/// shared map. Copied on clone.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct DomainCache {
+    /// The key looked up by, the domain, and its name (for rejections).
+    entries: [Option<(CacheKey, DomainHandle, Arc<str>)>; 2],
+    next: u8,
+}
+
+/// What a cached failure domain was found by.
+#[derive(Clone, Debug)]
+enum CacheKey {
+    /// The default scopes of a URI: its raw authority and path, where in
+    /// them the domain and the model are.
+    Uri {
+        authority: KeyBuf,
+        path: KeyBuf,
+        /// The model is `path[start..end]`, if the path names one.
+        model: Option<(u16, u16)>,
+    },
+    /// The failure domain's key (a [`Scope`](super::Scope) extension or a scope fn).
+    Domain(KeyBuf),
+}
+
+impl CacheKey {
+    /// The key of `keys`, the default scopes of `authority` and `path`:
+    /// `None` if they do not point into them, or if the authority carries a
+    /// userinfo (a credential is never kept, not even in a cache).
+    fn uri(authority: &str, path: &str, keys: &ScopeKeys<'_>) -> Option<Self> {
+        let offset = |outer: &str, inner: &str| {
+            let start = (inner.as_ptr() as usize).checked_sub(outer.as_ptr() as usize)?;
+            let end = start.checked_add(inner.len())?;
+            (end <= outer.len()).then_some((u16::try_from(start).ok()?, u16::try_from(end).ok()?))
+        };
+        let (domain_from, domain_end) = offset(authority, keys.domain)?;
+        let model = match keys.model {
+            Some(model) => Some(offset(path, model)?),
+            None => None,
+        };
+        let plain = domain_from == 0 && usize::from(domain_end) == authority.len();
+        (plain && keys.billing.is_none()).then(|| CacheKey::Uri {
+            authority: KeyBuf::join(&[authority], KEY_SEPARATOR),
+            path: KeyBuf::join(&[path], KEY_SEPARATOR),
+            model,
+        })
+    }
+}
+
+impl DomainCache {
+    /// The default scopes of `authority` and `path`, with their domain and
+    /// the entry's index.
+    #[inline]
+    fn get_by_uri<'a>(
+        &self,
+        authority: &'a str,
+        path: &'a str,
+    ) -> Option<(ScopeKeys<'a>, DomainHandle, usize)> {
+        self.entries.iter().enumerate().find_map(|(at, entry)| {
+            let (
+                CacheKey::Uri {
+                    authority: a,
+                    path: p,
+                    model,
+                },
+                handle,
+                _,
+            ) = entry.as_ref()?
+            else {
+                return None;
+            };
+            if a.as_bytes() != authority.as_bytes()
+                || p.as_bytes() != path.as_bytes()
+                || !handle.is_current()
+            {
+                return None;
+            }
+            let keys = ScopeKeys {
+                domain: authority,
+                model: match model {
+                    Some((start, end)) => Some(path.get(usize::from(*start)..usize::from(*end))?),
+                    None => None,
+                },
+                billing: None,
+            };
+            Some((keys, *handle, at))
+        })
+    }
+
+    #[inline]
+    fn get_by_domain(&self, scopes: &Scopes<'_>) -> Option<(DomainHandle, usize)> {
+        self.entries
+            .iter()
+            .enumerate()
+            .find_map(|(at, entry)| match entry {
+                Some((CacheKey::Domain(k), handle, _))
+                    if scopes.is_domain_key(k) && handle.is_current() =>
+                {
+                    Some((*handle, at))
+                }
+                _ => None,
+            })
+    }
+
+    /// Caches `handle` under `key`; returns the entry's index.
+    fn put(&mut self, key: CacheKey, handle: DomainHandle, name: Arc<str>) -> usize {
+        let at = usize::from(self.next) % self.entries.len();
+        self.entries[at] = Some((key, handle, name));
+        self.next = self.next.wrapping_add(1);
+        at
+    }
+
+    /// The failure domain's name at entry `at`, for a rejection.
+    fn name(&self, at: usize) -> Arc<str> {
+        self.entries
+            .get(at)
+            .and_then(|e| e.as_ref())
+            .map_or_else(|| Arc::from(""), |(_, _, name)| name.clone())
+    }
+}

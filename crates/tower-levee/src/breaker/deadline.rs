@@ -1,0 +1,308 @@
+//! The throttle gates and the parks: two tables of scopes that refuse
+//! calls until a deadline, kept by one generic [`DeadlineTable`].
+//!
+//! A scope's deadline is published for the hot path ([`UntilHot`]), and the
+//! table counts the scopes that refuse: while none does, admission skips
+//! the lookup entirely. The count follows each entry's state, so it stays
+//! right however the entry changes (re-throttled, re-parked after its
+//! deadline passed unnoticed, unparked by hand, or evicted).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use levee_core::clock::Timestamp;
+use levee_core::gate::GateState;
+use levee_core::park::ParkState;
+use levee_core::transition::Transition;
+
+use super::error::{Parked, Throttled};
+use super::hot::UntilHot;
+use crate::error::BoxError;
+use crate::registry::{Handle, Registry};
+use crate::striped::Striped;
+
+/// A scope state with a deadline: a quota scope's gate, a billing scope's park.
+pub(crate) trait Deadline: Default + Send + 'static {
+    /// Until when the scope refuses calls (until a check finds it passed).
+    fn until(&self) -> Option<Timestamp>;
+
+    /// Reopens the scope if its deadline has passed by `now`, with the
+    /// transition that says so.
+    fn reopen(&mut self, now: Timestamp) -> Option<Transition>;
+
+    /// Whether the entry may be evicted at `now`.
+    fn is_idle(&self, now: Timestamp) -> bool;
+
+    /// The rejection of a call to `scope` while it refuses for `retry_after`.
+    fn refusal(scope: &str, retry_after: Duration) -> BoxError;
+}
+
+impl Deadline for GateState {
+    fn until(&self) -> Option<Timestamp> {
+        GateState::until(self)
+    }
+    fn reopen(&mut self, now: Timestamp) -> Option<Transition> {
+        self.check(now).1
+    }
+    fn is_idle(&self, now: Timestamp) -> bool {
+        GateState::is_idle(self, now)
+    }
+    fn refusal(scope: &str, retry_after: Duration) -> BoxError {
+        Throttled::new(scope, retry_after).into()
+    }
+}
+
+impl Deadline for ParkState {
+    fn until(&self) -> Option<Timestamp> {
+        ParkState::until(self)
+    }
+    fn reopen(&mut self, now: Timestamp) -> Option<Transition> {
+        self.check(now).1
+    }
+    fn is_idle(&self, _now: Timestamp) -> bool {
+        ParkState::is_idle(self)
+    }
+    fn refusal(scope: &str, retry_after: Duration) -> BoxError {
+        Parked::new(scope, retry_after).into()
+    }
+}
+
+/// One scope's state, and whether the table counts it as refusing.
+#[derive(Debug, Default)]
+pub(crate) struct Entry<S> {
+    pub(crate) state: S,
+    counted: bool,
+}
+
+/// The scopes of one mechanism, their published deadlines, how many refuse
+/// now, and how many calls they refused.
+#[derive(Debug)]
+pub(crate) struct DeadlineTable<S: Deadline> {
+    registry: Registry<Entry<S>, UntilHot>,
+    /// Entries whose state has a deadline: zero lets admission skip the lookup.
+    active: AtomicUsize,
+    /// Striped: a refusal is the hot path while a scope refuses, and must
+    /// not make every thread write one cache line.
+    rejected: Striped,
+}
+
+impl<S: Deadline> DeadlineTable<S> {
+    pub(crate) fn new(max_keys: usize) -> Self {
+        DeadlineTable {
+            registry: Registry::new(max_keys),
+            active: AtomicUsize::new(0),
+            rejected: Striped::default(),
+        }
+    }
+
+    /// Whether any scope may refuse now (a deadline passed but not yet
+    /// noticed counts until a call notices it).
+    #[inline]
+    pub(crate) fn is_active(&self) -> bool {
+        self.active.load(Ordering::Relaxed) > 0
+    }
+
+    /// Refuses a call to `key` while its deadline lasts, counting the
+    /// refusal; once the deadline has passed, the first call reopens the
+    /// scope (no probe) and gets the transition to report.
+    pub(crate) fn admit(
+        &self,
+        key: &str,
+        now: impl FnOnce() -> Timestamp,
+    ) -> Result<Option<Transition>, BoxError> {
+        let Some((handle, until)) = self.published(key) else {
+            return Ok(None);
+        };
+        let now = now();
+        if now < until {
+            self.rejected.add();
+            return Err(S::refusal(key, until.saturating_duration_since(now)));
+        }
+        let Some(mut entry) = handle.lock() else {
+            return Ok(None);
+        };
+        let transition = entry.state.reopen(now);
+        self.settle(&handle, &mut entry);
+        Ok(transition)
+    }
+
+    /// The refusal a call to `key` would get now, changing nothing.
+    pub(crate) fn peek(&self, key: &str, now: impl FnOnce() -> Timestamp) -> Result<(), BoxError> {
+        let Some((_, until)) = self.published(key) else {
+            return Ok(());
+        };
+        let now = now();
+        if now < until {
+            return Err(S::refusal(key, until.saturating_duration_since(now)));
+        }
+        Ok(())
+    }
+
+    /// `key`'s handle and published deadline, if it has one.
+    #[inline]
+    fn published(&self, key: &str) -> Option<(Handle<Entry<S>, UntilHot>, Timestamp)> {
+        let handle = self.registry.get(key)?;
+        let until = handle.hot()?.get()?;
+        Some((handle, until))
+    }
+
+    /// Changes `key`'s state with `f`, creating the entry first (idle
+    /// entries may be evicted to make room), then publishes its deadline.
+    /// `None` if the entry was evicted between lookup and lock.
+    pub(crate) fn update<R>(
+        &self,
+        key: &str,
+        now: Timestamp,
+        f: impl FnOnce(&mut S) -> R,
+    ) -> Option<R> {
+        let handle = self
+            .registry
+            .get_or_insert_evicting(key, Entry::default, |entry| {
+                let idle = entry.state.is_idle(now);
+                if idle && entry.counted {
+                    // Evicted with a deadline that passed unnoticed.
+                    self.active.fetch_sub(1, Ordering::Relaxed);
+                }
+                idle
+            });
+        self.change(handle, f)
+    }
+
+    /// Changes `key`'s state with `f` if the entry exists.
+    pub(crate) fn update_existing<R>(&self, key: &str, f: impl FnOnce(&mut S) -> R) -> Option<R> {
+        self.change(self.registry.get(key)?, f)
+    }
+
+    fn change<R>(
+        &self,
+        handle: Handle<Entry<S>, UntilHot>,
+        f: impl FnOnce(&mut S) -> R,
+    ) -> Option<R> {
+        let mut entry = handle.lock()?;
+        let r = f(&mut entry.state);
+        self.settle(&handle, &mut entry);
+        Some(r)
+    }
+
+    /// Publishes the entry's deadline and keeps the count of refusing
+    /// entries in step with it (under the entry's lock).
+    fn settle(&self, handle: &Handle<Entry<S>, UntilHot>, entry: &mut Entry<S>) {
+        let until = entry.state.until();
+        if let Some(hot) = handle.hot() {
+            hot.publish(until);
+        }
+        let active = until.is_some();
+        if active != entry.counted {
+            entry.counted = active;
+            if active {
+                self.active.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.active.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Every tracked scope with its state, in no particular order.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&str, &S)) {
+        for (key, handle) in self.registry.entries() {
+            if let Some(entry) = handle.lock() {
+                f(&key, &entry.state);
+            }
+        }
+    }
+
+    /// Calls refused so far.
+    pub(crate) fn rejected(&self) -> u64 {
+        self.rejected.sum()
+    }
+
+    /// Scopes tracked.
+    pub(crate) fn len(&self) -> usize {
+        self.registry.len()
+    }
+
+    /// Scopes counted as refusing (a deadline not yet found passed).
+    #[cfg(test)]
+    pub(crate) fn active(&self) -> usize {
+        self.active.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use levee_core::classify::Reason;
+    use levee_core::gate::GateConfig;
+    use levee_core::park::ParkConfig;
+
+    const SEC: u64 = 1_000_000_000;
+
+    fn at(secs: u64) -> Timestamp {
+        Timestamp::from_nanos(secs * SEC)
+    }
+
+    fn park(table: &DeadlineTable<ParkState>, key: &str, now: Timestamp, wait: u64) {
+        let cause = Reason::new_static("openai:insufficient_quota");
+        table.update(key, now, |p| {
+            p.park(
+                &ParkConfig::default(),
+                now,
+                Some(Duration::from_secs(wait)),
+                &cause,
+            )
+        });
+    }
+
+    #[test]
+    fn a_late_quota_answer_reparking_an_expired_unchecked_park_keeps_the_count_right() {
+        let table = DeadlineTable::<ParkState>::new(16);
+        park(&table, "org-a", at(0), 10);
+        assert_eq!(table.active(), 1);
+        // The park expires at 10 s; no call checks it. A quota answer to a
+        // call admitted before the park lands at 20 s and parks it again.
+        park(&table, "org-a", at(20), 10);
+        assert_eq!(table.active(), 1, "one scope parked, counted once");
+        // The new park refuses until 30 s, then the first call reopens it.
+        assert!(table.admit("org-a", || at(25)).is_err());
+        let reopened = table.admit("org-a", || at(31)).expect("admitted");
+        assert_eq!(reopened.map(|t| t.to), Some("active"));
+        assert_eq!(
+            table.active(),
+            0,
+            "nothing refuses: lookups are skipped again"
+        );
+        assert!(!table.is_active());
+    }
+
+    #[test]
+    fn a_counted_gate_evicted_after_its_deadline_leaves_the_count() {
+        let table = DeadlineTable::<GateState>::new(1);
+        let cause = Reason::new_static("openai:rate_limit_exceeded");
+        let mut rng = fastrand::Rng::with_seed(1);
+        table.update("org-a/gpt-4o", at(0), |g| {
+            let wait = Some(Duration::from_secs(10));
+            g.throttle(&GateConfig::default(), at(0), wait, &cause, &mut rng)
+        });
+        assert_eq!(table.active(), 1);
+        // Full; org-a's gate passed unnoticed, so it is idle and evicted.
+        table.update("org-b/gpt-4o", at(20), |_| ());
+        assert_eq!(table.len(), 1);
+        assert_eq!(table.active(), 0);
+        assert!(table.admit("org-a/gpt-4o", || at(21)).unwrap().is_none());
+    }
+
+    #[test]
+    fn unparking_by_hand_and_peeking_keep_the_count_and_count_no_refusal() {
+        let table = DeadlineTable::<ParkState>::new(16);
+        park(&table, "org-a", at(0), 60);
+        let err = table.peek("org-a", || at(1)).unwrap_err();
+        assert!(err.is::<Parked>());
+        assert_eq!(table.rejected(), 0, "a peek counts nothing");
+        assert!(table.admit("org-a", || at(1)).is_err());
+        assert_eq!(table.rejected(), 1);
+        let unparked = table.update_existing("org-a", |p| p.unpark(at(2)));
+        assert!(matches!(unparked, Some(Some(_))));
+        assert_eq!(table.active(), 0);
+        assert!(table.admit("org-a", || at(3)).unwrap().is_none());
+    }
+}

@@ -1,0 +1,128 @@
+//! The words the hot path reads without a lock: a failure domain's
+//! published status, and a gate's or park's published deadline.
+//!
+//! Every write happens on the slow path, under the lock of the one scope
+//! that changed, right after its state machine moved: a reader sees either
+//! the state before or the state after, never a mix.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use levee_core::breaker::{
+    BreakerConfig, BreakerState, BreakerStatus, ISOLATED_RETRY_AFTER, Permit,
+};
+use levee_core::clock::Timestamp;
+
+use super::latency::LatencyHistogram;
+use crate::registry::Hot;
+
+const STATUS_MASK: u64 = 0b11;
+const OPEN: u64 = 1;
+const HALF_OPEN: u64 = 2;
+/// Set when recording a success would change something (counts to reset, a
+/// rolling window to feed): the success path must then take the lock.
+const DIRTY: u64 = 0b100;
+/// Held open by `isolate`: refused with no deadline to compare.
+const ISOLATED: u64 = 0b1000;
+const GENERATION_SHIFT: u32 = 4;
+
+/// The published summary of a breaker: status and dirty bits, and the end
+/// of an open breaker's cool-off so that rejections take no lock either.
+#[derive(Debug, Default)]
+pub(crate) struct DomainHot {
+    word: AtomicU64,
+    open_until: UntilHot,
+    /// Time to first byte, when the layer estimates it.
+    pub(crate) latency: LatencyHistogram,
+}
+
+impl Hot for DomainHot {
+    fn reset(&self) {
+        self.word.store(0, Ordering::Release);
+        self.open_until.reset();
+        self.latency.reset();
+    }
+}
+
+impl DomainHot {
+    /// A permit for a call that may go ahead without taking the lock: the
+    /// breaker is closed. `None` sends the call down the slow path.
+    #[inline]
+    pub(crate) fn admit_closed(&self) -> Option<Permit> {
+        let word = self.word.load(Ordering::Acquire);
+        (word & STATUS_MASK == 0).then_some(Permit {
+            generation: word >> GENERATION_SHIFT,
+            probe: None,
+            // Only probes carry a lease; a closed call needs no timestamp.
+            admitted_at: Timestamp::ZERO,
+        })
+    }
+
+    /// Whether a plain success needs no recording (closed and clean).
+    #[inline]
+    pub(crate) fn success_is_noop(&self) -> bool {
+        self.word.load(Ordering::Acquire) & (STATUS_MASK | DIRTY) == 0
+    }
+
+    /// How long an open breaker still refuses calls, read without the lock;
+    /// `None` sends the call down the slow path (closed, half-open, isolated,
+    /// or the cool-off is over and a probe may go).
+    #[inline]
+    pub(crate) fn open_for(&self, now: impl FnOnce() -> Timestamp) -> Option<Duration> {
+        let word = self.word.load(Ordering::Acquire);
+        if word & STATUS_MASK != OPEN {
+            return None;
+        }
+        if word & ISOLATED != 0 {
+            return Some(ISOLATED_RETRY_AFTER);
+        }
+        let until = self.open_until.get()?;
+        let now = now();
+        (now < until).then(|| until.saturating_duration_since(now))
+    }
+
+    /// Publishes `state` (under its slot's lock).
+    pub(crate) fn publish(&self, state: &BreakerState, config: &BreakerConfig) {
+        // The deadline first: a reader that sees OPEN sees its deadline.
+        self.open_until.publish(match state.status() {
+            BreakerStatus::Open if !state.is_isolated() => state.open_until(),
+            _ => None,
+        });
+        let status = match state.status() {
+            BreakerStatus::Closed => 0,
+            BreakerStatus::Open => OPEN,
+            BreakerStatus::HalfOpen => HALF_OPEN,
+        };
+        let dirty = if state.quiescent(config) { 0 } else { DIRTY };
+        let isolated = if state.is_isolated() { ISOLATED } else { 0 };
+        let generation = state.generation() << GENERATION_SHIFT;
+        self.word
+            .store(status | dirty | isolated | generation, Ordering::Release);
+    }
+}
+
+/// A deadline published for the hot path: nanoseconds + 1, 0 when clear.
+#[derive(Debug, Default)]
+pub(crate) struct UntilHot {
+    until: AtomicU64,
+}
+
+impl Hot for UntilHot {
+    fn reset(&self) {
+        self.until.store(0, Ordering::Release);
+    }
+}
+
+impl UntilHot {
+    pub(crate) fn publish(&self, until: Option<Timestamp>) {
+        let v = until.map_or(0, |t| t.as_nanos().saturating_add(1));
+        self.until.store(v, Ordering::Release);
+    }
+
+    pub(crate) fn get(&self) -> Option<Timestamp> {
+        match self.until.load(Ordering::Acquire) {
+            0 => None,
+            v => Some(Timestamp::from_nanos(v - 1)),
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! What every clone of one breaker layer is configured with.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use levee_core::breaker::BreakerConfig;
+use levee_core::classify::Classification;
+use levee_core::gate::GateConfig;
+use levee_core::park::ParkConfig;
+
+use super::event::EventSubscriber;
+use super::scope::ScopeFn;
+
+/// The default bound on how much of a non-2xx body is read to classify it.
+pub const DEFAULT_PEEK_LIMIT: usize = 16 * 1024;
+
+/// The default bound on scopes tracked per mechanism before idle ones are evicted.
+pub const DEFAULT_MAX_KEYS: usize = 10_000;
+
+/// A user hook that can turn a 2xx response into a failure verdict (an
+/// empty body, a response with no usable content). It sees the response
+/// head and a bounded peek of the body.
+pub type SoftFailureFn =
+    Arc<dyn Fn(&http::response::Parts, &[u8]) -> Option<Classification> + Send + Sync>;
+
+/// The settings every clone of a layer shares, validated by the builder.
+pub(crate) struct Settings {
+    pub(crate) breaker: BreakerConfig,
+    pub(crate) gate: GateConfig,
+    pub(crate) park: ParkConfig,
+    pub(crate) peek_limit: u32,
+    pub(crate) max_keys: usize,
+    pub(crate) isolate_by_model: bool,
+    pub(crate) slow_call_by_model: Vec<(Box<str>, Duration)>,
+    pub(crate) slow_stream: Option<Duration>,
+    pub(crate) latency_estimate: bool,
+    /// Behind a second `Arc`, a thin pointer: every call carries a clone.
+    pub(crate) soft_failure: Option<Arc<SoftFailureFn>>,
+    pub(crate) scope_fn: Option<ScopeFn>,
+    pub(crate) subscribers: Vec<EventSubscriber>,
+    pub(crate) seed: Option<u64>,
+}
+
+impl Settings {
+    /// The slow-call threshold for a call to `model`.
+    #[inline]
+    pub(crate) fn slow_call(&self, model: Option<&str>) -> Option<Duration> {
+        if self.slow_call_by_model.is_empty() {
+            return self.breaker.slow_call;
+        }
+        model
+            .and_then(|m| self.slow_call_by_model.iter().find(|(k, _)| &**k == m))
+            .map(|(_, d)| *d)
+            .or(self.breaker.slow_call)
+    }
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("breaker", &self.breaker)
+            .field("gate", &self.gate)
+            .field("park", &self.park)
+            .field("peek_limit", &self.peek_limit)
+            .field("max_keys", &self.max_keys)
+            .field("isolate_by_model", &self.isolate_by_model)
+            .field("slow_call_by_model", &self.slow_call_by_model)
+            .field("slow_stream", &self.slow_stream)
+            .field("latency_estimate", &self.latency_estimate)
+            .field("soft_failure", &self.soft_failure.as_ref().map(|_| ".."))
+            .field("scope_fn", &self.scope_fn.as_ref().map(|_| ".."))
+            .field("subscribers", &self.subscribers.len())
+            .finish()
+    }
+}

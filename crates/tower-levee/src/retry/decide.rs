@@ -1,0 +1,226 @@
+//! The retry decision, written once: what follows an attempt — return it,
+//! stop (and why), or retry after a wait — for [`Retry`](super::Retry) and
+//! [`BudgetPolicy`](super::BudgetPolicy) alike.
+//!
+//! Levee's rejections are answers, returned at once: the request was never
+//! sent, so retrying hits the same closed door and sleeping on it is blind.
+//! One is different in kind: a [`NoTargetAvailable`] whose targets are all
+//! only throttled. The capacity exists and the instant it returns is known
+//! (the earliest gate deadline), so waiting for it is not blind. When that
+//! instant fits the caller's deadline (and `max_wait`), an attempt is left
+//! and the budget grants a token, the request is retried then, spread a
+//! little after it so that the callers waiting on one reopen do not all
+//! arrive at once. This is what keeps a pool of accounts whose sum exceeds
+//! the load serving through bursts that gate every account at once.
+
+use std::borrow::Cow;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::Response;
+use levee_core::classify::{Classification, Classify, ResponseView, Verdict};
+use levee_core::clock::ceil_millis;
+use tokio::time::Instant;
+
+use super::budget::RetryBudget;
+use super::policy::{Policy, Stop, is_retryable};
+use crate::error::{BoxError, Rejection, transport_failure};
+
+/// What follows one attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Return the attempt's result as it is (a success, or a rejection).
+    Return,
+    /// Return the attempt's result, which was not a success, because of this.
+    Stop(Stop),
+    /// Retry after this wait (a budget token is already taken).
+    RetryAfter(Duration),
+}
+
+/// What one decision reads: the knobs, the classifier and the budget.
+pub(crate) struct Rules<'a, C> {
+    pub(crate) policy: &'a Policy,
+    pub(crate) classifier: &'a C,
+    pub(crate) budget: &'a RetryBudget,
+    /// Whether a [`NoTargetAvailable`] of only throttled targets is waited out.
+    pub(crate) wait_out_throttled: bool,
+}
+
+impl<C: Classify> Rules<'_, C> {
+    /// Decides what follows the `attempts`-th attempt's `result`, given the
+    /// caller's `deadline`, drawing jitter from `random` (a uniform draw
+    /// from `0..=max`). Also returns the attempt's verdict, as its span
+    /// records it (`rejected` for a Levee refusal).
+    pub(crate) fn decide<RB>(
+        &self,
+        result: &Result<Response<RB>, BoxError>,
+        attempts: u32,
+        deadline: Option<Instant>,
+        random: impl FnOnce(u64) -> u64,
+    ) -> (Next, &'static str) {
+        let classification = match result {
+            Ok(response) => match response.extensions().get::<Classification>() {
+                Some(c) => Cow::Borrowed(c),
+                None => Cow::Owned(self.classifier.classify_response(&ResponseView::new(
+                    response.status(),
+                    response.headers(),
+                    &[],
+                ))),
+            },
+            Err(e) => match Rejection::find(&**e) {
+                Some(rejection) => {
+                    return (
+                        self.after_rejection(rejection, attempts, deadline, random),
+                        "rejected",
+                    );
+                }
+                None => Cow::Owned(self.classifier.classify_transport(transport_failure(&**e))),
+            },
+        };
+        let verdict = classification.verdict.as_str();
+        if classification.verdict == Verdict::Success {
+            return (Next::Return, verdict);
+        }
+        let policy = self.policy;
+        let stop = if !is_retryable(&classification) {
+            Stop::NotRetryable
+        } else if attempts >= policy.max_attempts {
+            Stop::MaxAttempts
+        } else {
+            let wait = policy.wait(&classification, attempts, random);
+            if !policy.fits(wait, deadline) {
+                Stop::Deadline
+            } else if !self.budget.withdraw() {
+                Stop::BudgetExhausted
+            } else {
+                tracing::debug!(
+                    target: "levee::retry",
+                    attempt = attempts,
+                    reason = %classification.reason,
+                    wait_ms = wait.as_millis() as u64,
+                    "retrying"
+                );
+                return (Next::RetryAfter(wait), verdict);
+            }
+        };
+        if stop != Stop::NotRetryable {
+            tracing::debug!(
+                target: "levee::retry",
+                attempts,
+                reason = %classification.reason,
+                stop = stop.as_str(),
+                "not retrying"
+            );
+        }
+        (Next::Stop(stop), verdict)
+    }
+
+    /// A Levee rejection is returned at once, but for a failover whose
+    /// targets are all only throttled, retried at the earliest reopen if it
+    /// fits.
+    ///
+    /// Every caller refused in the same throttled moment learns the same
+    /// reopen instant: woken together, they would land on the first target
+    /// to reopen as one burst, more than its refilled allowance, and
+    /// throttle it again. So each waits a random extra of up to a quarter of
+    /// its wait (never less than the reopen: a caller never arrives early).
+    fn after_rejection(
+        &self,
+        rejection: Rejection<'_>,
+        attempts: u32,
+        deadline: Option<Instant>,
+        random: impl FnOnce(u64) -> u64,
+    ) -> Next {
+        let Rejection::NoTargetAvailable(refused) = rejection else {
+            return Next::Return;
+        };
+        if !self.wait_out_throttled || !refused.all_throttled() {
+            return Next::Return;
+        }
+        let wait = refused.retry_after();
+        let policy = self.policy;
+        let spread = u64::try_from((wait / 4).as_nanos()).unwrap_or(u64::MAX);
+        let wait = ceil_millis(wait + Duration::from_nanos(random(spread)));
+        if attempts < policy.max_attempts && policy.fits(wait, deadline) && self.budget.withdraw() {
+            tracing::debug!(
+                target: "levee::retry",
+                attempt = attempts,
+                wait_ms = wait.as_millis() as u64,
+                "every failover target throttled: retrying at the earliest reopen"
+            );
+            Next::RetryAfter(wait)
+        } else {
+            Next::Return
+        }
+    }
+}
+
+/// The state of one [`Retry`](super::Retry) service, reached by its response
+/// futures when an attempt did not succeed. Each clone of the service gets
+/// its own copy (sharing the budget), so the reference count every call
+/// takes on it stays with the thread running that clone instead of bouncing
+/// between threads.
+pub(crate) struct Shared<C> {
+    pub(crate) budget: Arc<RetryBudget>,
+    pub(crate) classifier: C,
+    pub(crate) policy: Policy,
+    rng: Mutex<fastrand::Rng>,
+}
+
+impl<C> Shared<C> {
+    pub(crate) fn new(
+        budget: Arc<RetryBudget>,
+        classifier: C,
+        policy: Policy,
+        rng: fastrand::Rng,
+    ) -> Self {
+        Shared {
+            budget,
+            classifier,
+            policy,
+            rng: Mutex::new(rng),
+        }
+    }
+
+    /// A uniform draw from `0..=max` (the backoff jitter).
+    fn random(&self, max: u64) -> u64 {
+        let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
+        rng.u64(0..=max)
+    }
+
+    /// A copy for a new clone of the service: same budget, classifier and
+    /// policy; a jitter source forked from this one (so a seeded layer stays
+    /// reproducible).
+    pub(crate) fn fork(&self) -> Self
+    where
+        C: Clone,
+    {
+        let rng = self.rng.lock().unwrap_or_else(|e| e.into_inner()).fork();
+        Shared::new(
+            self.budget.clone(),
+            self.classifier.clone(),
+            self.policy,
+            rng,
+        )
+    }
+
+    /// [`Rules::decide`] with this service's rules and jitter; the layer
+    /// waits out a failover of only throttled targets.
+    pub(crate) fn decide<RB>(
+        &self,
+        result: &Result<Response<RB>, BoxError>,
+        attempts: u32,
+        deadline: Option<Instant>,
+    ) -> (Next, &'static str)
+    where
+        C: Classify,
+    {
+        let rules = Rules {
+            policy: &self.policy,
+            classifier: &self.classifier,
+            budget: &self.budget,
+            wait_out_throttled: true,
+        };
+        rules.decide(result, attempts, deadline, |max| self.random(max))
+    }
+}

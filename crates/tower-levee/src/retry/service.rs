@@ -1,0 +1,117 @@
+//! The retry service.
+
+use std::fmt;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{Request, Response};
+use levee_core::classify::Classify;
+use tokio::time::Instant;
+use tower_service::Service;
+
+use super::budget::RetryBudget;
+use super::decide::Shared;
+use super::future::ResponseFuture;
+use super::policy::Deadline;
+use crate::error::BoxError;
+
+/// Retries requests to the inner service within a [`RetryBudget`]. Built by
+/// [`RetryBudgetLayer`](super::RetryBudgetLayer); see the [module docs](super).
+pub struct Retry<S, C = levee_core::classify::ProviderClassifier> {
+    inner: S,
+    shared: Arc<Shared<C>>,
+}
+
+impl<S, C> Retry<S, C> {
+    pub(crate) fn from_shared(inner: S, shared: Arc<Shared<C>>) -> Self {
+        Retry { inner, shared }
+    }
+
+    /// The budget retries are drawn from.
+    pub fn budget(&self) -> &Arc<RetryBudget> {
+        &self.shared.budget
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Consumes `self`, returning the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, C, B, RB> Service<Request<B>> for Retry<S, C>
+where
+    S: Service<Request<B>, Response = Response<RB>> + Clone,
+    S::Error: Into<BoxError>,
+    B: Clone,
+    C: Classify,
+{
+    type Response = Response<RB>;
+    type Error = BoxError;
+    type Future = ResponseFuture<S, B, C>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    #[inline]
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let span = tracing::debug_span!(
+            target: "levee::retry",
+            "levee.retry",
+            target = tracing::field::Empty,
+            scope = tracing::field::Empty,
+            attempt = tracing::field::Empty,
+            verdict = tracing::field::Empty,
+        );
+        let entered = span.enter();
+        self.shared.budget.deposit();
+        let policy = &self.shared.policy;
+        let mut deadline = request.extensions().get::<Deadline>().map(|d| d.0);
+        if let Some(timeout) = policy.timeout {
+            let by_timeout = Instant::now() + timeout;
+            deadline = Some(deadline.map_or(by_timeout, |d| d.min(by_timeout)));
+        }
+        let copy = (policy.max_attempts > 1).then(|| request.clone());
+        let future = self.inner.call(request);
+        drop(entered);
+        ResponseFuture::new(
+            future,
+            self.inner.clone(),
+            copy,
+            self.shared.clone(),
+            deadline,
+            span,
+        )
+    }
+}
+
+impl<S: Clone, C: Clone> Clone for Retry<S, C> {
+    /// Clones the inner service and gives the clone its own copy of the
+    /// layer's state (one small allocation per clone, none per call).
+    fn clone(&self) -> Self {
+        Retry {
+            inner: self.inner.clone(),
+            shared: Arc::new(self.shared.fork()),
+        }
+    }
+}
+
+impl<S: fmt::Debug, C> fmt::Debug for Retry<S, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Retry")
+            .field("inner", &self.inner)
+            .field("budget", &self.shared.budget)
+            .field("policy", &self.shared.policy)
+            .finish()
+    }
+}
