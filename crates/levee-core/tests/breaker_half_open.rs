@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use levee_core::breaker::{
-    Admission, BreakerConfig, BreakerState, BreakerStatus, Cooldown, HALF_OPEN_RETRY_AFTER,
-    ISOLATED_RETRY_AFTER, Jitter, Outcome, Permit,
+    Admission, BreakerConfig, BreakerStatus, Cooldown, HALF_OPEN_RETRY_AFTER, ISOLATED_RETRY_AFTER,
+    Jitter, Outcome,
 };
 use levee_core::classify::Verdict;
 use levee_core::clock::Timestamp;
@@ -28,21 +28,13 @@ fn exact_cooldown() -> Cooldown {
     }
 }
 
-struct Harness {
-    cfg: BreakerConfig,
-    state: BreakerState,
-    rng: fastrand::Rng,
-    now: Timestamp,
-}
+mod support;
+
+use support::breaker::{Harness, unavailable};
 
 impl Harness {
     fn new(cfg: BreakerConfig) -> Self {
-        Harness {
-            state: BreakerState::new(&cfg),
-            cfg,
-            rng: fastrand::Rng::with_seed(3),
-            now: Timestamp::from_nanos(5_000_000_000),
-        }
+        Harness::start(cfg, KEY, 3, Timestamp::from_nanos(5_000_000_000))
     }
 
     fn exact(probes: u32, ratio: f64) -> Self {
@@ -55,22 +47,6 @@ impl Harness {
                 .build()
                 .unwrap(),
         )
-    }
-
-    fn admit(&mut self) -> Admission {
-        self.state.admit(&self.cfg, self.now).0
-    }
-
-    fn permit(&mut self) -> Permit {
-        match self.admit() {
-            Admission::Allowed(p) => p,
-            rejected => panic!("rejected: {rejected:?}"),
-        }
-    }
-
-    fn record(&mut self, permit: Permit, outcome: Outcome) -> Option<Transition> {
-        self.state
-            .record(&self.cfg, KEY, permit, &outcome, self.now, &mut self.rng)
     }
 
     /// Five failures: open.
@@ -88,20 +64,12 @@ impl Harness {
         self.now = self.state.open_until().expect("open with a deadline");
     }
 
-    fn advance(&mut self, d: Duration) {
-        self.now = self.now.saturating_add(d);
-    }
-
     fn cool_off(&self) -> Duration {
         self.state
             .open_until()
             .unwrap()
             .saturating_duration_since(self.now)
     }
-}
-
-fn unavailable() -> Outcome {
-    Outcome::new(Verdict::Availability, "status:503")
 }
 
 #[test]

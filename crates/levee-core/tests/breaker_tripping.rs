@@ -10,51 +10,18 @@ use levee_core::classify::Verdict;
 use levee_core::clock::Timestamp;
 use levee_core::transition::{Mechanism, Transition};
 
-/// One breaker, a clock that moves when told, and a seeded RNG.
-struct Harness {
-    cfg: BreakerConfig,
-    state: BreakerState,
-    rng: fastrand::Rng,
-    now: Timestamp,
-}
+mod support;
+
+use support::breaker::{Harness, unavailable};
 
 impl Harness {
     fn new(cfg: BreakerConfig) -> Self {
-        Harness {
-            state: BreakerState::new(&cfg),
-            cfg,
-            rng: fastrand::Rng::with_seed(42),
-            now: Timestamp::from_nanos(1_000_000_000),
-        }
-    }
-
-    /// Admits a call and records `outcome` for it; panics if rejected.
-    fn call(&mut self, outcome: Outcome) -> Option<Transition> {
-        let (admission, _) = self.state.admit(&self.cfg, self.now);
-        let Admission::Allowed(permit) = admission else {
-            panic!("call rejected: {admission:?}");
-        };
-        self.state.record(
-            &self.cfg,
-            "org-a",
-            permit,
-            &outcome,
-            self.now,
-            &mut self.rng,
-        )
+        Harness::start(cfg, "org-a", 42, Timestamp::from_nanos(1_000_000_000))
     }
 
     fn calls(&mut self, n: usize, outcome: Outcome) -> Option<Transition> {
         (0..n).map(|_| self.call(outcome.clone())).last().flatten()
     }
-
-    fn advance(&mut self, d: Duration) {
-        self.now = self.now.saturating_add(d);
-    }
-}
-
-fn unavailable() -> Outcome {
-    Outcome::new(Verdict::Availability, "status:503")
 }
 
 fn rejected_key() -> Outcome {

@@ -1,4 +1,4 @@
-//! The report: the `--json` object of DESIGN.md, and the terminal table.
+//! The report: the `--json` object, and the terminal table.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

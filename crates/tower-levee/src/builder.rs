@@ -1,6 +1,6 @@
 //! Levee's layers as named steps of a [`tower::ServiceBuilder`], as
 //! tower-http's `ServiceBuilderExt` does for its own: the stack reads in
-//! the order DESIGN.md gives, outermost first.
+//! the order the [crate docs](crate) give, outermost first.
 //!
 //! ```
 //! use std::time::Duration;

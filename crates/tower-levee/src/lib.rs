@@ -57,6 +57,34 @@
 //!
 //! A `hyper_util::client::legacy::Client` is already a
 //! `Service<http::Request<B>>`: put the layers straight on it.
+//!
+//! # Architecture
+//!
+//! Policy lives in [`levee_core`]: sans-IO state machines (breaker, gate,
+//! park, retry budget) that take a timestamp and return a
+//! [`Transition`](levee_core::transition::Transition), and the classifier
+//! that turns a response into a verdict. This crate decides nothing of its
+//! own: each layer drives those machines from a tower service and turns
+//! their transitions into events.
+//!
+//! Each layer is one folder, split by role as tower's are, and each file
+//! imports only files below it (the `architecture` test checks it):
+//!
+//! | layer | files, top to bottom |
+//! |---|---|
+//! | [`breaker`] | `layer` (builder) → `service` → `future` → `body` (peek, stream watch) → `tracker` (one call's outcome) → `admission` (park → gate → breaker, as a call or as a read-only peek) → `shared` (the slow path) → `deadline` (the gate and park tables), `hot` (words read without a lock), `settings`, `scope` (the one rule for scope keys), `event`, `latency`, `error` |
+//! | [`bulkhead`] | `layer`, `registry` → `service` → `future` → `compartment` → `error` |
+//! | [`retry`] | `layer` → `service` → `future` → `decide` (the one retry decision, also used by `tower_policy`) → `policy`, `budget` |
+//! | [`failover`] | `builder` → `service` → `future` → `state`, `health`, `target` → `error` |
+//! | [`error`] | `refusal` (`BoxError`, `RefusalKind`: imports no layer) ← every layer's `error.rs` ← `rejection` (the one place that finds a Levee rejection in an error) ← the layers' services |
+//!
+//! Shared below them all: `registry` (per-key state reached without
+//! reference counts), `striped` (per-thread counters), [`clock`].
+//! A `mod.rs` holds the module's docs and its re-exports, no logic.
+//!
+//! A new mechanism gets a state machine in `levee-core` (decide there) and a
+//! folder here (act here). Anything a second file needs moves down to where
+//! both can import it; nothing is copied, and nothing reaches up.
 
 pub use levee_core as core;
 
@@ -79,6 +107,8 @@ mod registry;
 pub mod reqwest;
 pub mod retry;
 mod striped;
+#[cfg(test)]
+mod test_util;
 
 /// The response body a Levee stack hands back: the provider's body,
 /// unchanged, peeked or watched on its way by the breaker layer.

@@ -189,8 +189,8 @@ impl BreakerState {
     }
 
     /// Total time the breaker has spent away from `closed` (open, half-open
-    /// or isolated), up to `now`: the "time open" of seed 000's signals worth
-    /// watching. It is kept across recoveries and manual closes; it is kept
+    /// or isolated), up to `now`: a target that spends a growing share of each
+    /// hour out of rotation is worth an alert. It is kept across recoveries and manual closes; it is kept
     /// only as long as the state is (a registry may evict an idle key).
     pub fn time_open(&self, now: Timestamp) -> Duration {
         let current = self

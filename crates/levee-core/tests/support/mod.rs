@@ -1,4 +1,10 @@
-//! What the stream property tests share.
+//! What the tests share: the stream property tests' split feeder, and the
+//! breaker state-machine tests' harness.
+
+// Each test crate uses only some of it.
+#![allow(dead_code)]
+
+pub(crate) mod breaker;
 
 use levee_core::classify::{Classification, StreamScanner};
 

@@ -191,20 +191,8 @@ pub fn is_rejection(err: &(dyn Error + 'static)) -> bool {
 mod tests {
     use super::*;
     use crate::error::{BoxError, transport_failure};
+    use crate::test_util::Wrapped;
     use levee_core::classify::TransportFailure;
-
-    #[derive(Debug)]
-    struct Wrapped(BoxError);
-    impl fmt::Display for Wrapped {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("wrapped")
-        }
-    }
-    impl Error for Wrapped {
-        fn source(&self) -> Option<&(dyn Error + 'static)> {
-            Some(&*self.0)
-        }
-    }
 
     #[test]
     fn levee_rejections_are_recognised_and_others_are_not() {

@@ -136,8 +136,7 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
         self
     }
 
-    /// Decides, per outcome, whether to try the next target (seed 001's
-    /// `fallbackOn`), replacing [`Advance::default_policy`]. A success is
+    /// Decides, per outcome, whether to try the next target, replacing [`Advance::default_policy`]. A success is
     /// always returned. When the hook says no, the target's answer (or
     /// refusal) is returned as it is.
     ///

@@ -409,7 +409,8 @@ fn note_failure<B, RB: Body>(
     if verdict == Verdict::Availability
         && let Some(g) = meta.targets[index].group
     {
-        // Seed 000: overload is provider-wide; try another provider or region next.
+        // Overload is provider-wide (Anthropic's 529 is API-wide): try
+        // another provider or region next.
         progress.avoid |= 1 << g;
     }
     tracing::debug!(

@@ -7,7 +7,9 @@
 //! the classic setup does: a breaker that counts `429`s ejects the busiest
 //! account at peak, the load moves to the next account, which throttles and
 //! is ejected too, until every breaker is open and requests fail that the
-//! providers would have served a second later (seed 000, "It cascades").
+//! providers would have served a second later (the cascade INFRO describes
+//! in [Circuit breakers for LLM providers: throttling is not
+//! failure](https://infro.io/blog/llm-circuit-breakers-throttling)).
 //!
 //! The fix has two halves. The [breaker layer](crate::breaker) keeps the
 //! three conditions apart: a `429` closes a throttle gate until the provider's
@@ -16,8 +18,7 @@
 //! count as failures. This module is the other half: a router that, for each
 //! request, takes **the first target whose state admits it** — not parked,
 //! its quota scope not gated, its breaker not open (or a probe slot free) —
-//! reading that state without calling anything (seed 000: "A router then
-//! takes the first account whose breaker says `canSend()`"). A gated primary
+//! reading that state without calling anything. A gated primary
 //! costs zero calls while gated; a routed-around account gets the quiet it
 //! needs for its allowance to refill. (Compare a router that tries a
 //! throttled primary first on every request: one wasted, limit-counting
@@ -31,7 +32,7 @@
 //! **`request`** verdict (`400`, `404`, `422`) is returned as it is: another
 //! provider will reject a malformed body too. A
 //! [`fallback_on`](FailoverBuilder::fallback_on) hook overrides the policy
-//! per outcome (seed 001's `fallbackOn`). Verdicts come from the
+//! per outcome. Verdicts come from the
 //! [`Classification`](levee_core::classify::Classification) extension the
 //! breaker puts on every non-success response (body-aware: a `429` naming a
 //! spend cap is quota); transport errors are availability failures.

@@ -43,8 +43,7 @@
 //! | `levee_failover_fallback_share` | gauge | `failover` | share of successes served by a target other than the first |
 //! | `levee_failover_no_target_total` | counter | `failover` | requests refused with `NoTargetAvailable` |
 //!
-//! The names are constants in [`names`]. Seed 000's signals worth alerting
-//! on: `levee_failover_fallback_share` rising; a `park` scope at
+//! The names are constants in [`names`]. The signals worth alerting on: `levee_failover_fallback_share` rising; a `park` scope at
 //! `levee_scope_state` 1 (a spend cap is a conversation with finance);
 //! `rate(levee_breaker_open_milliseconds_total[1h]) / 1000`, the share of
 //! the hour a target was open; and the same over

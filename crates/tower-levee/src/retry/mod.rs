@@ -4,9 +4,10 @@
 //!
 //! Retries multiply. The provider SDKs retry twice by default (3 calls); wrap
 //! the SDK in a retry decorator of 3 and run it from a queue worker that
-//! retries 3 times, and one user request becomes 3 × 3 × 3 = 27 calls. In the
-//! fault drill of seed 004, 50 requests to a dependency that answers `503`
-//! reach it 1,350 times, every one of them while it is down. So Levee retries
+//! retries 3 times, and one user request becomes 3 × 3 × 3 = 27 calls. In one
+//! published fault drill ([fdetimes.net]'s guide to breakers, bulkheads and
+//! retry budgets for LLM APIs), 50 requests to a dependency that answers
+//! `503` reach it 1,350 times, every one of them while it is down. So Levee retries
 //! in exactly one layer, outside the breaker, and everything beneath it fails
 //! fast.
 //!
@@ -132,6 +133,7 @@
 //! # }
 //! ```
 //!
+//! [fdetimes.net]: https://fdetimes.net/en/guides/circuit-breaker-bulkhead-retry-budget-llm-apis/
 //! [`CircuitOpen`]: crate::breaker::CircuitOpen
 //! [`Throttled`]: crate::breaker::Throttled
 //! [`Parked`]: crate::breaker::Parked

@@ -225,7 +225,7 @@ impl<C> fmt::Debug for BudgetPolicy<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::error::Error;
+    use crate::test_util::Wrapped;
     use std::time::Duration;
     use tower::retry::Policy as _;
 
@@ -236,19 +236,6 @@ mod tests {
     }
 
     use crate::breaker::CircuitOpen;
-
-    #[derive(Debug)]
-    struct Wrapped(BoxError);
-    impl fmt::Display for Wrapped {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("wrapped")
-        }
-    }
-    impl Error for Wrapped {
-        fn source(&self) -> Option<&(dyn Error + 'static)> {
-            Some(&*self.0)
-        }
-    }
 
     #[test]
     fn a_rejection_deep_in_the_source_chain_is_a_rejection() {
