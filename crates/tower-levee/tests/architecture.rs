@@ -15,6 +15,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
+/// A module path: `["breaker", "scope"]`.
+type ModulePath = Vec<String>;
+
+/// Where a re-exported name comes from: the module its path starts from, and the path.
+type Origin = (ModulePath, Vec<String>);
+
 /// One crate's source: each file's module path, what it imports, what its
 /// module file re-exports.
 struct Crate {
@@ -22,7 +28,7 @@ struct Crate {
     /// Module path → file.
     modules: BTreeMap<Vec<String>, PathBuf>,
     /// Module path → name → (module the path starts from, the path).
-    reexports: BTreeMap<Vec<String>, BTreeMap<String, (Vec<String>, Vec<String>)>>,
+    reexports: BTreeMap<ModulePath, BTreeMap<String, Origin>>,
     /// File → the files it depends on.
     edges: BTreeMap<PathBuf, BTreeSet<PathBuf>>,
 }
