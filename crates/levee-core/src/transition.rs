@@ -63,6 +63,12 @@ impl PartialEq<&str> for Mechanism {
     }
 }
 
+impl PartialEq<Mechanism> for &str {
+    fn eq(&self, mechanism: &Mechanism) -> bool {
+        *self == mechanism.as_str()
+    }
+}
+
 #[cfg(feature = "serde")]
 impl serde::Serialize for Mechanism {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -153,6 +159,12 @@ impl PartialEq<str> for State {
 impl PartialEq<&str> for State {
     fn eq(&self, name: &&str) -> bool {
         self.as_str() == *name
+    }
+}
+
+impl PartialEq<State> for &str {
+    fn eq(&self, state: &State) -> bool {
+        *self == state.as_str()
     }
 }
 
@@ -332,6 +344,10 @@ mod tests {
             );
         }
         assert_eq!(State::from_name("half-open"), None);
-        assert!(State::Open == "open" && State::Parked.refuses() && !State::HalfOpen.refuses());
+        assert_eq!(State::Open, "open");
+        assert_eq!("open", State::Open);
+        assert_eq!(Mechanism::Gate, "gate");
+        assert_eq!("gate", Mechanism::Gate);
+        assert!(State::Parked.refuses() && !State::HalfOpen.refuses());
     }
 }

@@ -12,6 +12,8 @@
 //! little after it so that the callers waiting on one reopen do not all
 //! arrive at once. This is what keeps a pool of accounts whose sum exceeds
 //! the load serving through bursts that gate every account at once.
+//!
+//! [`NoTargetAvailable`]: crate::failover::NoTargetAvailable
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
@@ -42,52 +44,81 @@ pub(crate) struct Rules<'a, C> {
     pub(crate) policy: &'a Policy,
     pub(crate) classifier: &'a C,
     pub(crate) budget: &'a RetryBudget,
-    /// Whether a [`NoTargetAvailable`] of only throttled targets is waited out.
+    /// Whether a `NoTargetAvailable` of only throttled targets is waited out.
     pub(crate) wait_out_throttled: bool,
 }
 
+/// One attempt's outcome, as the decision reads it.
+pub(crate) enum Attempt<'r> {
+    /// A Levee rejection: the request was never sent.
+    Rejected(Rejection<'r>),
+    /// The provider's answer, or the transport's failure, classified.
+    Classified(Cow<'r, Classification>),
+}
+
+impl Attempt<'_> {
+    /// The verdict's name, as a span records it (`rejected` for a Levee
+    /// refusal).
+    pub(crate) fn verdict(&self) -> &'static str {
+        match self {
+            Attempt::Rejected(_) => "rejected",
+            Attempt::Classified(c) => c.verdict.as_str(),
+        }
+    }
+}
+
 impl<C: Classify> Rules<'_, C> {
-    /// Decides what follows the `attempts`-th attempt's `result`, given the
-    /// caller's `deadline`, drawing jitter from `random` (a uniform draw
-    /// from `0..=max`). Also returns the attempt's verdict, as its span
-    /// records it (`rejected` for a Levee refusal).
-    pub(crate) fn decide<RB>(
+    /// Reads an attempt's result: the [`Classification`] extension the
+    /// breaker puts on a response that is not a success, else the
+    /// classifier's verdict on its status and headers; an error as a Levee
+    /// rejection, else by its transport failure.
+    pub(crate) fn read<'r, RB>(&self, result: &'r Result<Response<RB>, BoxError>) -> Attempt<'r> {
+        match result {
+            Ok(response) => {
+                Attempt::Classified(match response.extensions().get::<Classification>() {
+                    Some(c) => Cow::Borrowed(c),
+                    None => Cow::Owned(self.classifier.classify_response(&ResponseView::new(
+                        response.status(),
+                        response.headers(),
+                        &[],
+                    ))),
+                })
+            }
+            Err(e) => match Rejection::find(&**e) {
+                Some(rejection) => Attempt::Rejected(rejection),
+                None => Attempt::Classified(Cow::Owned(
+                    self.classifier.classify_transport(transport_failure(&**e)),
+                )),
+            },
+        }
+    }
+
+    /// Decides what follows the `attempts`-th attempt, given the caller's
+    /// `deadline`, drawing jitter from `random` (a uniform draw from
+    /// `0..=max`, called at most once).
+    pub(crate) fn next(
         &self,
-        result: &Result<Response<RB>, BoxError>,
+        attempt: &Attempt<'_>,
         attempts: u32,
         deadline: Option<Instant>,
         random: impl FnOnce(u64) -> u64,
-    ) -> (Next, &'static str) {
-        let classification = match result {
-            Ok(response) => match response.extensions().get::<Classification>() {
-                Some(c) => Cow::Borrowed(c),
-                None => Cow::Owned(self.classifier.classify_response(&ResponseView::new(
-                    response.status(),
-                    response.headers(),
-                    &[],
-                ))),
-            },
-            Err(e) => match Rejection::find(&**e) {
-                Some(rejection) => {
-                    return (
-                        self.after_rejection(rejection, attempts, deadline, random),
-                        "rejected",
-                    );
-                }
-                None => Cow::Owned(self.classifier.classify_transport(transport_failure(&**e))),
-            },
+    ) -> Next {
+        let classification = match attempt {
+            Attempt::Rejected(rejection) => {
+                return self.after_rejection(*rejection, attempts, deadline, random);
+            }
+            Attempt::Classified(c) => c,
         };
-        let verdict = classification.verdict.as_str();
         if classification.verdict == Verdict::Success {
-            return (Next::Return, verdict);
+            return Next::Return;
         }
         let policy = self.policy;
-        let stop = if !is_retryable(&classification) {
+        let stop = if !is_retryable(classification) {
             Stop::NotRetryable
         } else if attempts >= policy.max_attempts {
             Stop::MaxAttempts
         } else {
-            let wait = policy.wait(&classification, attempts, random);
+            let wait = policy.wait(classification, attempts, random);
             if !policy.fits(wait, deadline) {
                 Stop::Deadline
             } else if !self.budget.withdraw() {
@@ -100,7 +131,7 @@ impl<C: Classify> Rules<'_, C> {
                     wait_ms = wait.as_millis() as u64,
                     "retrying"
                 );
-                return (Next::RetryAfter(wait), verdict);
+                return Next::RetryAfter(wait);
             }
         };
         if stop != Stop::NotRetryable {
@@ -112,7 +143,7 @@ impl<C: Classify> Rules<'_, C> {
                 "not retrying"
             );
         }
-        (Next::Stop(stop), verdict)
+        Next::Stop(stop)
     }
 
     /// A Levee rejection is returned at once, but for a failover whose
@@ -204,23 +235,36 @@ impl<C> Shared<C> {
         )
     }
 
-    /// [`Rules::decide`] with this service's rules and jitter; the layer
-    /// waits out a failover of only throttled targets.
-    pub(crate) fn decide<RB>(
-        &self,
-        result: &Result<Response<RB>, BoxError>,
-        attempts: u32,
-        deadline: Option<Instant>,
-    ) -> (Next, &'static str)
-    where
-        C: Classify,
-    {
-        let rules = Rules {
+    /// This service's rules: the layer waits out a failover of only
+    /// throttled targets.
+    fn rules(&self) -> Rules<'_, C> {
+        Rules {
             policy: &self.policy,
             classifier: &self.classifier,
             budget: &self.budget,
             wait_out_throttled: true,
-        };
-        rules.decide(result, attempts, deadline, |max| self.random(max))
+        }
+    }
+
+    /// [`Rules::read`] with this service's classifier.
+    pub(crate) fn read<'r, RB>(&self, result: &'r Result<Response<RB>, BoxError>) -> Attempt<'r>
+    where
+        C: Classify,
+    {
+        self.rules().read(result)
+    }
+
+    /// [`Rules::next`] with this service's rules and jitter.
+    pub(crate) fn next(
+        &self,
+        attempt: &Attempt<'_>,
+        attempts: u32,
+        deadline: Option<Instant>,
+    ) -> Next
+    where
+        C: Classify,
+    {
+        self.rules()
+            .next(attempt, attempts, deadline, |max| self.random(max))
     }
 }

@@ -108,8 +108,11 @@ where
                     if !span.is_disabled() {
                         record_attempt(span, &result, *this.attempts);
                     }
-                    let (next, verdict) = shared.decide(&result, *this.attempts, *this.deadline);
-                    span.record("verdict", verdict);
+                    let next = {
+                        let attempt = shared.read(&result);
+                        span.record("verdict", attempt.verdict());
+                        shared.next(&attempt, *this.attempts, *this.deadline)
+                    };
                     match next {
                         Next::Return => return Poll::Ready(result),
                         Next::Stop(stop) => {

@@ -193,11 +193,12 @@ where
             wait_out_throttled: false,
         };
         let deadline = req.extensions().get::<Deadline>().map(|d| d.0);
-        match rules.decide(result, self.attempts, deadline, |max| {
+        let attempt = rules.read(result);
+        match rules.next(&attempt, self.attempts, deadline, |max| {
             fastrand::u64(0..=max)
         }) {
-            (Next::RetryAfter(wait), _) => Some(tokio::time::sleep(wait)),
-            (Next::Return | Next::Stop(_), _) => None,
+            Next::RetryAfter(wait) => Some(tokio::time::sleep(wait)),
+            Next::Return | Next::Stop(_) => None,
         }
     }
 
