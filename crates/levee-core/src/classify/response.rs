@@ -193,4 +193,17 @@ impl Classify for ProviderClassifier {
     fn stream_scanner(&self, status: StatusCode, headers: &HeaderMap) -> Option<StreamScanner> {
         Some(StreamScanner::for_response(status, headers)?.with_classifier(self))
     }
+
+    // The default's decision, without classifying a 2xx body it already
+    // knows is a success: the hot path of every call.
+    #[inline]
+    fn classify_head(&self, status: StatusCode, headers: &HeaderMap) -> HeadDecision {
+        if !status.is_success() {
+            return HeadDecision::PeekBody;
+        }
+        match self.stream_scanner(status, headers) {
+            Some(scanner) => HeadDecision::WatchStream(scanner),
+            None => HeadDecision::Ready(Classification::success()),
+        }
+    }
 }

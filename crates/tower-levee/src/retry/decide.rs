@@ -57,6 +57,12 @@ pub(crate) enum Attempt<'r> {
 }
 
 impl Attempt<'_> {
+    /// Whether the attempt succeeded: nothing to decide.
+    #[inline]
+    pub(crate) fn is_success(&self) -> bool {
+        matches!(self, Attempt::Classified(c) if c.verdict == Verdict::Success)
+    }
+
     /// The verdict's name, as a span records it (`rejected` for a Levee
     /// refusal).
     pub(crate) fn verdict(&self) -> &'static str {
@@ -72,6 +78,7 @@ impl<C: Classify> Rules<'_, C> {
     /// breaker puts on a response that is not a success, else the
     /// classifier's verdict on its status and headers; an error as a Levee
     /// rejection, else by its transport failure.
+    #[inline]
     pub(crate) fn read<'r, RB>(&self, result: &'r Result<Response<RB>, BoxError>) -> Attempt<'r> {
         match result {
             Ok(response) => {
@@ -237,6 +244,7 @@ impl<C> Shared<C> {
 
     /// This service's rules: the layer waits out a failover of only
     /// throttled targets.
+    #[inline]
     fn rules(&self) -> Rules<'_, C> {
         Rules {
             policy: &self.policy,
@@ -247,6 +255,7 @@ impl<C> Shared<C> {
     }
 
     /// [`Rules::read`] with this service's classifier.
+    #[inline]
     pub(crate) fn read<'r, RB>(&self, result: &'r Result<Response<RB>, BoxError>) -> Attempt<'r>
     where
         C: Classify,

@@ -111,6 +111,10 @@ where
                     let next = {
                         let attempt = shared.read(&result);
                         span.record("verdict", attempt.verdict());
+                        // A success needs no decision: the common case, kept inline.
+                        if attempt.is_success() {
+                            return Poll::Ready(result);
+                        }
                         shared.next(&attempt, *this.attempts, *this.deadline)
                     };
                     match next {

@@ -276,3 +276,53 @@ fn the_dialect_of_the_response_headers_names_in_band_errors() {
     s.feed(b"data: {\"error\":{\"code\":\"server_error\",\"message\":\"x\"}}\n\n");
     assert_eq!(s.finish().reason.as_str(), "azure:server_error");
 }
+
+/// The provider classifier's own head decision agrees with the default one
+/// (peek a non-2xx, watch a stream, classify the rest) for every status and
+/// the content types that matter.
+#[test]
+fn the_provider_classifiers_head_decision_is_the_defaults() {
+    use crate::classify::{Classify, HeadDecision, ResponseView};
+
+    /// The provider classifier without its own `classify_head`.
+    struct ByDefault(ProviderClassifier);
+    impl Classify for ByDefault {
+        fn classify_response(
+            &self,
+            response: &ResponseView<'_>,
+        ) -> crate::classify::Classification {
+            self.0.classify_response(response)
+        }
+        fn stream_scanner(
+            &self,
+            status: StatusCode,
+            headers: &http::HeaderMap,
+        ) -> Option<crate::classify::StreamScanner> {
+            self.0.stream_scanner(status, headers)
+        }
+    }
+    let shape = |d: HeadDecision| match d {
+        HeadDecision::Ready(c) => format!("ready {c:?}"),
+        HeadDecision::PeekBody => "peek".to_owned(),
+        HeadDecision::WatchStream(s) => format!("watch {:?}", s.format()),
+    };
+    let provider = ProviderClassifier::default();
+    let by_default = ByDefault(provider.clone());
+    for content_type in [
+        "application/json",
+        "text/event-stream",
+        "application/x-ndjson",
+        "application/vnd.amazon.eventstream",
+        "",
+    ] {
+        let h = headers(&[("content-type", content_type)]);
+        for status in 100..600 {
+            let status = StatusCode::from_u16(status).unwrap();
+            assert_eq!(
+                shape(provider.classify_head(status, &h)),
+                shape(by_default.classify_head(status, &h)),
+                "{status} {content_type}"
+            );
+        }
+    }
+}
