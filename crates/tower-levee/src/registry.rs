@@ -210,7 +210,7 @@ impl<V: Send + 'static, H: Hot> Registry<V, H> {
     /// [`Registry::get_or_insert_evicting`].
     #[cfg(test)]
     pub(crate) fn get_or_insert(&self, key: &str, make: impl FnOnce() -> V) -> Handle<V, H> {
-        self.get_or_insert_evicting(key, make, |_| false)
+        self.get_or_insert_evicting(key, |_| make(), |_| false)
     }
 
     /// Like [`Registry::get_or_insert`], evicting entries whose value
@@ -219,7 +219,7 @@ impl<V: Send + 'static, H: Hot> Registry<V, H> {
     pub(crate) fn get_or_insert_evicting(
         &self,
         key: &str,
-        make: impl FnOnce() -> V,
+        make: impl FnOnce(&H) -> V,
         is_idle: impl Fn(&V) -> bool,
     ) -> Handle<V, H> {
         if let Some(h) = self.get(key) {
@@ -245,7 +245,10 @@ impl<V: Send + 'static, H: Hot> Registry<V, H> {
         let slot = pool_take::<V, H>().unwrap_or_else(Slot::leak);
         let mut inner = slot.lock_inner();
         inner.key = Box::from(key);
-        inner.value = Some(make());
+        // Made under the slot's lock, and before the handle is in the map:
+        // whatever `make` publishes in the hot part is there before any
+        // caller can read it.
+        inner.value = Some(make(&slot.hot));
         let handle = Handle {
             slot,
             generation: inner.generation,
@@ -368,7 +371,7 @@ mod tests {
         let a = r.get_or_insert("a", || 1);
         a.hot().unwrap().0.store(7, Ordering::Relaxed);
         // Full, and `a` is idle: inserting `b` evicts it and may reuse its slot.
-        let b = r.get_or_insert_evicting("b", || 2, |_| true);
+        let b = r.get_or_insert_evicting("b", |_| 2, |_| true);
         assert!(!a.is_current());
         assert!(a.lock().is_none());
         assert_eq!(*b.lock().unwrap(), 2);
@@ -384,11 +387,11 @@ mod tests {
         let r: Registry<bool, ()> = Registry::new(2);
         let busy = r.get_or_insert("busy", || true);
         let idle = r.get_or_insert("idle", || false);
-        let _c = r.get_or_insert_evicting("c", || false, |busy| !busy);
+        let _c = r.get_or_insert_evicting("c", |_| false, |busy| !busy);
         assert!(busy.is_current());
         assert!(!idle.is_current());
-        let _d = r.get_or_insert_evicting("d", || true, |busy| !busy);
-        let _e = r.get_or_insert_evicting("e", || true, |busy| !busy);
+        let _d = r.get_or_insert_evicting("d", |_| true, |busy| !busy);
+        let _e = r.get_or_insert_evicting("e", |_| true, |busy| !busy);
         assert!(busy.is_current());
         assert_eq!(r.len(), 3, "c was idle and went; busy, d and e stay");
     }

@@ -155,16 +155,18 @@ impl<S: Deadline> DeadlineTable<S> {
         now: Timestamp,
         f: impl FnOnce(&mut S) -> R,
     ) -> Option<R> {
-        let handle = self
-            .registry
-            .get_or_insert_evicting(key, Entry::default, |entry| {
+        let handle = self.registry.get_or_insert_evicting(
+            key,
+            |_| Entry::default(),
+            |entry| {
                 let idle = entry.state.is_idle(now);
                 if idle && entry.counted {
                     // Evicted with a deadline that passed unnoticed.
                     self.active.fetch_sub(1, Ordering::Relaxed);
                 }
                 idle
-            });
+            },
+        );
         self.change(handle, f)
     }
 

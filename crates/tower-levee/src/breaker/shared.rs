@@ -90,13 +90,20 @@ impl Shared {
         self.rng.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The handle of a failure domain, created on first use.
+    /// The handle of a failure domain, created on first use (or again after
+    /// eviction) with its state already published: a fresh breaker under a
+    /// rolling or custom tripping rule must hear its first successes.
     pub(crate) fn domain(&self, key: &str) -> DomainHandle {
+        let config = &self.settings.breaker;
         self.domains.get_or_insert_evicting(
             key,
-            || DomainCell {
-                shared: self.weak.clone(),
-                state: BreakerState::new(&self.settings.breaker),
+            |hot| {
+                let state = BreakerState::new(config);
+                hot.publish(&state, config);
+                DomainCell {
+                    shared: self.weak.clone(),
+                    state,
+                }
             },
             |cell| cell.state.is_idle(),
         )

@@ -1,0 +1,150 @@
+//! What the breaker promises about counting, kept from a scope's very
+//! first call: every outcome of a counted call reaches the tripping rule.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::{Request, Response};
+use levee_core::breaker::{BreakerConfig, BreakerStatus, TrippingPolicy};
+use tower::{Service, ServiceExt};
+use tower_layer::Layer;
+use tower_levee::BreakerLayer;
+
+/// A provider that answers every call with the status it is set to.
+fn provider(
+    status: Arc<AtomicU16>,
+) -> impl Service<Request<String>, Response = Response<String>, Error = Infallible, Future: Send> + Clone
+{
+    tower::service_fn(move |_req: Request<String>| {
+        let status = status.load(Ordering::SeqCst);
+        async move {
+            Ok::<_, Infallible>(
+                Response::builder()
+                    .status(status)
+                    .body(String::new())
+                    .unwrap(),
+            )
+        }
+    })
+}
+
+fn call_to(host: &str) -> Request<String> {
+    Request::post(format!("https://{host}/v1/chat/completions"))
+        .body(String::new())
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_first_successes_of_a_new_domain_count_toward_its_rolling_window() {
+    let status = Arc::new(AtomicU16::new(200));
+    let config = BreakerConfig::builder()
+        .rolling(Duration::from_secs(30), 10, 0.5)
+        .build()
+        .unwrap();
+    let layer = BreakerLayer::builder().breaker(config).build().unwrap();
+    let handle = layer.handle();
+    let mut svc = layer.layer(provider(status.clone()));
+    for _ in 0..6 {
+        svc.ready()
+            .await
+            .unwrap()
+            .call(call_to("api.openai.com"))
+            .await
+            .unwrap();
+    }
+    status.store(503, Ordering::SeqCst);
+    for _ in 0..4 {
+        svc.ready()
+            .await
+            .unwrap()
+            .call(call_to("api.openai.com"))
+            .await
+            .unwrap();
+    }
+    // 4 failures in 10 calls: under the 50% ratio.
+    assert_eq!(
+        handle.breaker_status("api.openai.com"),
+        Some(BreakerStatus::Closed)
+    );
+    // Two more make 6 of 12: the ratio is met.
+    for _ in 0..2 {
+        svc.ready()
+            .await
+            .unwrap()
+            .call(call_to("api.openai.com"))
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        handle.breaker_status("api.openai.com"),
+        Some(BreakerStatus::Open)
+    );
+}
+
+/// Counts the successes it hears per key.
+#[derive(Debug, Default)]
+struct Successes(Mutex<HashMap<String, u32>>);
+
+impl Successes {
+    fn of(&self, key: &str) -> u32 {
+        self.0.lock().unwrap().get(key).copied().unwrap_or(0)
+    }
+}
+
+impl TrippingPolicy for Successes {
+    fn on_success(&self, key: &str) {
+        *self.0.lock().unwrap().entry(key.to_owned()).or_default() += 1;
+    }
+    fn on_failure(&self, _key: &str) -> bool {
+        false
+    }
+    fn reset(&self, _key: &str) {}
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_custom_policy_hears_every_success_of_a_new_domain_and_of_one_recreated_after_eviction() {
+    let policy = Arc::new(Successes::default());
+    let config = BreakerConfig::builder()
+        .policy(policy.clone())
+        .build()
+        .unwrap();
+    // One key at most: calling a second domain evicts the first (idle).
+    let layer = BreakerLayer::builder()
+        .breaker(config)
+        .max_keys(1)
+        .build()
+        .unwrap();
+    let mut svc = layer.layer(provider(Arc::new(AtomicU16::new(200))));
+    for _ in 0..3 {
+        svc.ready()
+            .await
+            .unwrap()
+            .call(call_to("a.example"))
+            .await
+            .unwrap();
+    }
+    assert_eq!(policy.of("a.example"), 3);
+    svc.ready()
+        .await
+        .unwrap()
+        .call(call_to("b.example"))
+        .await
+        .unwrap();
+    assert_eq!(policy.of("b.example"), 1);
+    for _ in 0..2 {
+        svc.ready()
+            .await
+            .unwrap()
+            .call(call_to("a.example"))
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        policy.of("a.example"),
+        5,
+        "a recreated domain's successes are heard too"
+    );
+}
