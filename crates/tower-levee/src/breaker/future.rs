@@ -14,8 +14,10 @@ use levee_core::classify::{
     Classification, Classify, HeadDecision, ResponseView, StreamScanner, Verdict,
 };
 use pin_project_lite::pin_project;
+use tokio::time::Instant;
 
 use super::body::{Peeked, ResponseBody};
+use super::reopening::Reopening;
 use super::settings::SoftFailureFn;
 use super::tracker::{Tracker, Watch};
 use crate::error::{BoxError, is_rejection, transport_failure};
@@ -57,8 +59,9 @@ pub(crate) struct Call<C> {
 #[allow(clippy::large_enum_variant)]
 enum Route {
     /// Settled: the response goes on as it is, with its classification
-    /// attached unless it is a success.
-    Plain(Option<Classification>),
+    /// attached unless it is a success (and when its scopes reopen, if it
+    /// closed them).
+    Plain(Option<(Classification, Option<Instant>)>),
     /// A transport error, settled.
     Failed,
     /// A stream, settled when it ends (and whether its first byte was slow).
@@ -81,8 +84,8 @@ impl<C: Classify> Call<C> {
                 Route::Peek
             }
             HeadDecision::Ready(c) => {
-                self.tracker.settle(&c, slow);
-                Route::Plain((c.verdict != Verdict::Success).then_some(c))
+                let reopens = self.tracker.settle(&c, slow);
+                Route::Plain((c.verdict != Verdict::Success).then_some((c, reopens)))
             }
         }
     }
@@ -101,13 +104,22 @@ impl<C: Classify> Call<C> {
 /// A response whose body is not watched or peeked.
 fn plain<B: Body>(
     response: Response<B>,
-    failure: Option<Classification>,
+    failure: Option<(Classification, Option<Instant>)>,
 ) -> Response<ResponseBody<B>> {
     let mut response = response.map(ResponseBody::plain);
-    if let Some(c) = failure {
-        response.extensions_mut().insert(c);
+    if let Some((c, reopens)) = failure {
+        mark_failure(response.extensions_mut(), c, reopens);
     }
     response
+}
+
+/// Attaches a failure's classification, and when its scopes reopen if it
+/// closed them, to the response the caller receives.
+fn mark_failure(extensions: &mut http::Extensions, c: Classification, reopens: Option<Instant>) {
+    extensions.insert(c);
+    if let Some(at) = reopens {
+        extensions.insert(Reopening { at });
+    }
 }
 
 impl<F, B: Body, C> ResponseFuture<F, B, C> {
@@ -219,10 +231,10 @@ where
                         call.classifier.classify_response(&view)
                     });
                     let slow = call.tracker.is_slow();
-                    call.tracker.settle(&c, slow);
+                    let reopens = call.tracker.settle(&c, slow);
                     let mut response = Response::from_parts(parts, ResponseBody::replay(peeked));
                     if c.verdict != Verdict::Success {
-                        response.extensions_mut().insert(c);
+                        mark_failure(response.extensions_mut(), c, reopens);
                     }
                     this.state.set(State::Done);
                     return Poll::Ready(Ok(response));

@@ -143,8 +143,14 @@ impl Shared {
         result
     }
 
-    /// Feeds one classified outcome to the breaker, gate and park (slow path).
-    pub(crate) fn record(&self, mut cell: SlotGuard<DomainCell>, report: Report<'_>) {
+    /// Feeds one classified outcome to the breaker, gate and park (slow
+    /// path). Returns until when the call's scopes now refuse calls, if
+    /// the outcome left the breaker open or its gate or park closed.
+    pub(crate) fn record(
+        &self,
+        mut cell: SlotGuard<DomainCell>,
+        report: Report<'_>,
+    ) -> Option<Timestamp> {
         let Report {
             handle,
             permit,
@@ -176,15 +182,22 @@ impl Shared {
             )
         };
         self.publish(handle, &cell.state);
+        // An isolated breaker has no deadline: it reopens when closed by hand.
+        let open_until = cell
+            .state
+            .open_until()
+            .filter(|_| !cell.state.is_isolated());
         let breaker_event = transition.map(|t| ScopeEvent::new(cell.key(), t));
         drop(cell);
         self.emit(breaker_event);
 
-        match verdict {
+        let closed_until = match verdict {
             Verdict::Throttled => self.throttle(quota_key, billing_key, classification, now),
             Verdict::Quota => self.park(billing_key, classification.wait, classification, now),
-            _ => {}
-        }
+            _ => None,
+        };
+        // A call is admitted once every one of its scopes admits it.
+        open_until.max(closed_until).filter(|at| *at > now)
     }
 
     /// Gives back what an unfinished call held (a dropped future).
@@ -205,25 +218,44 @@ impl Shared {
         }
     }
 
-    fn throttle(&self, quota_key: &str, billing_key: &str, c: &Classification, now: Timestamp) {
+    /// Gates the quota scope (or parks the billing scope, for a wait past
+    /// the gate's cap); returns the deadline.
+    fn throttle(
+        &self,
+        quota_key: &str,
+        billing_key: &str,
+        c: &Classification,
+        now: Timestamp,
+    ) -> Option<Timestamp> {
         let decision = self.gates.update(quota_key, now, |gate| {
             let mut rng = self.rng();
             gate.throttle(&self.settings.gate, now, c.wait, &c.reason, &mut rng)
         });
         match decision {
-            Some(GateDecision::Gated { transition, .. }) => {
-                self.emit_transition(quota_key, transition)
+            Some(GateDecision::Gated { until, transition }) => {
+                self.emit_transition(quota_key, transition);
+                Some(until)
             }
             Some(GateDecision::Park { wait }) => self.park(billing_key, Some(wait), c, now),
-            None => {}
+            None => None,
         }
     }
 
-    fn park(&self, billing_key: &str, wait: Option<Duration>, c: &Classification, now: Timestamp) {
-        let transition = self.parks.update(billing_key, now, |park| {
-            park.park(&self.settings.park, now, wait, &c.reason)
+    /// Parks the billing scope; returns its reset.
+    fn park(
+        &self,
+        billing_key: &str,
+        wait: Option<Duration>,
+        c: &Classification,
+        now: Timestamp,
+    ) -> Option<Timestamp> {
+        let parked = self.parks.update(billing_key, now, |park| {
+            let transition = park.park(&self.settings.park, now, wait, &c.reason);
+            (transition, park.until())
         });
+        let (transition, until) = parked.unzip();
         self.emit_transition(billing_key, transition.flatten());
+        until.flatten()
     }
 
     /// Reports `scope`'s transition, if any, to the subscribers.

@@ -94,24 +94,23 @@ impl Tracker {
 
     /// Reports the outcome. A plain success on a closed, clean breaker
     /// writes nothing: it only reads the published status word.
-    pub(crate) fn settle(&mut self, c: &Classification, slow: bool) {
+    ///
+    /// Returns when the call's scopes admit a call again, if the outcome
+    /// left one of them refusing (gated, parked or open).
+    pub(crate) fn settle(&mut self, c: &Classification, slow: bool) -> Option<Instant> {
         self.settled = true;
         if c.verdict == Verdict::Success && !slow && self.permit.probe.is_none() {
             match self.domain.hot() {
                 Some(hot) if !hot.success_is_noop() => {}
                 // Clean, or evicted (only idle entries are): nothing to tell.
-                _ => return,
+                _ => return None,
             }
         }
-        let Some(cell) = self.domain.lock() else {
-            return;
-        };
-        let Some(shared) = cell.shared.upgrade() else {
-            return;
-        };
+        let cell = self.domain.lock()?;
+        let shared = cell.shared.upgrade()?;
         let domain_key = cell.key().to_owned();
         let scopes = self.scopes.resolve(&domain_key, self.isolated);
-        shared.record(
+        let reopens = shared.record(
             cell,
             Report {
                 handle: self.domain,
@@ -123,6 +122,7 @@ impl Tracker {
                 billing_key: scopes.billing_key(),
             },
         );
+        reopens.map(|at| shared.clock.instant(at))
     }
 
     /// The call ended without an outcome that says anything (a Levee

@@ -10,12 +10,13 @@ use http::{Request, Response};
 use http_body::Body;
 use levee_core::classify::{Classification, Verdict};
 use pin_project_lite::pin_project;
+use tokio::time::Instant;
 use tower_service::Service;
 
 use super::error::{NoTargetAvailable, Refusal, RefusalKind};
 use super::state::{Common, TargetService};
 use super::target::ServedBy;
-use crate::breaker::{RequestHead, ResponseBody};
+use crate::breaker::{Reopening, RequestHead, ResponseBody};
 use crate::error::{BoxError, Rejection, is_rejection, transport_failure};
 
 type Output<RB> = Result<Response<ResponseBody<RB>>, BoxError>;
@@ -69,13 +70,46 @@ pin_project! {
 }
 
 /// Where one request stands: targets tried, groups to pass over, calls made,
-/// refusals seen. Allocates nothing unless a target refuses.
+/// refusals seen, and when the targets that failed admit a call again.
+/// Allocates nothing unless a target refuses.
 #[derive(Debug, Default)]
 struct Progress {
     tried: u64,
     avoid: u64,
     attempts: u32,
     refusals: Vec<Refusal>,
+    /// The earliest [`Reopening`] of the targets that answered and failed.
+    reopens: Option<Instant>,
+    /// Whether a target that failed left its scopes admitting calls.
+    admits_now: bool,
+}
+
+impl Progress {
+    /// Notes when a target that answered and failed admits a call again.
+    fn failed(&mut self, reopening: Option<&Reopening>) {
+        match reopening {
+            Some(r) => self.reopens = Some(self.reopens.map_or(r.at, |at| at.min(r.at))),
+            None => self.admits_now = true,
+        }
+    }
+
+    /// The real answer the request ends with after every target failed or
+    /// refused, marked with when the failover would admit it again: the
+    /// earliest reopening of any target, or none if some target admits now.
+    fn last_answer<RB: Body>(&self, mut last: Output<RB>) -> Output<RB> {
+        if let Ok(response) = &mut last {
+            let extensions = response.extensions_mut();
+            extensions.remove::<Reopening>();
+            if !self.admits_now {
+                let now = Instant::now();
+                let refused = self.refusals.iter().map(|r| now + r.retry_after());
+                if let Some(at) = refused.chain(self.reopens).min() {
+                    extensions.insert(Reopening { at });
+                }
+            }
+        }
+        last
+    }
 }
 
 /// The outcome of choosing.
@@ -184,7 +218,10 @@ impl<B: Clone, RB: Body> ResponseFutureProj<'_, B, RB> {
                             continue;
                         }
                         Pick::Stop(e) => {
-                            let output = this.last.take().unwrap_or(Err(e));
+                            let output = match this.last.take() {
+                                Some(last) => this.progress.last_answer(last),
+                                None => Err(e),
+                            };
                             this.state.set(State::Done);
                             return Poll::Ready(output);
                         }
@@ -192,7 +229,7 @@ impl<B: Clone, RB: Body> ResponseFutureProj<'_, B, RB> {
                             // A real answer beats a synthetic one; with none,
                             // every target refused and nothing was sent.
                             let output = match this.last.take() {
-                                Some(last) => last,
+                                Some(last) => this.progress.last_answer(last),
                                 None => Err(no_target(this.common, this.progress)),
                             };
                             this.state.set(State::Done);
@@ -232,6 +269,15 @@ impl<B: Clone, RB: Body> ResponseFutureProj<'_, B, RB> {
             };
             match settle(this.common, this.progress, index, output) {
                 Settled::Return(output) => {
+                    // A refusal that ends the request still loses to a real
+                    // answer an earlier target gave.
+                    let output = match output {
+                        Err(e) if is_rejection(&*e) => match this.last.take() {
+                            Some(last) => this.progress.last_answer(last),
+                            None => Err(e),
+                        },
+                        output => output,
+                    };
                     this.state.set(State::Done);
                     return Poll::Ready(output);
                 }
@@ -369,6 +415,7 @@ fn settle<B, RB: Body>(
                     Settled::Return(Ok(response))
                 }
                 Some(reason) => {
+                    progress.failed(response.extensions().get::<Reopening>());
                     note_failure(common, progress, index, verdict, reason);
                     Settled::Advance(Some(Ok(response)))
                 }
@@ -392,6 +439,7 @@ fn settle<B, RB: Body>(
                 return Settled::Return(Err(e));
             }
             let reason = format!("availability: {}", transport_failure(&*e).reason());
+            progress.failed(None);
             note_failure(common, progress, index, Verdict::Availability, reason);
             Settled::Advance(Some(Err(e)))
         }

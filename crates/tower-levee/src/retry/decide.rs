@@ -26,6 +26,7 @@ use tokio::time::Instant;
 
 use super::budget::RetryBudget;
 use super::policy::{Policy, Stop, is_retryable};
+use crate::breaker::Reopening;
 use crate::error::{BoxError, Rejection, transport_failure};
 
 /// What follows one attempt.
@@ -52,15 +53,23 @@ pub(crate) struct Rules<'a, C> {
 pub(crate) enum Attempt<'r> {
     /// A Levee rejection: the request was never sent.
     Rejected(Rejection<'r>),
-    /// The provider's answer, or the transport's failure, classified.
-    Classified(Cow<'r, Classification>),
+    /// The provider's answer, or the transport's failure, classified, and
+    /// when the breaker beneath admits a retry to its scopes again, if the
+    /// answer closed them ([`Reopening`]).
+    Classified(Cow<'r, Classification>, Option<Instant>),
 }
 
 impl Attempt<'_> {
+    /// Whether a Levee layer refused the attempt (it was never sent).
+    #[inline]
+    pub(crate) fn is_rejection(&self) -> bool {
+        matches!(self, Attempt::Rejected(_))
+    }
+
     /// Whether the attempt succeeded: nothing to decide.
     #[inline]
     pub(crate) fn is_success(&self) -> bool {
-        matches!(self, Attempt::Classified(c) if c.verdict == Verdict::Success)
+        matches!(self, Attempt::Classified(c, _) if c.verdict == Verdict::Success)
     }
 
     /// The verdict's name, as a span records it (`rejected` for a Levee
@@ -68,7 +77,7 @@ impl Attempt<'_> {
     pub(crate) fn verdict(&self) -> &'static str {
         match self {
             Attempt::Rejected(_) => "rejected",
-            Attempt::Classified(c) => c.verdict.as_str(),
+            Attempt::Classified(c, _) => c.verdict.as_str(),
         }
     }
 }
@@ -82,27 +91,32 @@ impl<C: Classify> Rules<'_, C> {
     pub(crate) fn read<'r, RB>(&self, result: &'r Result<Response<RB>, BoxError>) -> Attempt<'r> {
         match result {
             Ok(response) => {
-                Attempt::Classified(match response.extensions().get::<Classification>() {
+                let extensions = response.extensions();
+                let classification = match extensions.get::<Classification>() {
                     Some(c) => Cow::Borrowed(c),
                     None => Cow::Owned(self.classifier.classify_response(&ResponseView::new(
                         response.status(),
                         response.headers(),
                         &[],
                     ))),
-                })
+                };
+                Attempt::Classified(classification, extensions.get::<Reopening>().map(|r| r.at))
             }
             Err(e) => match Rejection::find(&**e) {
                 Some(rejection) => Attempt::Rejected(rejection),
-                None => Attempt::Classified(Cow::Owned(
-                    self.classifier.classify_transport(transport_failure(&**e)),
-                )),
+                None => Attempt::Classified(
+                    Cow::Owned(self.classifier.classify_transport(transport_failure(&**e))),
+                    None,
+                ),
             },
         }
     }
 
     /// Decides what follows the `attempts`-th attempt, given the caller's
     /// `deadline`, drawing jitter from `random` (a uniform draw from
-    /// `0..=max`, called at most once).
+    /// `0..=max`, called at most once). The wait is the provider's hint or
+    /// the backoff, and never less than the time until the breaker beneath
+    /// admits the retry: a retry it would refuse is not worth a token.
     pub(crate) fn next(
         &self,
         attempt: &Attempt<'_>,
@@ -110,11 +124,11 @@ impl<C: Classify> Rules<'_, C> {
         deadline: Option<Instant>,
         random: impl FnOnce(u64) -> u64,
     ) -> Next {
-        let classification = match attempt {
+        let (classification, reopens) = match attempt {
             Attempt::Rejected(rejection) => {
                 return self.after_rejection(*rejection, attempts, deadline, random);
             }
-            Attempt::Classified(c) => c,
+            Attempt::Classified(c, reopens) => (c, *reopens),
         };
         if classification.verdict == Verdict::Success {
             return Next::Return;
@@ -125,7 +139,12 @@ impl<C: Classify> Rules<'_, C> {
         } else if attempts >= policy.max_attempts {
             Stop::MaxAttempts
         } else {
+            // Never sooner than the breaker beneath would admit the retry.
             let wait = policy.wait(classification, attempts, random);
+            let wait = match reopens {
+                Some(at) => wait.max(ceil_millis(at.saturating_duration_since(Instant::now()))),
+                None => wait,
+            };
             if !policy.fits(wait, deadline) {
                 Stop::Deadline
             } else if !self.budget.withdraw() {

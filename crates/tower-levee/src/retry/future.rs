@@ -14,7 +14,7 @@ use tokio::time::{Instant, Sleep};
 use tower_service::Service;
 
 use super::decide::{Next, Shared};
-use super::policy::RetryOutcome;
+use super::policy::{RetryOutcome, Stop};
 use crate::error::BoxError;
 use crate::failover::ServedBy;
 
@@ -45,6 +45,10 @@ pin_project! {
         shared: Arc<Shared<C>>,
         attempts: u32,
         deadline: Option<Instant>,
+        // The last real answer while a retry is on its way: what the caller
+        // gets if a Levee layer refuses the retry. Boxed: only a request
+        // that retries pays for it.
+        last: Option<Box<Result<S::Response, BoxError>>>,
         span: tracing::Span,
     }
 }
@@ -81,6 +85,7 @@ where
             shared,
             attempts: 1,
             deadline,
+            last: None,
             span,
         }
     }
@@ -108,16 +113,29 @@ where
                     if !span.is_disabled() {
                         record_attempt(span, &result, *this.attempts);
                     }
-                    let next = {
+                    let (next, refused) = {
                         let attempt = shared.read(&result);
                         span.record("verdict", attempt.verdict());
                         // A success needs no decision: the common case, kept inline.
                         if attempt.is_success() {
                             return Poll::Ready(result);
                         }
-                        shared.next(&attempt, *this.attempts, *this.deadline)
+                        let next = shared.next(&attempt, *this.attempts, *this.deadline);
+                        (next, attempt.is_rejection())
                     };
                     match next {
+                        // A retry refused before it was sent: the caller gets
+                        // the answer that caused it, not the refusal.
+                        Next::Return if refused && this.last.is_some() => {
+                            let mut last = *this.last.take().expect("checked");
+                            if let Ok(response) = &mut last {
+                                response.extensions_mut().insert(RetryOutcome {
+                                    attempts: *this.attempts - 1,
+                                    stop: Stop::Refused,
+                                });
+                            }
+                            return Poll::Ready(last);
+                        }
                         Next::Return => return Poll::Ready(result),
                         Next::Stop(stop) => {
                             if let Ok(response) = &mut result {
@@ -128,10 +146,20 @@ where
                             }
                             return Poll::Ready(result);
                         }
-                        Next::RetryAfter(wait) if wait.is_zero() => this.state.set(State::Ready),
-                        Next::RetryAfter(wait) => this.state.set(State::Sleeping {
-                            sleep: tokio::time::sleep(wait),
-                        }),
+                        Next::RetryAfter(wait) => {
+                            // Keep a real answer (a refusal is not one) for
+                            // the caller, in case the retry is refused.
+                            if !refused {
+                                *this.last = Some(Box::new(result));
+                            }
+                            if wait.is_zero() {
+                                this.state.set(State::Ready);
+                            } else {
+                                this.state.set(State::Sleeping {
+                                    sleep: tokio::time::sleep(wait),
+                                });
+                            }
+                        }
                     }
                 }
                 StateProj::Sleeping { sleep } => {

@@ -49,15 +49,23 @@
 //! - the **wait fits**: the provider's hint (`retry-after` and friends,
 //!   [`Classification::wait`]), rounded up to the millisecond and never cut
 //!   short, else capped exponential backoff with full jitter (500 ms base,
-//!   8 s cap, as the SDKs do). No retry starts if its wait would end past the
-//!   caller's deadline ([`RetryBudgetLayer::timeout`] or a [`Deadline`]
-//!   extension), or exceeds [`RetryBudgetLayer::max_wait`] (60 s): a `429`
-//!   asking for 600 s under a 30 s deadline is returned, not slept on;
+//!   8 s cap, as the SDKs do) — and never less than what the breaker beneath
+//!   said: an answer that closed its scope (a gate, a park, an open breaker)
+//!   carries a [`Reopening`], and the retry waits at least until then, since
+//!   sooner it would only be refused. No retry starts if its wait would end
+//!   past the caller's deadline ([`RetryBudgetLayer::timeout`] or a
+//!   [`Deadline`] extension), or exceeds [`RetryBudgetLayer::max_wait`]
+//!   (60 s): a `429` asking for 600 s under a 30 s deadline is returned, not
+//!   slept on, and so is a `429` without a hint whose gate outlasts the
+//!   deadline;
 //! - the **budget** grants a token (taken last, only for a retry that will
 //!   happen).
 //!
 //! When any fails, the caller gets the last real response or error, not a
-//! synthetic one. A response that is not a success carries a
+//! synthetic one. So does a caller whose retry a Levee layer refuses after
+//! all (a scope closed while it waited): the answer before the refusal is
+//! returned, its body untouched, with [`Stop::Refused`]. While a retry is on
+//! its way the layer keeps that answer (boxed, its body unread). A response that is not a success carries a
 //! [`RetryOutcome`] extension saying how many attempts were made and why
 //! they stopped; a refusal by the budget also counts in
 //! [`BudgetSnapshot::budget_exhausted`] and emits a `tracing` event.
@@ -134,6 +142,7 @@
 //! ```
 //!
 //! [fdetimes.net]: https://fdetimes.net/en/guides/circuit-breaker-bulkhead-retry-budget-llm-apis/
+//! [`Reopening`]: crate::breaker::Reopening
 //! [`CircuitOpen`]: crate::breaker::CircuitOpen
 //! [`Throttled`]: crate::breaker::Throttled
 //! [`Parked`]: crate::breaker::Parked

@@ -38,6 +38,9 @@ pub enum Stop {
     Deadline,
     /// The retry budget refused a token.
     BudgetExhausted,
+    /// A retry was made but a Levee layer refused it before it was sent (a
+    /// scope closed meanwhile): the answer returned is the one before it.
+    Refused,
 }
 
 impl Stop {
@@ -48,6 +51,7 @@ impl Stop {
             Stop::MaxAttempts => "max_attempts",
             Stop::Deadline => "deadline",
             Stop::BudgetExhausted => "budget_exhausted",
+            Stop::Refused => "refused",
         }
     }
 }

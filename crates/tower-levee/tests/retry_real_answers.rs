@@ -1,0 +1,303 @@
+//! The caller of a retrying stack always gets the provider's own answer,
+//! never a refusal the retry itself ran into, and a retry never goes
+//! sooner than the breaker beneath would let it. Paused tokio time.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::{Request, Response};
+use http_body_util::BodyExt;
+use levee_core::breaker::{BreakerConfig, Cooldown};
+use tokio::time::Instant;
+use tower::{Service, ServiceBuilder, ServiceExt};
+use tower_levee::breaker::{BreakerHandle, Reopening};
+use tower_levee::retry::{Deadline, RetryBudget, RetryBudgetLayer, RetryOutcome, Stop};
+use tower_levee::{BoxError, BreakerLayer};
+
+/// A provider answering each call with the next `(status, body)` of its
+/// script (the last repeats), recording when each call arrived.
+#[derive(Clone)]
+struct Provider {
+    calls: Arc<Mutex<Vec<Instant>>>,
+    script: Arc<Vec<(u16, &'static str)>>,
+}
+
+impl Provider {
+    fn new(script: Vec<(u16, &'static str)>) -> Self {
+        Provider {
+            calls: Arc::default(),
+            script: Arc::new(script),
+        }
+    }
+
+    fn calls(&self) -> Vec<Instant> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+impl Service<Request<String>> for Provider {
+    type Response = Response<String>;
+    type Error = Infallible;
+    type Future = std::future::Ready<Result<Response<String>, Infallible>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Infallible>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Request<String>) -> Self::Future {
+        let mut calls = self.calls.lock().unwrap();
+        let (status, body) = self.script[calls.len().min(self.script.len() - 1)];
+        calls.push(Instant::now());
+        std::future::ready(Ok(Response::builder()
+            .status(status)
+            .header("x-request-id", format!("req-{}", calls.len()))
+            .body(body.to_owned())
+            .unwrap()))
+    }
+}
+
+const RATE_LIMITED: &str =
+    r#"{"error":{"code":"rate_limit_exceeded","message":"Rate limit reached for gpt-4o"}}"#;
+const OVERLOADED: &str =
+    r#"{"error":{"code":"server_error","message":"The server is overloaded"}}"#;
+
+fn request(deadline: Option<Duration>) -> Request<String> {
+    let mut req = Request::post("https://api.openai.com/v1/chat/completions")
+        .body(String::from("{}"))
+        .unwrap();
+    if let Some(d) = deadline {
+        req.extensions_mut().insert(Deadline(Instant::now() + d));
+    }
+    req
+}
+
+/// Retry (seeded) → breaker (seeded) → `provider`.
+fn stack(
+    provider: Provider,
+    breaker: BreakerLayer,
+) -> (
+    impl Service<
+        Request<String>,
+        Response = Response<impl http_body::Body<Data = bytes::Bytes, Error = Infallible>>,
+        Error = BoxError,
+    >,
+    Arc<RetryBudget>,
+    BreakerHandle,
+) {
+    let budget = Arc::new(RetryBudget::default());
+    let handle = breaker.handle();
+    let svc = ServiceBuilder::new()
+        .layer(RetryBudgetLayer::new(budget.clone()).seed(7))
+        .layer(breaker)
+        .service(provider);
+    (svc, budget, handle)
+}
+
+async fn body_of<B: http_body::Body<Data = bytes::Bytes, Error = Infallible>>(
+    res: Response<B>,
+) -> (u16, String, String) {
+    let status = res.status().as_u16();
+    let id = res.headers()["x-request-id"].to_str().unwrap().to_owned();
+    let bytes = res.into_body().collect().await.unwrap().to_bytes();
+    (status, id, String::from_utf8(bytes.to_vec()).unwrap())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hintless_429_whose_gate_outlasts_the_deadline_is_answered_at_once_with_the_real_429() {
+    let provider = Provider::new(vec![(429, RATE_LIMITED), (200, "{}")]);
+    let breaker = BreakerLayer::builder().seed(1).build().unwrap();
+    let (mut svc, budget, _) = stack(provider.clone(), breaker);
+    let started = Instant::now();
+    // The gate closes for about 5 s (no hint); the caller has 2 s.
+    let res = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(request(Some(Duration::from_secs(2))))
+        .await
+        .expect("the provider's answer, not a refusal");
+    assert_eq!(Instant::now(), started, "answered at once, nothing slept");
+    let outcome = *res.extensions().get::<RetryOutcome>().unwrap();
+    assert_eq!((outcome.attempts, outcome.stop), (1, Stop::Deadline));
+    assert_eq!(
+        body_of(res).await,
+        (429, "req-1".into(), RATE_LIMITED.into())
+    );
+    assert_eq!(provider.calls().len(), 1);
+    assert_eq!(
+        budget.snapshot().retries,
+        0,
+        "no token for a retry not made"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hintless_429_is_retried_once_its_gate_reopens_when_that_fits_the_deadline() {
+    let provider = Provider::new(vec![(429, RATE_LIMITED), (200, "{\"ok\":1}")]);
+    let breaker = BreakerLayer::builder().seed(1).build().unwrap();
+    let (mut svc, budget, handle) = stack(provider.clone(), breaker);
+    let res = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(request(Some(Duration::from_secs(30))))
+        .await
+        .unwrap();
+    assert_eq!(
+        body_of(res).await,
+        (200, "req-2".into(), "{\"ok\":1}".into())
+    );
+    let calls = provider.calls();
+    assert_eq!(calls.len(), 2);
+    // The gate's default wait is 5 s ± 20%: the retry came no sooner.
+    let waited = calls[1] - calls[0];
+    assert!(waited >= Duration::from_secs(4), "{waited:?}");
+    assert_eq!(handle.rejections().gate, 0, "the retry was never refused");
+    assert_eq!(budget.snapshot().retries, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_breaker_that_opens_on_the_retry_hands_the_caller_the_503_that_opened_it() {
+    let provider = Provider::new(vec![(503, OVERLOADED)]);
+    let config = BreakerConfig::builder()
+        .threshold(2)
+        .cooldown(Cooldown::fixed(Duration::from_secs(30)))
+        .build()
+        .unwrap();
+    let breaker = BreakerLayer::builder().breaker(config).build().unwrap();
+    let (mut svc, budget, handle) = stack(provider.clone(), breaker);
+    let res = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(request(Some(Duration::from_secs(10))))
+        .await
+        .expect("the provider's 503, not CircuitOpen");
+    let reopening = res
+        .extensions()
+        .get::<Reopening>()
+        .copied()
+        .expect("the breaker says when");
+    assert!(reopening.at >= Instant::now() + Duration::from_secs(29));
+    let outcome = *res.extensions().get::<RetryOutcome>().unwrap();
+    assert_eq!((outcome.attempts, outcome.stop), (2, Stop::Deadline));
+    assert_eq!(body_of(res).await, (503, "req-2".into(), OVERLOADED.into()));
+    assert_eq!(provider.calls().len(), 2);
+    assert_eq!(
+        handle.rejections().breaker,
+        0,
+        "no retry ran into the open breaker"
+    );
+    assert_eq!(
+        budget.snapshot().retries,
+        1,
+        "one retry, none for the refused one"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_refused_because_a_scope_closed_meanwhile_returns_the_answer_before_it() {
+    let provider = Provider::new(vec![(503, OVERLOADED), (200, "{}")]);
+    let breaker = BreakerLayer::builder().seed(1).build().unwrap();
+    let (svc, _, handle) = stack(provider.clone(), breaker);
+    let mut svc = svc;
+    let call = svc.ready().await.unwrap().call(request(None));
+    let mut call = tokio_test::task::spawn(call);
+    // The first attempt answers 503; the retry waits out its backoff ...
+    assert!(call.poll().is_pending());
+    assert_eq!(provider.calls().len(), 1);
+    // ... and meanwhile an operator takes the account out of rotation.
+    handle.open("api.openai.com");
+    tokio::time::advance(Duration::from_secs(10)).await;
+    let std::task::Poll::Ready(res) = call.poll() else {
+        panic!("answered once the retry was refused")
+    };
+    let res = res.expect("the real 503");
+    let outcome = *res.extensions().get::<RetryOutcome>().unwrap();
+    assert_eq!((outcome.attempts, outcome.stop), (1, Stop::Refused));
+    assert_eq!(body_of(res).await, (503, "req-1".into(), OVERLOADED.into()));
+    assert_eq!(
+        provider.calls().len(),
+        1,
+        "the refused retry was never sent"
+    );
+    assert_eq!(handle.rejections().breaker, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn over_a_failover_whose_targets_all_throttled_the_retry_waits_for_the_first_to_reopen() {
+    use tower_levee::failover::{Failover, ServedBy, Target};
+    let primary = Provider::new(vec![(429, RATE_LIMITED), (200, "{\"by\":\"primary\"}")]);
+    let backup = Provider::new(vec![(429, RATE_LIMITED)]);
+    let seeded = |seed| BreakerLayer::builder().seed(seed).build().unwrap();
+    let failover = Failover::builder()
+        .target(Target::new("primary", primary.clone()).breaker(seeded(1)))
+        .target(Target::new("backup", backup.clone()).breaker(seeded(2)))
+        .build()
+        .unwrap();
+    let budget = Arc::new(RetryBudget::default());
+    let mut svc = ServiceBuilder::new()
+        .layer(RetryBudgetLayer::new(budget.clone()).seed(7))
+        .service(failover);
+
+    // Under a 2 s deadline: both gates close for about 5 s, so the real 429
+    // comes back at once, marked with the earlier reopening.
+    let started = Instant::now();
+    let res = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(request(Some(Duration::from_secs(2))))
+        .await
+        .expect("a real 429");
+    assert_eq!(Instant::now(), started);
+    assert_eq!(res.status(), 429);
+    assert_eq!(res.extensions().get::<ServedBy>().unwrap().target, "backup");
+    let reopening = res
+        .extensions()
+        .get::<Reopening>()
+        .copied()
+        .expect("both targets gated");
+    assert!(reopening.at > Instant::now() + Duration::from_secs(3));
+    assert_eq!(budget.snapshot().retries, 0);
+
+    // With time to spare, each retry goes when the first gate reopens, to
+    // whichever target that is, until the primary serves it.
+    tokio::time::advance(Duration::from_secs(60)).await;
+    let primary_again = Provider::new(vec![(429, RATE_LIMITED), (200, "{\"by\":\"primary\"}")]);
+    let backup_again = Provider::new(vec![(429, RATE_LIMITED)]);
+    let failover = Failover::builder()
+        .target(Target::new("primary", primary_again.clone()).breaker(seeded(3)))
+        .target(Target::new("backup", backup_again.clone()).breaker(seeded(4)))
+        .build()
+        .unwrap();
+    let mut svc = ServiceBuilder::new()
+        .layer(RetryBudgetLayer::new(budget.clone()).seed(7))
+        .service(failover);
+    let res = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(request(Some(Duration::from_secs(30))))
+        .await
+        .unwrap();
+    assert_eq!(
+        res.extensions().get::<ServedBy>().unwrap().target,
+        "primary"
+    );
+    assert_eq!(body_of(res).await.2, "{\"by\":\"primary\"}");
+    let (p, b) = (primary_again.calls(), backup_again.calls());
+    assert_eq!(p.len(), 2);
+    // The gates' default wait is 5 s ± 20%: no target was called again
+    // while its gate was closed.
+    assert!(p[1] - p[0] >= Duration::from_secs(4), "{p:?}");
+    assert!(
+        b.windows(2).all(|w| w[1] - w[0] >= Duration::from_secs(4)),
+        "{b:?}"
+    );
+    assert!(b.len() <= 2);
+}
