@@ -53,10 +53,10 @@ pub(crate) struct Rules<'a, C> {
 pub(crate) enum Attempt<'r> {
     /// A Levee rejection: the request was never sent.
     Rejected(Rejection<'r>),
-    /// The provider's answer, or the transport's failure, classified, and
-    /// when the breaker beneath admits a retry to its scopes again, if the
-    /// answer closed them ([`Reopening`]).
-    Classified(Cow<'r, Classification>, Option<Instant>),
+    /// The provider's answer (with its extensions, where a [`Reopening`]
+    /// says when the breaker beneath admits a retry again), or the
+    /// transport's failure, classified.
+    Classified(Cow<'r, Classification>, Option<&'r http::Extensions>),
 }
 
 impl Attempt<'_> {
@@ -100,7 +100,7 @@ impl<C: Classify> Rules<'_, C> {
                         &[],
                     ))),
                 };
-                Attempt::Classified(classification, extensions.get::<Reopening>().map(|r| r.at))
+                Attempt::Classified(classification, Some(extensions))
             }
             Err(e) => match Rejection::find(&**e) {
                 Some(rejection) => Attempt::Rejected(rejection),
@@ -128,7 +128,10 @@ impl<C: Classify> Rules<'_, C> {
             Attempt::Rejected(rejection) => {
                 return self.after_rejection(*rejection, attempts, deadline, random);
             }
-            Attempt::Classified(c, reopens) => (c, *reopens),
+            Attempt::Classified(c, extensions) => (
+                c,
+                extensions.and_then(|e| e.get::<Reopening>()).map(|r| r.at),
+            ),
         };
         if classification.verdict == Verdict::Success {
             return Next::Return;
