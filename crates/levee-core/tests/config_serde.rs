@@ -205,6 +205,16 @@ fn bad_values_name_the_field_and_the_value() {
     let err = toml_error::<BudgetConfig>("retry_ratio = -0.5");
     assert_names(&err, &["budget.retry_ratio", "-0.5"]);
 
+    // A value of the wrong type names its field too, not only serde's "expected u32".
+    let err = toml_error::<BreakerConfig>("window = \"60s\"\nmin_calls = -1\nfailure_ratio = 0.5");
+    assert_names(&err, &["breaker.min_calls", "-1"]);
+    let err = toml_error::<GateConfig>("jitter = \"lots\"");
+    assert_names(&err, &["gate.jitter", "lots"]);
+    let err = toml_error::<BudgetConfig>("min_per_sec = 1.5");
+    assert_names(&err, &["budget.min_per_sec", "1.5"]);
+    let err = serde_json::from_str::<BreakerConfig>(r#"{"threshold": "five"}"#).unwrap_err();
+    assert_names(&err.to_string(), &["breaker.threshold", "five"]);
+
     // JSON names the validated field the same way.
     let err = serde_json::from_str::<BreakerConfig>(r#"{"half_open_probes": 0}"#).unwrap_err();
     assert_names(&err.to_string(), &["breaker.half_open_probes", "got 0"]);

@@ -148,3 +148,70 @@ async fn a_custom_policy_hears_every_success_of_a_new_domain_and_of_one_recreate
         "a recreated domain's successes are heard too"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_event_on_a_domain_shared_by_models_names_the_model_whose_call_caused_it() {
+    use tower_levee::breaker::{Scope, ScopeEvent};
+    /// An event's scope, new state and model.
+    type Seen = (String, String, Option<String>);
+    let events: Arc<Mutex<Vec<Seen>>> = Arc::default();
+    let seen = events.clone();
+    let layer = BreakerLayer::builder()
+        .on_event(move |e: &ScopeEvent| {
+            seen.lock().unwrap().push((
+                e.scope().to_owned(),
+                e.to().to_owned(),
+                e.model().map(str::to_owned),
+            ));
+        })
+        .build()
+        .unwrap();
+    let handle = layer.handle();
+    let status = Arc::new(AtomicU16::new(503));
+    let mut svc = layer.layer(provider(status.clone()));
+    let for_model = |model: &'static str| {
+        let mut req = call_to("api.openai.com");
+        req.extensions_mut().insert(Scope::new().model(model));
+        req
+    };
+    // gpt-4o fails four times, o3 the fifth: o3's call opened the breaker.
+    for _ in 0..4 {
+        svc.ready()
+            .await
+            .unwrap()
+            .call(for_model("gpt-4o"))
+            .await
+            .unwrap();
+    }
+    svc.ready()
+        .await
+        .unwrap()
+        .call(for_model("o3"))
+        .await
+        .unwrap();
+    assert_eq!(
+        handle.breaker_status("api.openai.com"),
+        Some(BreakerStatus::Open)
+    );
+    handle.close("api.openai.com");
+    status.store(429, Ordering::SeqCst);
+    svc.ready()
+        .await
+        .unwrap()
+        .call(for_model("gpt-4o"))
+        .await
+        .unwrap();
+    let events = events.lock().unwrap().clone();
+    assert_eq!(
+        events,
+        [
+            ("api.openai.com".into(), "open".into(), Some("o3".into())),
+            ("api.openai.com".into(), "closed".into(), None),
+            (
+                "api.openai.com/gpt-4o".into(),
+                "gated".into(),
+                Some("gpt-4o".into())
+            ),
+        ]
+    );
+}

@@ -208,6 +208,24 @@ fn bad_values_fail_at_load_naming_field_and_value() {
             &["max_concurent", "unknown field"],
         ),
         ("[retri]\nmax_attempts = 2", &["retri", "unknown field"]),
+        // A value of the wrong type names its field, wherever it is.
+        (
+            "[breaker]\nwindow = \"60s\"\nmin_calls = -1\nfailure_ratio = 0.5",
+            &["breaker.min_calls", "-1"],
+        ),
+        ("[retry]\nmax_attempts = -2", &["retry.max_attempts", "-2"]),
+        (
+            "[retry.budget]\nmin_per_sec = \"many\"",
+            &["budget.min_per_sec", "many"],
+        ),
+        (
+            "[breaker_layer]\npeek_limit = \"16k\"",
+            &["breaker_layer.peek_limit", "16k"],
+        ),
+        (
+            "[bulkhead]\nmax_concurrent = 1.5",
+            &["bulkhead.max_concurrent", "1.5"],
+        ),
     ];
     for (text, needles) in cases {
         assert_names(&load_error(text), needles);

@@ -260,7 +260,8 @@ impl Serialize for BreakerConfig {
 
 impl<'de> Deserialize<'de> for BreakerConfig {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        BreakerSpec::deserialize(d)?.try_into().map_err(de_error)
+        let spec: BreakerSpec = super::deserialize_section("breaker", d)?;
+        spec.try_into().map_err(de_error)
     }
 }
 

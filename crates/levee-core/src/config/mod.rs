@@ -61,6 +61,33 @@ mod specs;
 pub use breaker::{BreakerSpec, CooldownSpec, DEFAULT_MIN_CALLS, ExponentialSpec};
 pub use specs::{BudgetSpec, GateSpec, MaxWait, ParkSpec};
 
+/// Deserialises `T`, the configuration of `section` (`"breaker"`), so that
+/// a malformed value's error names its field the way a validation error
+/// does: `invalid breaker.min_calls: invalid value: integer `-1`, expected
+/// u32`. Errors that name their field already (a nested configuration's)
+/// and errors about the table itself (an unknown field) pass unchanged.
+pub fn deserialize_section<'de, D, T>(section: &str, d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    serde_path_to_error::deserialize(d).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        let message = inner.to_string();
+        // `invalid breaker.cooldown.max: …`: a nested configuration named it.
+        let named = message
+            .strip_prefix("invalid ")
+            .and_then(|m| m.split_once(": "))
+            .is_some_and(|(field, _)| field.contains('.') && !field.contains(' '));
+        if path.is_empty() || path == "." || named {
+            inner
+        } else {
+            serde::de::Error::custom(format_args!("invalid {section}.{path}: {message}"))
+        }
+    })
+}
+
 /// Turns a validation error into the format's error, keeping its text.
 pub(crate) fn de_error<E: serde::de::Error>(err: crate::config_error::ConfigError) -> E {
     E::custom(err)

@@ -82,7 +82,8 @@ impl Serialize for GateConfig {
 
 impl<'de> Deserialize<'de> for GateConfig {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        GateSpec::deserialize(d)?.try_into().map_err(de_error)
+        let spec: GateSpec = super::deserialize_section("gate", d)?;
+        spec.try_into().map_err(de_error)
     }
 }
 
@@ -160,7 +161,8 @@ impl Serialize for ParkConfig {
 
 impl<'de> Deserialize<'de> for ParkConfig {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        ParkSpec::deserialize(d)?.try_into().map_err(de_error)
+        let spec: ParkSpec = super::deserialize_section("park", d)?;
+        spec.try_into().map_err(de_error)
     }
 }
 
@@ -219,6 +221,7 @@ impl Serialize for BudgetConfig {
 
 impl<'de> Deserialize<'de> for BudgetConfig {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        BudgetSpec::deserialize(d)?.try_into().map_err(de_error)
+        let spec: BudgetSpec = super::deserialize_section("budget", d)?;
+        spec.try_into().map_err(de_error)
     }
 }

@@ -15,6 +15,7 @@ pub struct ScopeEvent {
     scope: Box<str>,
     transition: Transition,
     remaining: Option<Duration>,
+    model: Option<Box<str>>,
 }
 
 impl ScopeEvent {
@@ -26,12 +27,26 @@ impl ScopeEvent {
             scope: scope.into(),
             transition,
             remaining,
+            model: None,
         }
+    }
+
+    /// The event, naming the model of the call whose outcome caused it.
+    pub(crate) fn caused_by(mut self, model: Option<&str>) -> Self {
+        self.model = model.map(Box::from);
+        self
     }
 
     /// The scope's key (failure domain, quota scope or billing scope).
     pub fn scope(&self) -> &str {
         &self.scope
+    }
+
+    /// The model of the call whose outcome caused the change, when the call
+    /// named one: on a failure domain shared by several models, which one
+    /// opened it. `None` for manual and timed changes.
+    pub fn model(&self) -> Option<&str> {
+        self.model.as_deref()
     }
 
     /// Which mechanism changed state.
@@ -79,9 +94,9 @@ impl ScopeEvent {
         let alarming = matches!(self.to_state(), Some(State::Open | State::Parked));
         let mechanism = self.transition.mechanism.as_str();
         if alarming {
-            tracing::warn!(target: "levee", scope = %self.scope, mechanism, from = self.from(), to = self.to(), remaining = ?self.remaining, "{}", self.reason());
+            tracing::warn!(target: "levee", scope = %self.scope, model = self.model(), mechanism, from = self.from(), to = self.to(), remaining = ?self.remaining, "{}", self.reason());
         } else {
-            tracing::info!(target: "levee", scope = %self.scope, mechanism, from = self.from(), to = self.to(), remaining = ?self.remaining, "{}", self.reason());
+            tracing::info!(target: "levee", scope = %self.scope, model = self.model(), mechanism, from = self.from(), to = self.to(), remaining = ?self.remaining, "{}", self.reason());
         }
         for s in subscribers {
             (s.0)(self);

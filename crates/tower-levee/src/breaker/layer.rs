@@ -241,8 +241,13 @@ impl<C> BreakerLayerBuilder<C> {
         self
     }
 
-    /// Validates the settings and builds the layer.
+    /// Validates the settings and builds the layer. A configuration built
+    /// by hand (its fields are public) is checked here as its own builder
+    /// and the serde path check it: the error names the field.
     pub fn build(self) -> Result<BreakerLayer<C>, ConfigError> {
+        self.breaker.validate()?;
+        self.gate.validate()?;
+        self.park.validate()?;
         if self.peek_limit == 0 {
             return Err(ConfigError::new(
                 "breaker_layer.peek_limit",

@@ -45,6 +45,8 @@ pub(crate) struct Report<'a> {
     pub(crate) domain_key: &'a str,
     pub(crate) quota_key: &'a str,
     pub(crate) billing_key: &'a str,
+    /// The model the call named, for the events its outcome causes.
+    pub(crate) model: Option<&'a str>,
 }
 
 /// Counters of calls the breakers refused and of upstream failures by verdict.
@@ -159,6 +161,7 @@ impl Shared {
             domain_key,
             quota_key,
             billing_key,
+            model,
         } = report;
         let now = self.clock.now();
         let verdict = classification.verdict;
@@ -187,13 +190,15 @@ impl Shared {
             .state
             .open_until()
             .filter(|_| !cell.state.is_isolated());
-        let breaker_event = transition.map(|t| ScopeEvent::new(cell.key(), t));
+        let breaker_event = transition.map(|t| ScopeEvent::new(cell.key(), t).caused_by(model));
         drop(cell);
         self.emit(breaker_event);
 
         let closed_until = match verdict {
-            Verdict::Throttled => self.throttle(quota_key, billing_key, classification, now),
-            Verdict::Quota => self.park(billing_key, classification.wait, classification, now),
+            Verdict::Throttled => self.throttle(quota_key, billing_key, classification, model, now),
+            Verdict::Quota => {
+                self.park(billing_key, classification.wait, classification, model, now)
+            }
             _ => None,
         };
         // A call is admitted once every one of its scopes admits it.
@@ -225,6 +230,7 @@ impl Shared {
         quota_key: &str,
         billing_key: &str,
         c: &Classification,
+        model: Option<&str>,
         now: Timestamp,
     ) -> Option<Timestamp> {
         let decision = self.gates.update(quota_key, now, |gate| {
@@ -233,10 +239,10 @@ impl Shared {
         });
         match decision {
             Some(GateDecision::Gated { until, transition }) => {
-                self.emit_transition(quota_key, transition);
+                self.emit(transition.map(|t| ScopeEvent::new(quota_key, t).caused_by(model)));
                 Some(until)
             }
-            Some(GateDecision::Park { wait }) => self.park(billing_key, Some(wait), c, now),
+            Some(GateDecision::Park { wait }) => self.park(billing_key, Some(wait), c, model, now),
             None => None,
         }
     }
@@ -247,6 +253,7 @@ impl Shared {
         billing_key: &str,
         wait: Option<Duration>,
         c: &Classification,
+        model: Option<&str>,
         now: Timestamp,
     ) -> Option<Timestamp> {
         let parked = self.parks.update(billing_key, now, |park| {
@@ -254,7 +261,10 @@ impl Shared {
             (transition, park.until())
         });
         let (transition, until) = parked.unzip();
-        self.emit_transition(billing_key, transition.flatten());
+        let event = transition
+            .flatten()
+            .map(|t| ScopeEvent::new(billing_key, t));
+        self.emit(event.map(|e| e.caused_by(model)));
         until.flatten()
     }
 

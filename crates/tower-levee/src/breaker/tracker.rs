@@ -120,6 +120,7 @@ impl Tracker {
                 domain_key: &domain_key,
                 quota_key: &scopes.quota_key(),
                 billing_key: scopes.billing_key(),
+                model: scopes.model(),
             },
         );
         reopens.map(|at| shared.clock.instant(at))

@@ -19,6 +19,7 @@ pub const DEFAULT_MAX_CONCURRENT: usize = 64;
 // === BreakerLayerConfig ===
 
 validated_config! {
+    section = "breaker_layer";
     /// The breaker layer's own settings (its breaker, gate and park
     /// configurations are siblings in [`LeveeConfig`](super::LeveeConfig)).
     #[derive(Clone, Debug, PartialEq)]
@@ -111,6 +112,7 @@ impl BreakerLayerConfig {
 // === RetryConfig ===
 
 validated_config! {
+    section = "retry";
     /// The retry layer: attempts, backoff, waits, deadline, budget.
     #[derive(Clone, Debug, PartialEq)]
     pub struct RetryConfig {
@@ -205,6 +207,7 @@ impl RetryConfig {
 // === BulkheadConfig ===
 
 validated_config! {
+    section = "bulkhead";
     /// A bulkhead compartment.
     #[derive(Clone, Debug, PartialEq)]
     pub struct BulkheadConfig {

@@ -129,9 +129,11 @@ impl LeveeConfig {
 }
 
 /// Generates a config struct whose `Deserialize` fills missing fields from
-/// `Default`, refuses unknown ones and validates, with a private mirror.
+/// `Default`, refuses unknown ones, names the field of a malformed value
+/// (within `$section`) and validates, with a private mirror.
 macro_rules! validated_config {
     (
+        section = $section:literal;
         $(#[$meta:meta])*
         pub struct $name:ident {
             $( $(#[$fmeta:meta])* pub $field:ident : $ty:ty, )*
@@ -156,7 +158,7 @@ macro_rules! validated_config {
                         Raw { $( $field: d.$field, )* }
                     }
                 }
-                let raw = Raw::deserialize(d)?;
+                let raw: Raw = levee_core::config::deserialize_section($section, d)?;
                 let config = $name { $( $field: raw.$field, )* };
                 config.validate().map_err(serde::de::Error::custom)?;
                 Ok(config)
