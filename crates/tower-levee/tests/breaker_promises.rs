@@ -215,3 +215,31 @@ async fn an_event_on_a_domain_shared_by_models_names_the_model_whose_call_caused
         ]
     );
 }
+
+#[test]
+fn a_hand_built_configuration_is_validated_when_the_layer_is_built() {
+    use levee_core::breaker::Tripping;
+    use levee_core::gate::GateConfig;
+    use levee_core::park::ParkConfig;
+    let breaker = BreakerConfig {
+        tripping: Tripping::Rolling {
+            window: Duration::from_secs(30),
+            min_calls: 10,
+            failure_ratio: 1.5,
+        },
+        ..BreakerConfig::default()
+    };
+    let err = BreakerLayer::builder().breaker(breaker).build().unwrap_err();
+    assert!(err.to_string().contains("breaker.failure_ratio"), "{err}");
+    let gate = GateConfig {
+        jitter: 2.0,
+        ..GateConfig::default()
+    };
+    let err = BreakerLayer::builder().gate(gate).build().unwrap_err();
+    assert!(err.to_string().contains("gate.jitter"), "{err}");
+    let park = ParkConfig {
+        default_park: Duration::ZERO,
+    };
+    let err = BreakerLayer::builder().park(park).build().unwrap_err();
+    assert!(err.to_string().contains("park.default_park"), "{err}");
+}
