@@ -213,7 +213,7 @@ impl LeveeStack {
             );
         }
         let budget = Arc::new(RetryBudget::new(ttl, r.min_per_sec.unwrap_or(10), ratio));
-        let mut layer = RetryBudgetLayer::new(budget.clone())
+        let mut layer = RetryBudgetLayer::builder(budget.clone())
             .max_attempts(r.max_attempts.unwrap_or(3))
             .timeout(sc.load.timeout)
             .seed(sc.seed);
@@ -226,6 +226,7 @@ impl LeveeStack {
                 r.backoff_cap.unwrap_or(Duration::from_secs(8)),
             );
         }
+        let layer = layer.build().map_err(|e| format!("[levee.retry]: {e}"))?;
         let svc = layer.layer(failover);
         Ok(LeveeStack {
             svc,

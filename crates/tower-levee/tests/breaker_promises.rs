@@ -229,7 +229,10 @@ fn a_hand_built_configuration_is_validated_when_the_layer_is_built() {
         },
         ..BreakerConfig::default()
     };
-    let err = BreakerLayer::builder().breaker(breaker).build().unwrap_err();
+    let err = BreakerLayer::builder()
+        .breaker(breaker)
+        .build()
+        .unwrap_err();
     assert!(err.to_string().contains("breaker.failure_ratio"), "{err}");
     let gate = GateConfig {
         jitter: 2.0,

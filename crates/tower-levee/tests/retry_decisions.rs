@@ -245,3 +245,60 @@ async fn the_budget_window_slides_with_paused_tokio_time() {
     assert_eq!(budget.snapshot().available, 0, "and not after");
     assert!(!budget.withdraw());
 }
+
+#[test]
+fn retry_builders_refuse_bad_settings_with_the_field_named_never_a_panic() {
+    use std::sync::Arc;
+    use std::time::Duration;
+    use tower_levee::retry::{BudgetPolicy, RetryBudget, RetryBudgetLayer};
+    let budget = || Arc::new(RetryBudget::default());
+    let secs = Duration::from_secs;
+    let layer_errors = [
+        RetryBudgetLayer::builder(budget())
+            .max_attempts(0)
+            .build()
+            .unwrap_err(),
+        RetryBudgetLayer::builder(budget())
+            .backoff(secs(2), secs(1))
+            .build()
+            .unwrap_err(),
+        RetryBudgetLayer::builder(budget())
+            .timeout(Duration::ZERO)
+            .build()
+            .unwrap_err(),
+    ];
+    let fields: Vec<_> = layer_errors.iter().map(|e| e.field).collect();
+    assert_eq!(
+        fields,
+        ["retry.max_attempts", "retry.backoff_cap", "retry.timeout"]
+    );
+    let policy_errors = [
+        BudgetPolicy::builder(budget())
+            .max_attempts(0)
+            .build()
+            .unwrap_err(),
+        BudgetPolicy::builder(budget())
+            .backoff(secs(2), secs(1))
+            .build()
+            .unwrap_err(),
+    ];
+    let fields: Vec<_> = policy_errors.iter().map(|e| e.field).collect();
+    assert_eq!(fields, ["retry.max_attempts", "retry.backoff_cap"]);
+    // The same message a configuration file gets.
+    assert_eq!(
+        layer_errors[0].to_string(),
+        "invalid retry.max_attempts: must be at least 1 (it counts the first attempt), got 0"
+    );
+    assert!(
+        RetryBudgetLayer::builder(budget())
+            .max_attempts(1)
+            .build()
+            .is_ok()
+    );
+    assert!(
+        BudgetPolicy::builder(budget())
+            .max_attempts(5)
+            .build()
+            .is_ok()
+    );
+}

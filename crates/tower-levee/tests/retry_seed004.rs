@@ -127,10 +127,12 @@ async fn when_the_budget_binds_an_always_503_service_sees_exactly_requests_plus_
     let calls = Arc::new(AtomicUsize::new(0));
     let config = BudgetConfig::new(Duration::from_secs(10), 1, 0.1);
     let budget = Arc::new(RetryBudget::from_config(config));
-    let svc = RetryBudgetLayer::new(budget.clone())
+    let svc = RetryBudgetLayer::builder(budget.clone())
         .max_attempts(10)
         .backoff(Duration::from_millis(1), Duration::from_millis(10))
         .seed(4)
+        .build()
+        .unwrap()
         .layer(always_503(calls.clone()));
     let start = Instant::now();
     let end = drive(svc).await;

@@ -166,9 +166,11 @@ async fn without_a_hint_backoff_grows_from_base_within_full_jitter_and_is_reprod
     let run = |seed| async move {
         let unavailable = (StatusCode::SERVICE_UNAVAILABLE, None);
         let provider = Provider::new(vec![unavailable]);
-        let svc = RetryBudgetLayer::with_defaults()
+        let svc = RetryBudgetLayer::builder(Arc::new(RetryBudget::default()))
             .max_attempts(5)
             .seed(seed)
+            .build()
+            .unwrap()
             .layer(provider.clone());
         let response = svc.oneshot(Request::new(String::new())).await.unwrap();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);

@@ -11,7 +11,7 @@ use levee_core::config_error::ConfigError;
 use super::validated_config;
 use crate::breaker::{BreakerLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_PEEK_LIMIT};
 use crate::bulkhead::BulkheadLayer;
-use crate::retry::{RetryBudget, RetryBudgetLayer};
+use crate::retry::{Policy, RetryBudget, RetryBudgetLayer};
 
 /// `bulkhead.max_concurrent` when the file names none.
 pub const DEFAULT_MAX_CONCURRENT: usize = 64;
@@ -149,30 +149,21 @@ impl Default for RetryConfig {
 }
 
 impl RetryConfig {
-    /// Checks every field.
+    /// The knobs of the retry decision these settings give.
+    fn policy(&self) -> Policy {
+        Policy {
+            max_attempts: self.max_attempts,
+            base: self.backoff_base,
+            cap: self.backoff_cap,
+            max_wait: self.max_wait,
+            timeout: self.timeout,
+        }
+    }
+
+    /// Checks every field, with the same rules as
+    /// [`RetryBudgetLayer::builder`].
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.max_attempts == 0 {
-            return Err(ConfigError::new(
-                "retry.max_attempts",
-                "must be at least 1 (it counts the first attempt), got 0",
-            ));
-        }
-        if self.backoff_cap < self.backoff_base {
-            return Err(ConfigError::new(
-                "retry.backoff_cap",
-                format!(
-                    "must be at least backoff_base ({}), got {}",
-                    duration::format(self.backoff_base),
-                    duration::format(self.backoff_cap)
-                ),
-            ));
-        }
-        if self.timeout.is_some_and(|t| t.is_zero()) {
-            return Err(ConfigError::new(
-                "retry.timeout",
-                "must be greater than zero, got 0s",
-            ));
-        }
+        self.policy().validate()?;
         BudgetConfig::try_new(
             self.budget.ttl(),
             self.budget.min_per_sec(),
@@ -193,14 +184,7 @@ impl RetryConfig {
     /// Applies everything but the budget to `layer`.
     pub fn apply<C>(&self, layer: RetryBudgetLayer<C>) -> Result<RetryBudgetLayer<C>, ConfigError> {
         self.validate()?;
-        let layer = layer
-            .max_attempts(self.max_attempts)
-            .backoff(self.backoff_base, self.backoff_cap)
-            .max_wait(self.max_wait);
-        Ok(match self.timeout {
-            Some(t) => layer.timeout(t),
-            None => layer,
-        })
+        Ok(layer.with_policy(self.policy()))
     }
 }
 

@@ -5,11 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use levee_core::classify::{Classify, ProviderClassifier};
+use levee_core::config_error::ConfigError;
 use tower_layer::Layer;
 
 use super::budget::RetryBudget;
 use super::decide::Shared;
-use super::policy::Policy;
+use super::policy::{Policy, policy_setters};
 use super::service::Retry;
 
 /// Applies [`Retry`]: the one layer that retries, within a [`RetryBudget`].
@@ -52,6 +53,75 @@ impl RetryBudgetLayer {
     pub fn with_defaults() -> Self {
         Self::new(Arc::new(RetryBudget::default()))
     }
+
+    /// A builder drawing retries from `budget`, whose [`build`](RetryBudgetLayerBuilder::build)
+    /// checks every setting and names the first invalid one (the same
+    /// error a configuration file gets).
+    ///
+    /// ```
+    /// use tower_levee::retry::RetryBudgetLayer;
+    /// use tower_levee::retry::RetryBudget;
+    ///
+    /// let budget = std::sync::Arc::new(RetryBudget::default());
+    /// let err = RetryBudgetLayer::builder(budget.clone()).max_attempts(0).build().unwrap_err();
+    /// assert_eq!(err.field, "retry.max_attempts");
+    /// let layer = RetryBudgetLayer::builder(budget).max_attempts(2).build().unwrap();
+    /// # let _ = layer;
+    /// ```
+    pub fn builder(budget: Arc<RetryBudget>) -> RetryBudgetLayerBuilder {
+        RetryBudgetLayerBuilder {
+            layer: RetryBudgetLayer::new(budget),
+        }
+    }
+}
+
+/// Builds a [`RetryBudgetLayer`], checking every setting at
+/// [`build`](Self::build). See [`RetryBudgetLayer::builder`].
+pub struct RetryBudgetLayerBuilder<C = ProviderClassifier> {
+    layer: RetryBudgetLayer<C>,
+}
+
+impl<C> RetryBudgetLayerBuilder<C> {
+    policy_setters!(layer.policy);
+
+    /// The caller's overall deadline, measured from `call` (see
+    /// [`RetryBudgetLayer::timeout`]); above zero.
+    pub fn timeout(self, timeout: Duration) -> Self {
+        self.map(|l| l.timeout(timeout))
+    }
+
+    /// Seeds the backoff jitter (for reproducible tests).
+    pub fn seed(self, seed: u64) -> Self {
+        self.map(|l| l.seed(seed))
+    }
+
+    /// Classifies responses that carry no `Classification` extension (and
+    /// transport errors) with `classifier`.
+    pub fn classifier<C2>(self, classifier: C2) -> RetryBudgetLayerBuilder<C2> {
+        RetryBudgetLayerBuilder {
+            layer: self.layer.classifier(classifier),
+        }
+    }
+
+    /// Checks every setting and builds the layer.
+    pub fn build(self) -> Result<RetryBudgetLayer<C>, ConfigError> {
+        self.layer.policy.validate()?;
+        Ok(self.layer)
+    }
+
+    fn map(self, f: impl FnOnce(RetryBudgetLayer<C>) -> RetryBudgetLayer<C>) -> Self {
+        RetryBudgetLayerBuilder {
+            layer: f(self.layer),
+        }
+    }
+}
+
+impl<C> fmt::Debug for RetryBudgetLayerBuilder<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("RetryBudgetLayerBuilder")
+            .field(&self.layer)
+            .finish()
+    }
 }
 
 impl<C> RetryBudgetLayer<C> {
@@ -59,7 +129,11 @@ impl<C> RetryBudgetLayer<C> {
     ///
     /// # Panics
     ///
-    /// If `attempts` is 0.
+    /// If `attempts` is 0. [`RetryBudgetLayer::builder`] returns a typed
+    /// error instead.
+    #[deprecated(
+        note = "panics on 0: use `RetryBudgetLayer::builder(..).max_attempts(n).build()`, which returns a typed error"
+    )]
     pub fn max_attempts(mut self, attempts: u32) -> Self {
         self.policy.set_max_attempts(attempts);
         self
@@ -107,6 +181,12 @@ impl<C> RetryBudgetLayer<C> {
             policy: self.policy,
             seed: self.seed,
         }
+    }
+
+    /// The layer with these knobs (checked by the caller).
+    pub(crate) fn with_policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
     }
 
     /// The budget retries are drawn from.

@@ -162,7 +162,8 @@ mod tower_policy;
 
 pub use self::budget::{BudgetSnapshot, RetryBudget};
 pub use self::future::ResponseFuture;
-pub use self::layer::RetryBudgetLayer;
+pub use self::layer::{RetryBudgetLayer, RetryBudgetLayerBuilder};
+pub(crate) use self::policy::Policy;
 pub use self::policy::{Deadline, RetryOutcome, Stop};
 pub use self::service::Retry;
-pub use self::tower_policy::{BudgetPolicy, is_levee_rejection};
+pub use self::tower_policy::{BudgetPolicy, BudgetPolicyBuilder, is_levee_rejection};

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use levee_core::classify::{Classification, Verdict};
 use levee_core::clock::ceil_millis;
+use levee_core::config_error::ConfigError;
 use tokio::time::Instant;
 
 /// A request extension carrying the caller's overall deadline. The retry
@@ -94,6 +95,36 @@ impl Default for Policy {
     }
 }
 
+/// The setters of the knobs both retry builders share, written once.
+macro_rules! policy_setters {
+    ($($policy:ident).+) => {
+        /// Attempts per request, the first included (default 3; at least 1,
+        /// checked by `build`).
+        pub fn max_attempts(mut self, attempts: u32) -> Self {
+            self.$($policy).+.max_attempts = attempts;
+            self
+        }
+
+        /// The backoff used when the provider gave no wait hint: the wait
+        /// before attempt `n + 1` is drawn uniformly from
+        /// `0..=min(cap, base × 2ⁿ⁻¹)` (default 500 ms, 8 s; `cap` at least
+        /// `base`, checked by `build`).
+        pub fn backoff(mut self, base: std::time::Duration, cap: std::time::Duration) -> Self {
+            self.$($policy).+.base = base;
+            self.$($policy).+.cap = cap;
+            self
+        }
+
+        /// The longest wait slept before a retry (default 60 s); a longer
+        /// one returns the answer instead.
+        pub fn max_wait(mut self, max_wait: std::time::Duration) -> Self {
+            self.$($policy).+.max_wait = max_wait;
+            self
+        }
+    };
+}
+pub(crate) use policy_setters;
+
 /// The verdict's part of the decision: whether this outcome may be retried
 /// at all. `x-should-retry` overrides the verdict both ways, except that a
 /// success is never retried.
@@ -106,6 +137,33 @@ pub(crate) fn is_retryable(c: &Classification) -> bool {
 }
 
 impl Policy {
+    /// Checks every knob; the error names the first invalid one, as the
+    /// serde configuration's does (`retry.max_attempts`).
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_attempts == 0 {
+            return Err(ConfigError::new(
+                "retry.max_attempts",
+                "must be at least 1 (it counts the first attempt), got 0",
+            ));
+        }
+        if self.cap < self.base {
+            return Err(ConfigError::new(
+                "retry.backoff_cap",
+                format!(
+                    "must be at least backoff_base ({:?}), got {:?}",
+                    self.base, self.cap
+                ),
+            ));
+        }
+        if self.timeout.is_some_and(|t| t.is_zero()) {
+            return Err(ConfigError::new(
+                "retry.timeout",
+                "must be greater than zero, got 0s",
+            ));
+        }
+        Ok(())
+    }
+
     /// Sets the attempts per request, the first included: both retry
     /// builders' `max_attempts`.
     pub(crate) fn set_max_attempts(&mut self, attempts: u32) {

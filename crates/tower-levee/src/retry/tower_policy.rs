@@ -12,11 +12,12 @@ use std::sync::Arc;
 
 use http::{Request, Response};
 use levee_core::classify::{Classify, ProviderClassifier};
+use levee_core::config_error::ConfigError;
 use tokio::time::Sleep;
 
 use super::budget::RetryBudget;
 use super::decide::{Next, Rules};
-use super::policy::{Deadline, Policy};
+use super::policy::{Deadline, Policy, policy_setters};
 use crate::error::{BoxError, is_rejection};
 
 /// Whether `err` is a refusal made by a Levee layer — [`CircuitOpen`],
@@ -129,12 +130,59 @@ impl BudgetPolicy {
     }
 }
 
+impl BudgetPolicy {
+    /// A builder drawing retries from `budget`, whose
+    /// [`build`](BudgetPolicyBuilder::build) checks every setting and names
+    /// the first invalid one.
+    pub fn builder(budget: Arc<RetryBudget>) -> BudgetPolicyBuilder {
+        BudgetPolicyBuilder {
+            policy: BudgetPolicy::new(budget),
+        }
+    }
+}
+
+/// Builds a [`BudgetPolicy`], checking every setting at
+/// [`build`](Self::build).
+pub struct BudgetPolicyBuilder<C = ProviderClassifier> {
+    policy: BudgetPolicy<C>,
+}
+
+impl<C> BudgetPolicyBuilder<C> {
+    policy_setters!(policy.policy);
+
+    /// Classifies responses that carry no `Classification` extension (and
+    /// transport errors) with `classifier`.
+    pub fn classifier<C2>(self, classifier: C2) -> BudgetPolicyBuilder<C2> {
+        BudgetPolicyBuilder {
+            policy: self.policy.classifier(classifier),
+        }
+    }
+
+    /// Checks every setting and builds the policy.
+    pub fn build(self) -> Result<BudgetPolicy<C>, ConfigError> {
+        self.policy.policy.validate()?;
+        Ok(self.policy)
+    }
+}
+
+impl<C> fmt::Debug for BudgetPolicyBuilder<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("BudgetPolicyBuilder")
+            .field(&self.policy)
+            .finish()
+    }
+}
+
 impl<C> BudgetPolicy<C> {
     /// Attempts per request, the first included (default 3).
     ///
     /// # Panics
     ///
-    /// If `attempts` is 0.
+    /// If `attempts` is 0. [`BudgetPolicy::builder`] returns a typed error
+    /// instead.
+    #[deprecated(
+        note = "panics on 0: use `BudgetPolicy::builder(..).max_attempts(n).build()`, which returns a typed error"
+    )]
     pub fn max_attempts(mut self, attempts: u32) -> Self {
         self.policy.set_max_attempts(attempts);
         self
