@@ -301,3 +301,86 @@ async fn over_a_failover_whose_targets_all_throttled_the_retry_waits_for_the_fir
     );
     assert!(b.len() <= 2);
 }
+
+// === tower's Retry with BudgetPolicy: the same promises ===
+
+#[tokio::test(start_paused = true)]
+async fn with_towers_retry_a_refused_retry_also_returns_the_answer_before_it() {
+    use tower::retry::RetryLayer;
+    use tower_levee::retry::BudgetPolicy;
+    let provider = Provider::new(vec![(503, OVERLOADED), (200, "{}")]);
+    let breaker = BreakerLayer::builder().seed(1).build().unwrap();
+    let handle = breaker.handle();
+    let policy = BudgetPolicy::builder(Arc::new(RetryBudget::default()))
+        .build()
+        .unwrap();
+    let mut svc = ServiceBuilder::new()
+        .layer(RetryLayer::new(policy))
+        .layer(breaker)
+        .service(provider.clone());
+    let call = svc.ready().await.unwrap().call(request(None));
+    let mut call = tokio_test::task::spawn(call);
+    assert!(call.poll().is_pending());
+    handle.open("api.openai.com");
+    tokio::time::advance(Duration::from_secs(10)).await;
+    let std::task::Poll::Ready(res) = call.poll() else {
+        panic!("answered once the retry was refused")
+    };
+    let res = res.expect("the real 503, not CircuitOpen");
+    assert_eq!(body_of(res).await, (503, "req-1".into(), OVERLOADED.into()));
+    assert_eq!(provider.calls().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_towers_retry_a_failover_of_only_throttled_targets_is_waited_out() {
+    use tower::retry::RetryLayer;
+    use tower_levee::failover::{Failover, NoTargetAvailable, ServedBy, Target};
+    use tower_levee::retry::BudgetPolicy;
+    let primary = Provider::new(vec![(429, RATE_LIMITED), (200, "{\"by\":\"primary\"}")]);
+    let backup = Provider::new(vec![(429, RATE_LIMITED), (200, "{\"by\":\"backup\"}")]);
+    let seeded = |seed| BreakerLayer::builder().seed(seed).build().unwrap();
+    let failover = Failover::builder()
+        .target(Target::new("primary", primary.clone()).breaker(seeded(1)))
+        .target(Target::new("backup", backup.clone()).breaker(seeded(2)))
+        .build()
+        .unwrap();
+    // Both accounts throttle once: every target is gated for about 5 s.
+    let mut plain = failover.clone();
+    let res = plain
+        .ready()
+        .await
+        .unwrap()
+        .call(request(None))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 429);
+    let err = plain
+        .ready()
+        .await
+        .unwrap()
+        .call(request(None))
+        .await
+        .unwrap_err();
+    assert!(
+        err.downcast_ref::<NoTargetAvailable>()
+            .is_some_and(|e| e.all_throttled())
+    );
+
+    let policy = BudgetPolicy::builder(Arc::new(RetryBudget::default()))
+        .build()
+        .unwrap();
+    let mut svc = ServiceBuilder::new()
+        .layer(RetryLayer::new(policy))
+        .service(failover);
+    let started = Instant::now();
+    let res = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(request(Some(Duration::from_secs(30))))
+        .await
+        .expect("served once a gate reopened");
+    assert!(Instant::now() - started >= Duration::from_secs(4));
+    assert!(res.extensions().get::<ServedBy>().is_some());
+    assert_eq!(res.status(), 200);
+}

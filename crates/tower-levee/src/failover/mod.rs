@@ -166,7 +166,6 @@ pub use self::builder::{
     DEFAULT_MAX_RETRY_AFTER, DEFAULT_OVERLOAD_WINDOW, FailoverBuilder, MAX_TARGETS,
 };
 pub use self::error::{NoTargetAvailable, Refusal, RefusalKind};
-#[cfg(feature = "axum")]
 pub use self::health::{BulkheadHealth, FailoverHandle, HealthSnapshot, TargetHealth};
 pub use self::service::Failover;
 pub use self::state::Advance;

@@ -184,6 +184,7 @@ impl<C> RetryBudgetLayer<C> {
     }
 
     /// The layer with these knobs (checked by the caller).
+    #[cfg(feature = "serde")]
     pub(crate) fn with_policy(mut self, policy: Policy) -> Self {
         self.policy = policy;
         self

@@ -163,6 +163,7 @@ mod tower_policy;
 pub use self::budget::{BudgetSnapshot, RetryBudget};
 pub use self::future::ResponseFuture;
 pub use self::layer::{RetryBudgetLayer, RetryBudgetLayerBuilder};
+#[cfg(feature = "serde")]
 pub(crate) use self::policy::Policy;
 pub use self::policy::{Deadline, RetryOutcome, Stop};
 pub use self::service::Retry;

@@ -7,8 +7,9 @@
 //! from these two: retry only a retryable verdict, never a Levee rejection,
 //! and spend a token from a [`RetryBudget`] for every retry.
 
+use std::any::Any;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use http::{Request, Response};
 use levee_core::classify::{Classify, ProviderClassifier};
@@ -76,9 +77,13 @@ pub fn is_levee_rejection(err: &BoxError) -> bool {
 /// layer's and `tower::timeout`'s is: put it above them.
 ///
 /// Each request deposits into the budget once, when tower first asks the
-/// policy to copy it. Unlike `RetryBudgetLayer`, it does not wait out a
-/// `NoTargetAvailable` whose targets are all only throttled (every Levee
-/// rejection is returned), and it adds no `RetryOutcome` extension.
+/// policy to copy it. Like `RetryBudgetLayer`, it waits out a
+/// `NoTargetAvailable` whose targets are all only throttled when the reopen
+/// fits, waits at least until a scope the last answer closed reopens
+/// ([`Reopening`](crate::breaker::Reopening)), and when a retry is refused
+/// by a Levee layer after all, hands tower the answer before it instead of
+/// the refusal (it keeps that answer, boxed, while the retry is on its
+/// way). It adds no `RetryOutcome` extension.
 ///
 /// # Cost
 ///
@@ -107,10 +112,12 @@ pub fn is_levee_rejection(err: &BoxError) -> bool {
 ///     .service(client);
 /// # let _ = stack;
 /// ```
-#[derive(Clone)]
 pub struct BudgetPolicy<C = ProviderClassifier> {
     budget: Arc<RetryBudget>,
     classifier: C,
+    /// This request's last real answer while a retry is on its way (a
+    /// `Result<Response<RB>, BoxError>`, typed by the `Policy` impl).
+    last: Mutex<Option<Box<dyn Any + Send>>>,
     policy: Policy,
     /// Attempts of this request that have completed (0 in the copy the
     /// service keeps; tower clones it for each request).
@@ -126,6 +133,7 @@ impl BudgetPolicy {
             classifier: ProviderClassifier::default(),
             policy: Policy::default(),
             attempts: 0,
+            last: Mutex::new(None),
         }
     }
 }
@@ -212,6 +220,7 @@ impl<C> BudgetPolicy<C> {
             classifier,
             policy: self.policy,
             attempts: self.attempts,
+            last: Mutex::new(None),
         }
     }
 
@@ -224,6 +233,7 @@ impl<C> BudgetPolicy<C> {
 impl<B, RB, C> tower::retry::Policy<Request<B>, Response<RB>, BoxError> for BudgetPolicy<C>
 where
     B: Clone,
+    RB: Send + 'static,
     C: Classify + Clone,
 {
     type Future = Sleep;
@@ -238,14 +248,32 @@ where
             policy: &self.policy,
             classifier: &self.classifier,
             budget: &self.budget,
-            wait_out_throttled: false,
+            wait_out_throttled: true,
         };
         let deadline = req.extensions().get::<Deadline>().map(|d| d.0);
         let attempt = rules.read(result);
-        match rules.next(&attempt, self.attempts, deadline, |max| {
+        let refused = attempt.is_rejection();
+        let next = rules.next(&attempt, self.attempts, deadline, |max| {
             fastrand::u64(0..=max)
-        }) {
-            Next::RetryAfter(wait) => Some(tokio::time::sleep(wait)),
+        });
+        drop(attempt);
+        let last = self.last.get_mut().unwrap_or_else(PoisonError::into_inner);
+        match next {
+            Next::RetryAfter(wait) => {
+                // Keep a real answer (a refusal is not one) for the caller,
+                // in case the retry is refused.
+                if !refused {
+                    let answer = std::mem::replace(result, Err(Box::new(Kept)));
+                    *last = Some(Box::new(answer));
+                }
+                Some(tokio::time::sleep(wait))
+            }
+            Next::Return if refused => {
+                if let Some(answer) = last.take().and_then(|a| a.downcast().ok()) {
+                    *result = *answer;
+                }
+                None
+            }
             Next::Return | Next::Stop(_) => None,
         }
     }
@@ -260,6 +288,33 @@ where
         (self.attempts + 1 < self.policy.max_attempts).then(|| req.clone())
     }
 }
+
+impl<C: Clone> Clone for BudgetPolicy<C> {
+    /// A copy for another request: same budget, rules and attempts, none of
+    /// this request's kept answer.
+    fn clone(&self) -> Self {
+        BudgetPolicy {
+            budget: self.budget.clone(),
+            classifier: self.classifier.clone(),
+            policy: self.policy,
+            attempts: self.attempts,
+            last: Mutex::new(None),
+        }
+    }
+}
+
+/// What stands in the result tower drops when a retry starts: the real
+/// answer is kept by the policy.
+#[derive(Debug)]
+struct Kept;
+
+impl fmt::Display for Kept {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("answer kept by the retry policy")
+    }
+}
+
+impl std::error::Error for Kept {}
 
 impl<C> fmt::Debug for BudgetPolicy<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
