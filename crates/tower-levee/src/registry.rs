@@ -16,16 +16,30 @@
 //! something happens (a failure, a transition).
 //!
 //! Memory is bounded: past `max_keys` entries, idle entries (as judged by the
-//! caller) are evicted; busy ones never are. Slots of a dropped registry go to
+//! caller) are evicted; busy ones never are. Eviction is incremental: each
+//! insertion looks at a few of the oldest entries (a clock sweep: an entry
+//! found busy goes to the back), never at the whole registry, so a storm of
+//! new keys above the cap costs the same per key as below it. Idle entries
+//! older than [`IDLE_AGE`] go too, cap or not. Slots of a dropped registry go to
 //! a process-wide pool for the next registry of the same type, so the leaked
 //! memory is bounded by the peak number of live keys, not by how many
 //! registries were ever built.
 
 use std::any::{Any, TypeId};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Entries an insertion examines for eviction, at most.
+const SWEEP: usize = 4;
+
+/// An idle entry this old is evicted even below the cap: a scope nobody
+/// has failed on for an hour costs only its re-creation if called again.
+pub(crate) const IDLE_AGE: Duration = Duration::from_secs(3600);
 
 /// The lock-free part of a slot: atomics the hot path reads.
 pub(crate) trait Hot: Default + Send + Sync + 'static {
@@ -183,15 +197,32 @@ impl<V> std::ops::DerefMut for SlotGuard<V> {
 
 /// A map from keys to [`Handle`]s, bounded by evicting idle entries.
 pub(crate) struct Registry<V: Send + 'static, H: Hot = ()> {
-    map: RwLock<HashMap<Box<str>, Handle<V, H>>>,
+    map: RwLock<Entries<V, H>>,
     max_keys: usize,
+}
+
+/// The keys, and the order a sweep visits them in (oldest first).
+struct Entries<V: 'static, H: 'static> {
+    map: HashMap<Box<str>, Handle<V, H>>,
+    /// Every current handle once (stale ones are dropped when met), with
+    /// when it was inserted.
+    ring: VecDeque<(Handle<V, H>, Instant)>,
+}
+
+impl<V, H> Default for Entries<V, H> {
+    fn default() -> Self {
+        Entries {
+            map: HashMap::new(),
+            ring: VecDeque::new(),
+        }
+    }
 }
 
 impl<V: Send + 'static, H: Hot> Registry<V, H> {
     /// An empty registry that starts evicting idle entries past `max_keys`.
     pub(crate) fn new(max_keys: usize) -> Self {
         Registry {
-            map: RwLock::new(HashMap::new()),
+            map: RwLock::new(Entries::default()),
             max_keys: max_keys.max(1),
         }
     }
@@ -201,6 +232,7 @@ impl<V: Send + 'static, H: Hot> Registry<V, H> {
         self.map
             .read()
             .unwrap_or_else(PoisonError::into_inner)
+            .map
             .get(key)
             .copied()
     }
@@ -214,7 +246,8 @@ impl<V: Send + 'static, H: Hot> Registry<V, H> {
     }
 
     /// Like [`Registry::get_or_insert`], evicting entries whose value
-    /// satisfies `is_idle` when the registry is full. If none is idle the
+    /// satisfies `is_idle` when the registry is full (or that are idle and
+    /// older than [`IDLE_AGE`]), a few per insertion. If none is idle the
     /// registry grows past `max_keys` rather than drop state that matters.
     pub(crate) fn get_or_insert_evicting(
         &self,
@@ -225,23 +258,12 @@ impl<V: Send + 'static, H: Hot> Registry<V, H> {
         if let Some(h) = self.get(key) {
             return h;
         }
-        let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
-        if let Some(h) = map.get(key) {
+        let mut entries = self.map.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(h) = entries.map.get(key) {
             return *h;
         }
-        if map.len() >= self.max_keys {
-            map.retain(|_, h| {
-                let mut inner = h.slot.lock_inner();
-                let idle =
-                    inner.generation == h.generation && inner.value.as_ref().is_none_or(&is_idle);
-                if idle {
-                    h.slot.retire(&mut inner);
-                    drop(inner);
-                    pool_put(h.slot);
-                }
-                !idle
-            });
-        }
+        let now = Instant::now();
+        self.sweep(&mut entries, now, &is_idle);
         let slot = pool_take::<V, H>().unwrap_or_else(Slot::leak);
         let mut inner = slot.lock_inner();
         inner.key = Box::from(key);
@@ -254,15 +276,49 @@ impl<V: Send + 'static, H: Hot> Registry<V, H> {
             generation: inner.generation,
         };
         drop(inner);
-        map.insert(Box::from(key), handle);
+        entries.map.insert(Box::from(key), handle);
+        entries.ring.push_back((handle, now));
         handle
+    }
+
+    /// Looks at up to [`SWEEP`] of the oldest entries: one that is idle goes
+    /// if the registry is full or it is older than [`IDLE_AGE`]; one that
+    /// stays goes to the back of the ring.
+    fn sweep(&self, entries: &mut Entries<V, H>, now: Instant, is_idle: &impl Fn(&V) -> bool) {
+        for _ in 0..SWEEP.min(entries.ring.len()) {
+            let Some((handle, since)) = entries.ring.pop_front() else {
+                break;
+            };
+            let full = entries.map.len() >= self.max_keys;
+            let old = now.saturating_duration_since(since) >= IDLE_AGE;
+            if !full && !old {
+                // The rest are younger still.
+                entries.ring.push_front((handle, since));
+                break;
+            }
+            let mut inner = handle.slot.lock_inner();
+            if inner.generation != handle.generation {
+                // Removed already: its ring entry just goes.
+                continue;
+            }
+            if inner.value.as_ref().is_none_or(is_idle) {
+                let key = std::mem::take(&mut inner.key);
+                handle.slot.retire(&mut inner);
+                drop(inner);
+                entries.map.remove(&key);
+                pool_put(handle.slot);
+            } else {
+                drop(inner);
+                entries.ring.push_back((handle, since));
+            }
+        }
     }
 
     /// Removes `key`, ending its handles' generation.
     #[cfg(test)]
     pub(crate) fn remove(&self, key: &str) -> bool {
-        let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
-        match map.remove(key) {
+        let mut entries = self.map.write().unwrap_or_else(PoisonError::into_inner);
+        match entries.map.remove(key) {
             Some(h) => {
                 release(h);
                 true
@@ -276,6 +332,7 @@ impl<V: Send + 'static, H: Hot> Registry<V, H> {
         self.map
             .read()
             .unwrap_or_else(PoisonError::into_inner)
+            .map
             .iter()
             .map(|(k, h)| (k.clone(), *h))
             .collect()
@@ -286,6 +343,7 @@ impl<V: Send + 'static, H: Hot> Registry<V, H> {
         self.map
             .read()
             .unwrap_or_else(PoisonError::into_inner)
+            .map
             .len()
     }
 }
@@ -301,8 +359,8 @@ impl<V: Send + 'static, H: Hot> fmt::Debug for Registry<V, H> {
 
 impl<V: Send + 'static, H: Hot> Drop for Registry<V, H> {
     fn drop(&mut self) {
-        let map = std::mem::take(self.map.get_mut().unwrap_or_else(PoisonError::into_inner));
-        for (_, h) in map {
+        let entries = std::mem::take(self.map.get_mut().unwrap_or_else(PoisonError::into_inner));
+        for (_, h) in entries.map {
             release(h);
         }
     }
@@ -394,6 +452,43 @@ mod tests {
         let _e = r.get_or_insert_evicting("e", |_| true, |busy| !busy);
         assert!(busy.is_current());
         assert_eq!(r.len(), 3, "c was idle and went; busy, d and e stay");
+    }
+
+    #[test]
+    fn above_the_cap_an_insertion_looks_at_a_few_entries_not_all() {
+        let r: Registry<bool, ()> = Registry::new(4);
+        let busy: Vec<_> = (0..100)
+            .map(|i| r.get_or_insert_evicting(&format!("busy{i}"), |_| true, |busy| !busy))
+            .collect();
+        assert_eq!(r.len(), 100, "busy entries are kept past the cap");
+        let idle = r.get_or_insert_evicting("idle", |_| false, |busy| !busy);
+        // The ring is oldest first: the idle entry is reached only after the
+        // busy ones ahead of it have been passed over, a few per insertion.
+        let mut inserted = 0;
+        while idle.is_current() {
+            r.get_or_insert_evicting(&format!("new{inserted}"), |_| true, |busy| !busy);
+            inserted += 1;
+            assert!(
+                inserted <= 101 / SWEEP + 1,
+                "reached in {inserted} insertions"
+            );
+        }
+        assert!(busy.iter().all(Handle::is_current));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_entry_older_than_the_idle_age_goes_even_below_the_cap() {
+        let r: Registry<bool, ()> = Registry::new(1000);
+        let idle = r.get_or_insert_evicting("idle", |_| false, |busy| !busy);
+        let busy = r.get_or_insert_evicting("busy", |_| true, |busy| !busy);
+        tokio::time::advance(IDLE_AGE / 2).await;
+        r.get_or_insert_evicting("young", |_| false, |busy| !busy);
+        assert!(idle.is_current(), "not old yet");
+        tokio::time::advance(IDLE_AGE * 3 / 4).await;
+        r.get_or_insert_evicting("later", |_| false, |busy| !busy);
+        assert!(!idle.is_current(), "idle and old: evicted below the cap");
+        assert!(busy.is_current(), "old but busy: kept");
+        assert_eq!(r.len(), 3);
     }
 
     #[test]
