@@ -13,7 +13,8 @@ use tower::{Service, ServiceExt};
 use tower_layer::Layer;
 use tower_levee::BreakerLayer;
 
-/// A provider that answers every call with the status it is set to.
+/// A provider that answers every call with the status it is set to (and a
+/// body: an empty 2xx is a failure of its own).
 fn provider(
     status: Arc<AtomicU16>,
 ) -> impl Service<Request<String>, Response = Response<String>, Error = Infallible, Future: Send> + Clone
@@ -24,7 +25,7 @@ fn provider(
             Ok::<_, Infallible>(
                 Response::builder()
                     .status(status)
-                    .body(String::new())
+                    .body("{}".to_owned())
                     .unwrap(),
             )
         }
@@ -245,4 +246,160 @@ fn a_hand_built_configuration_is_validated_when_the_layer_is_built() {
     };
     let err = BreakerLayer::builder().park(park).build().unwrap_err();
     assert!(err.to_string().contains("park.default_park"), "{err}");
+}
+
+/// A provider answering 200 with `body`.
+fn answering(
+    body: &'static str,
+) -> impl Service<Request<String>, Response = Response<String>, Error = Infallible, Future: Send> + Clone
+{
+    tower::service_fn(move |_req: Request<String>| async move {
+        Ok::<_, Infallible>(Response::new(body.to_owned()))
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_empty_2xx_answer_to_a_post_counts_as_an_availability_failure_when_asked() {
+    use levee_core::classify::{Classification, Verdict};
+    let layer = BreakerLayer::builder()
+        .empty_body_is_failure(true)
+        .build()
+        .unwrap();
+    let handle = layer.handle();
+    let mut svc = layer.layer(answering(""));
+    let res = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(call_to("api.openai.com"))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200, "the caller still gets the answer");
+    let c = res
+        .extensions()
+        .get::<Classification>()
+        .expect("marked as a failure");
+    assert_eq!(
+        (c.verdict, c.reason.as_str()),
+        (Verdict::Availability, "response:empty_body")
+    );
+    for _ in 0..4 {
+        svc.ready()
+            .await
+            .unwrap()
+            .call(call_to("api.openai.com"))
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        handle.breaker_status("api.openai.com"),
+        Some(BreakerStatus::Open)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_empty_body_is_no_failure_for_a_get_a_204_or_with_the_switch_off() {
+    use levee_core::classify::Classification;
+    let on = || {
+        BreakerLayer::builder()
+            .empty_body_is_failure(true)
+            .build()
+            .unwrap()
+    };
+    let get = || {
+        Request::get("https://api.openai.com/v1/models")
+            .body(String::new())
+            .unwrap()
+    };
+    let mut svc = on().layer(answering(""));
+    let res = svc.ready().await.unwrap().call(get()).await.unwrap();
+    assert!(
+        res.extensions().get::<Classification>().is_none(),
+        "a GET may be empty"
+    );
+
+    let no_content = tower::service_fn(|_req: Request<String>| async {
+        Ok::<_, Infallible>(Response::builder().status(204).body(String::new()).unwrap())
+    });
+    let mut svc = on().layer(no_content);
+    let res = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(call_to("api.openai.com"))
+        .await
+        .unwrap();
+    assert!(
+        res.extensions().get::<Classification>().is_none(),
+        "204 is empty by definition"
+    );
+
+    let off = BreakerLayer::builder()
+        .empty_body_is_failure(false)
+        .build()
+        .unwrap();
+    let mut svc = off.layer(answering(""));
+    let res = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(call_to("api.openai.com"))
+        .await
+        .unwrap();
+    assert!(
+        res.extensions().get::<Classification>().is_none(),
+        "off by default"
+    );
+
+    let mut svc = on().layer(answering("{\"choices\":[]}"));
+    let res = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(call_to("api.openai.com"))
+        .await
+        .unwrap();
+    assert!(
+        res.extensions().get::<Classification>().is_none(),
+        "a body is a body"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_peeked_2xx_body_that_ends_empty_is_a_failure_unless_the_hook_says_otherwise() {
+    use levee_core::classify::{Classification, Verdict};
+    // A body of unknown size that ends with no byte, read because a
+    // soft-failure hook wants the 2xx body.
+    let unknown_size = tower::service_fn(|_req: Request<String>| async {
+        Ok::<_, Infallible>(Response::new(EndsAtOnce))
+    });
+    let layer = BreakerLayer::builder()
+        .empty_body_is_failure(true)
+        .detect_soft_failure(|_, _| None)
+        .build()
+        .unwrap();
+    let mut svc = layer.layer(unknown_size);
+    let res = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(call_to("api.openai.com"))
+        .await
+        .unwrap();
+    let c = res.extensions().get::<Classification>().expect("a failure");
+    assert_eq!(c.verdict, Verdict::Availability);
+}
+
+/// A body with no frame at all, whose size is not known ahead.
+struct EndsAtOnce;
+
+impl http_body::Body for EndsAtOnce {
+    type Data = bytes::Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Infallible>>> {
+        std::task::Poll::Ready(None)
+    }
 }

@@ -215,6 +215,11 @@ where
         Poll::Ready(())
     }
 
+    /// Whether the whole body was read and held no byte.
+    pub(crate) fn is_empty_whole(&self) -> bool {
+        self.eof && self.buf.is_empty() && self.error.is_none()
+    }
+
     /// The peeked bytes, at most `limit` of them.
     pub(crate) fn bytes(&self) -> &[u8] {
         &self.buf[..self.buf.len().min(self.limit)]

@@ -50,6 +50,9 @@ pub(crate) struct Call<C> {
     pub(crate) classifier: C,
     pub(crate) soft_failure: Option<Arc<SoftFailureFn>>,
     pub(crate) peek_limit: u32,
+    /// Whether an empty 2xx body is a failure (a `POST` to a layer that
+    /// says so).
+    pub(crate) expects_content: bool,
     pub(crate) tracker: Tracker,
 }
 
@@ -73,7 +76,7 @@ enum Route {
 impl<C: Classify> Call<C> {
     /// Classifies a response head; settles the call unless its body must be
     /// read first.
-    fn route(&mut self, status: StatusCode, headers: &HeaderMap) -> Route {
+    fn route(&mut self, status: StatusCode, headers: &HeaderMap, empty_body: bool) -> Route {
         self.tracker.first_byte();
         let slow = self.tracker.is_slow();
         match self.classifier.classify_head(status, headers) {
@@ -84,9 +87,21 @@ impl<C: Classify> Call<C> {
                 Route::Peek
             }
             HeadDecision::Ready(c) => {
+                let c = self.or_empty(c, status, empty_body);
                 let reopens = self.tracker.settle(&c, slow);
                 Route::Plain((c.verdict != Verdict::Success).then_some((c, reopens)))
             }
+        }
+    }
+
+    /// `c`, or an availability failure when it is a success whose body is
+    /// empty and should not be.
+    fn or_empty(&self, c: Classification, status: StatusCode, empty_body: bool) -> Classification {
+        let may_be_empty = matches!(status, StatusCode::NO_CONTENT | StatusCode::RESET_CONTENT);
+        if empty_body && self.expects_content && c.verdict == Verdict::Success && !may_be_empty {
+            Classification::new(Verdict::Availability, "response:empty_body")
+        } else {
+            c
         }
     }
 
@@ -163,7 +178,10 @@ where
                     // Routed by reference, so that the response moves once,
                     // into the output: it is the largest thing we hand on.
                     let route = match &result {
-                        Ok(response) => call.route(response.status(), response.headers()),
+                        Ok(response) => {
+                            let empty = response.body().size_hint().exact() == Some(0);
+                            call.route(response.status(), response.headers(), empty)
+                        }
                         Err(_) => Route::Failed,
                     };
                     match route {
@@ -230,6 +248,7 @@ where
                         let view = ResponseView::new(parts.status, &parts.headers, peeked.bytes());
                         call.classifier.classify_response(&view)
                     });
+                    let c = call.or_empty(c, parts.status, peeked.is_empty_whole());
                     let slow = call.tracker.is_slow();
                     let reopens = call.tracker.settle(&c, slow);
                     let mut response = Response::from_parts(parts, ResponseBody::replay(peeked));

@@ -89,6 +89,7 @@ pub struct BreakerLayerBuilder<C = ProviderClassifier> {
     slow_call_by_model: Vec<(Box<str>, Duration)>,
     slow_stream: Option<Duration>,
     latency_estimate: bool,
+    empty_body_is_failure: bool,
     soft_failure: Option<SoftFailureFn>,
     scope_fn: Option<ScopeFn>,
     subscribers: Vec<EventSubscriber>,
@@ -108,6 +109,7 @@ impl Default for BreakerLayerBuilder {
             slow_call_by_model: Vec::new(),
             slow_stream: None,
             latency_estimate: false,
+            empty_body_is_failure: false,
             soft_failure: None,
             scope_fn: None,
             subscribers: Vec::new(),
@@ -149,6 +151,7 @@ impl<C> BreakerLayerBuilder<C> {
             slow_call_by_model: self.slow_call_by_model,
             slow_stream: self.slow_stream,
             latency_estimate: self.latency_estimate,
+            empty_body_is_failure: self.empty_body_is_failure,
             soft_failure: self.soft_failure,
             scope_fn: self.scope_fn,
             subscribers: self.subscribers,
@@ -204,6 +207,20 @@ impl<C> BreakerLayerBuilder<C> {
     /// call is admitted and makes one shared atomic increment per response.
     pub fn latency_estimate(mut self, on: bool) -> Self {
         self.latency_estimate = on;
+        self
+    }
+
+    /// Whether a `2xx` answer to a `POST` (a generation request) whose body
+    /// is empty counts as an availability failure, `response:empty_body`
+    /// (default off, for now: many test doubles answer `200` with an empty
+    /// body): a model that answers nothing did not serve the call.
+    /// The layer knows a body is empty without reading it when its exact
+    /// size is 0 (`content-length: 0`, an empty body type), and when a
+    /// peeked body ends with no byte; other bodies are not read for it.
+    /// `204 No Content`, `205 Reset Content` and answers to any other
+    /// method (a `GET`, a `HEAD`) may be empty and are never failures.
+    pub fn empty_body_is_failure(mut self, on: bool) -> Self {
+        self.empty_body_is_failure = on;
         self
     }
 
@@ -291,6 +308,7 @@ impl<C> BreakerLayerBuilder<C> {
             slow_call_by_model: self.slow_call_by_model,
             slow_stream: self.slow_stream,
             latency_estimate: self.latency_estimate,
+            empty_body_is_failure: self.empty_body_is_failure,
             soft_failure: self.soft_failure.map(Arc::new),
             scope_fn: self.scope_fn,
             subscribers: self.subscribers,

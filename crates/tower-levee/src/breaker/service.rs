@@ -99,6 +99,8 @@ where
                     classifier: self.classifier.clone(),
                     soft_failure: settings.soft_failure.clone(),
                     peek_limit: settings.peek_limit,
+                    expects_content: settings.empty_body_is_failure
+                        && req.method() == http::Method::POST,
                     tracker,
                 };
                 ResponseFuture::called(self.inner.call(req), call)

@@ -35,6 +35,7 @@ pub(crate) struct Settings {
     pub(crate) slow_call_by_model: Vec<(Box<str>, Duration)>,
     pub(crate) slow_stream: Option<Duration>,
     pub(crate) latency_estimate: bool,
+    pub(crate) empty_body_is_failure: bool,
     /// Behind a second `Arc`, a thin pointer: every call carries a clone.
     pub(crate) soft_failure: Option<Arc<SoftFailureFn>>,
     pub(crate) scope_fn: Option<ScopeFn>,
@@ -68,6 +69,7 @@ impl fmt::Debug for Settings {
             .field("slow_call_by_model", &self.slow_call_by_model)
             .field("slow_stream", &self.slow_stream)
             .field("latency_estimate", &self.latency_estimate)
+            .field("empty_body_is_failure", &self.empty_body_is_failure)
             .field("soft_failure", &self.soft_failure.as_ref().map(|_| ".."))
             .field("scope_fn", &self.scope_fn.as_ref().map(|_| ".."))
             .field("subscribers", &self.subscribers.len())
