@@ -13,6 +13,11 @@ use tower::{Service, ServiceExt};
 use tower_layer::Layer;
 use tower_levee::BreakerLayer;
 
+/// Waits for `svc` to be ready and sends it `req`.
+async fn send<S: Service<R>, R>(svc: &mut S, req: R) -> Result<S::Response, S::Error> {
+    svc.ready().await?.call(req).await
+}
+
 /// A provider that answers every call with the status it is set to (and a
 /// body: an empty 2xx is a failure of its own).
 fn provider(
@@ -49,21 +54,11 @@ async fn the_first_successes_of_a_new_domain_count_toward_its_rolling_window() {
     let handle = layer.handle();
     let mut svc = layer.layer(provider(status.clone()));
     for _ in 0..6 {
-        svc.ready()
-            .await
-            .unwrap()
-            .call(call_to("api.openai.com"))
-            .await
-            .unwrap();
+        send(&mut svc, call_to("api.openai.com")).await.unwrap();
     }
     status.store(503, Ordering::SeqCst);
     for _ in 0..4 {
-        svc.ready()
-            .await
-            .unwrap()
-            .call(call_to("api.openai.com"))
-            .await
-            .unwrap();
+        send(&mut svc, call_to("api.openai.com")).await.unwrap();
     }
     // 4 failures in 10 calls: under the 50% ratio.
     assert_eq!(
@@ -72,12 +67,7 @@ async fn the_first_successes_of_a_new_domain_count_toward_its_rolling_window() {
     );
     // Two more make 6 of 12: the ratio is met.
     for _ in 0..2 {
-        svc.ready()
-            .await
-            .unwrap()
-            .call(call_to("api.openai.com"))
-            .await
-            .unwrap();
+        send(&mut svc, call_to("api.openai.com")).await.unwrap();
     }
     assert_eq!(
         handle.breaker_status("api.openai.com"),
@@ -120,28 +110,13 @@ async fn a_custom_policy_hears_every_success_of_a_new_domain_and_of_one_recreate
         .unwrap();
     let mut svc = layer.layer(provider(Arc::new(AtomicU16::new(200))));
     for _ in 0..3 {
-        svc.ready()
-            .await
-            .unwrap()
-            .call(call_to("a.example"))
-            .await
-            .unwrap();
+        send(&mut svc, call_to("a.example")).await.unwrap();
     }
     assert_eq!(policy.of("a.example"), 3);
-    svc.ready()
-        .await
-        .unwrap()
-        .call(call_to("b.example"))
-        .await
-        .unwrap();
+    send(&mut svc, call_to("b.example")).await.unwrap();
     assert_eq!(policy.of("b.example"), 1);
     for _ in 0..2 {
-        svc.ready()
-            .await
-            .unwrap()
-            .call(call_to("a.example"))
-            .await
-            .unwrap();
+        send(&mut svc, call_to("a.example")).await.unwrap();
     }
     assert_eq!(
         policy.of("a.example"),
@@ -177,31 +152,16 @@ async fn an_event_on_a_domain_shared_by_models_names_the_model_whose_call_caused
     };
     // gpt-4o fails four times, o3 the fifth: o3's call opened the breaker.
     for _ in 0..4 {
-        svc.ready()
-            .await
-            .unwrap()
-            .call(for_model("gpt-4o"))
-            .await
-            .unwrap();
+        send(&mut svc, for_model("gpt-4o")).await.unwrap();
     }
-    svc.ready()
-        .await
-        .unwrap()
-        .call(for_model("o3"))
-        .await
-        .unwrap();
+    send(&mut svc, for_model("o3")).await.unwrap();
     assert_eq!(
         handle.breaker_status("api.openai.com"),
         Some(BreakerStatus::Open)
     );
     handle.close("api.openai.com");
     status.store(429, Ordering::SeqCst);
-    svc.ready()
-        .await
-        .unwrap()
-        .call(for_model("gpt-4o"))
-        .await
-        .unwrap();
+    send(&mut svc, for_model("gpt-4o")).await.unwrap();
     let events = events.lock().unwrap().clone();
     assert_eq!(
         events,
@@ -267,13 +227,7 @@ async fn an_empty_2xx_answer_to_a_post_counts_as_an_availability_failure_when_as
         .unwrap();
     let handle = layer.handle();
     let mut svc = layer.layer(answering(""));
-    let res = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(call_to("api.openai.com"))
-        .await
-        .unwrap();
+    let res = send(&mut svc, call_to("api.openai.com")).await.unwrap();
     assert_eq!(res.status(), 200, "the caller still gets the answer");
     let c = res
         .extensions()
@@ -284,12 +238,7 @@ async fn an_empty_2xx_answer_to_a_post_counts_as_an_availability_failure_when_as
         (Verdict::Availability, "response:empty_body")
     );
     for _ in 0..4 {
-        svc.ready()
-            .await
-            .unwrap()
-            .call(call_to("api.openai.com"))
-            .await
-            .unwrap();
+        send(&mut svc, call_to("api.openai.com")).await.unwrap();
     }
     assert_eq!(
         handle.breaker_status("api.openai.com"),
@@ -312,7 +261,7 @@ async fn an_empty_body_is_no_failure_for_a_get_a_204_or_with_the_switch_off() {
             .unwrap()
     };
     let mut svc = on().layer(answering(""));
-    let res = svc.ready().await.unwrap().call(get()).await.unwrap();
+    let res = send(&mut svc, get()).await.unwrap();
     assert!(
         res.extensions().get::<Classification>().is_none(),
         "a GET may be empty"
@@ -322,13 +271,7 @@ async fn an_empty_body_is_no_failure_for_a_get_a_204_or_with_the_switch_off() {
         Ok::<_, Infallible>(Response::builder().status(204).body(String::new()).unwrap())
     });
     let mut svc = on().layer(no_content);
-    let res = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(call_to("api.openai.com"))
-        .await
-        .unwrap();
+    let res = send(&mut svc, call_to("api.openai.com")).await.unwrap();
     assert!(
         res.extensions().get::<Classification>().is_none(),
         "204 is empty by definition"
@@ -339,26 +282,14 @@ async fn an_empty_body_is_no_failure_for_a_get_a_204_or_with_the_switch_off() {
         .build()
         .unwrap();
     let mut svc = off.layer(answering(""));
-    let res = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(call_to("api.openai.com"))
-        .await
-        .unwrap();
+    let res = send(&mut svc, call_to("api.openai.com")).await.unwrap();
     assert!(
         res.extensions().get::<Classification>().is_none(),
         "off by default"
     );
 
     let mut svc = on().layer(answering("{\"choices\":[]}"));
-    let res = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(call_to("api.openai.com"))
-        .await
-        .unwrap();
+    let res = send(&mut svc, call_to("api.openai.com")).await.unwrap();
     assert!(
         res.extensions().get::<Classification>().is_none(),
         "a body is a body"
@@ -379,13 +310,7 @@ async fn a_peeked_2xx_body_that_ends_empty_is_a_failure_unless_the_hook_says_oth
         .build()
         .unwrap();
     let mut svc = layer.layer(unknown_size);
-    let res = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(call_to("api.openai.com"))
-        .await
-        .unwrap();
+    let res = send(&mut svc, call_to("api.openai.com")).await.unwrap();
     let c = res.extensions().get::<Classification>().expect("a failure");
     assert_eq!(c.verdict, Verdict::Availability);
 }

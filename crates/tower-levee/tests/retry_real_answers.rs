@@ -15,6 +15,11 @@ use tower_levee::breaker::{BreakerHandle, Reopening};
 use tower_levee::retry::{Deadline, RetryBudget, RetryBudgetLayer, RetryOutcome, Stop};
 use tower_levee::{BoxError, BreakerLayer};
 
+/// Waits for `svc` to be ready and sends it `req`.
+async fn send<S: Service<R>, R>(svc: &mut S, req: R) -> Result<S::Response, S::Error> {
+    svc.ready().await?.call(req).await
+}
+
 /// A provider answering each call with the next `(status, body)` of its
 /// script (the last repeats), recording when each call arrived.
 #[derive(Clone)]
@@ -346,21 +351,9 @@ async fn with_towers_retry_a_failover_of_only_throttled_targets_is_waited_out() 
         .unwrap();
     // Both accounts throttle once: every target is gated for about 5 s.
     let mut plain = failover.clone();
-    let res = plain
-        .ready()
-        .await
-        .unwrap()
-        .call(request(None))
-        .await
-        .unwrap();
+    let res = send(&mut plain, request(None)).await.unwrap();
     assert_eq!(res.status(), 429);
-    let err = plain
-        .ready()
-        .await
-        .unwrap()
-        .call(request(None))
-        .await
-        .unwrap_err();
+    let err = send(&mut plain, request(None)).await.unwrap_err();
     assert!(
         err.downcast_ref::<NoTargetAvailable>()
             .is_some_and(|e| e.all_throttled())
