@@ -65,6 +65,22 @@ impl Service<Request<String>> for Provider {
     }
 }
 
+/// A primary and a backup account over `primary` and `backup`, each with
+/// its own breaker layer seeded from `seed`.
+fn two_accounts(
+    primary: &Provider,
+    backup: &Provider,
+    seed: u64,
+) -> tower_levee::Failover<String, String> {
+    use tower_levee::failover::{Failover, Target};
+    let seeded = |seed| BreakerLayer::builder().seed(seed).build().unwrap();
+    Failover::builder()
+        .target(Target::new("primary", primary.clone()).breaker(seeded(seed)))
+        .target(Target::new("backup", backup.clone()).breaker(seeded(seed + 1)))
+        .build()
+        .unwrap()
+}
+
 const RATE_LIMITED: &str =
     r#"{"error":{"code":"rate_limit_exceeded","message":"Rate limit reached for gpt-4o"}}"#;
 const OVERLOADED: &str =
@@ -235,15 +251,10 @@ async fn a_retry_refused_because_a_scope_closed_meanwhile_returns_the_answer_bef
 
 #[tokio::test(start_paused = true)]
 async fn over_a_failover_whose_targets_all_throttled_the_retry_waits_for_the_first_to_reopen() {
-    use tower_levee::failover::{Failover, ServedBy, Target};
+    use tower_levee::failover::ServedBy;
     let primary = Provider::new(vec![(429, RATE_LIMITED), (200, "{\"by\":\"primary\"}")]);
     let backup = Provider::new(vec![(429, RATE_LIMITED)]);
-    let seeded = |seed| BreakerLayer::builder().seed(seed).build().unwrap();
-    let failover = Failover::builder()
-        .target(Target::new("primary", primary.clone()).breaker(seeded(1)))
-        .target(Target::new("backup", backup.clone()).breaker(seeded(2)))
-        .build()
-        .unwrap();
+    let failover = two_accounts(&primary, &backup, 1);
     let budget = Arc::new(RetryBudget::default());
     let mut svc = ServiceBuilder::new()
         .layer(RetryBudgetLayer::new(budget.clone()).seed(7))
@@ -275,11 +286,7 @@ async fn over_a_failover_whose_targets_all_throttled_the_retry_waits_for_the_fir
     tokio::time::advance(Duration::from_secs(60)).await;
     let primary_again = Provider::new(vec![(429, RATE_LIMITED), (200, "{\"by\":\"primary\"}")]);
     let backup_again = Provider::new(vec![(429, RATE_LIMITED)]);
-    let failover = Failover::builder()
-        .target(Target::new("primary", primary_again.clone()).breaker(seeded(3)))
-        .target(Target::new("backup", backup_again.clone()).breaker(seeded(4)))
-        .build()
-        .unwrap();
+    let failover = two_accounts(&primary_again, &backup_again, 3);
     let mut svc = ServiceBuilder::new()
         .layer(RetryBudgetLayer::new(budget.clone()).seed(7))
         .service(failover);
@@ -339,16 +346,11 @@ async fn with_towers_retry_a_refused_retry_also_returns_the_answer_before_it() {
 #[tokio::test(start_paused = true)]
 async fn with_towers_retry_a_failover_of_only_throttled_targets_is_waited_out() {
     use tower::retry::RetryLayer;
-    use tower_levee::failover::{Failover, NoTargetAvailable, ServedBy, Target};
+    use tower_levee::failover::{NoTargetAvailable, ServedBy};
     use tower_levee::retry::BudgetPolicy;
     let primary = Provider::new(vec![(429, RATE_LIMITED), (200, "{\"by\":\"primary\"}")]);
     let backup = Provider::new(vec![(429, RATE_LIMITED), (200, "{\"by\":\"backup\"}")]);
-    let seeded = |seed| BreakerLayer::builder().seed(seed).build().unwrap();
-    let failover = Failover::builder()
-        .target(Target::new("primary", primary.clone()).breaker(seeded(1)))
-        .target(Target::new("backup", backup.clone()).breaker(seeded(2)))
-        .build()
-        .unwrap();
+    let failover = two_accounts(&primary, &backup, 1);
     // Both accounts throttle once: every target is gated for about 5 s.
     let mut plain = failover.clone();
     let res = send(&mut plain, request(None)).await.unwrap();
