@@ -134,11 +134,7 @@ async fn a_hintless_429_whose_gate_outlasts_the_deadline_is_answered_at_once_wit
     let (mut svc, budget, _) = stack(provider.clone(), breaker);
     let started = Instant::now();
     // The gate closes for about 5 s (no hint); the caller has 2 s.
-    let res = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(request(Some(Duration::from_secs(2))))
+    let res = send(&mut svc, request(Some(Duration::from_secs(2))))
         .await
         .expect("the provider's answer, not a refusal");
     assert_eq!(Instant::now(), started, "answered at once, nothing slept");
@@ -161,11 +157,7 @@ async fn a_hintless_429_is_retried_once_its_gate_reopens_when_that_fits_the_dead
     let provider = Provider::new(vec![(429, RATE_LIMITED), (200, "{\"ok\":1}")]);
     let breaker = BreakerLayer::builder().seed(1).build().unwrap();
     let (mut svc, budget, handle) = stack(provider.clone(), breaker);
-    let res = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(request(Some(Duration::from_secs(30))))
+    let res = send(&mut svc, request(Some(Duration::from_secs(30))))
         .await
         .unwrap();
     assert_eq!(
@@ -191,11 +183,7 @@ async fn a_breaker_that_opens_on_the_retry_hands_the_caller_the_503_that_opened_
         .unwrap();
     let breaker = BreakerLayer::builder().breaker(config).build().unwrap();
     let (mut svc, budget, handle) = stack(provider.clone(), breaker);
-    let res = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(request(Some(Duration::from_secs(10))))
+    let res = send(&mut svc, request(Some(Duration::from_secs(10))))
         .await
         .expect("the provider's 503, not CircuitOpen");
     let reopening = res
@@ -263,11 +251,7 @@ async fn over_a_failover_whose_targets_all_throttled_the_retry_waits_for_the_fir
     // Under a 2 s deadline: both gates close for about 5 s, so the real 429
     // comes back at once, marked with the earlier reopening.
     let started = Instant::now();
-    let res = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(request(Some(Duration::from_secs(2))))
+    let res = send(&mut svc, request(Some(Duration::from_secs(2))))
         .await
         .expect("a real 429");
     assert_eq!(Instant::now(), started);
@@ -290,11 +274,7 @@ async fn over_a_failover_whose_targets_all_throttled_the_retry_waits_for_the_fir
     let mut svc = ServiceBuilder::new()
         .layer(RetryBudgetLayer::new(budget.clone()).seed(7))
         .service(failover);
-    let res = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(request(Some(Duration::from_secs(30))))
+    let res = send(&mut svc, request(Some(Duration::from_secs(30))))
         .await
         .unwrap();
     assert_eq!(
@@ -368,11 +348,7 @@ async fn with_towers_retry_a_failover_of_only_throttled_targets_is_waited_out() 
         .layer(RetryLayer::new(policy))
         .service(failover);
     let started = Instant::now();
-    let res = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(request(Some(Duration::from_secs(30))))
+    let res = send(&mut svc, request(Some(Duration::from_secs(30))))
         .await
         .expect("served once a gate reopened");
     assert!(Instant::now() - started >= Duration::from_secs(4));
