@@ -179,7 +179,9 @@ where
                     // into the output: it is the largest thing we hand on.
                     let route = match &result {
                         Ok(response) => {
-                            let empty = response.body().size_hint().exact() == Some(0);
+                            // Asked only where it matters: off by default.
+                            let empty = call.expects_content
+                                && response.body().size_hint().exact() == Some(0);
                             call.route(response.status(), response.headers(), empty)
                         }
                         Err(_) => Route::Failed,
