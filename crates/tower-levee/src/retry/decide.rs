@@ -45,8 +45,6 @@ pub(crate) struct Rules<'a, C> {
     pub(crate) policy: &'a Policy,
     pub(crate) classifier: &'a C,
     pub(crate) budget: &'a RetryBudget,
-    /// Whether a `NoTargetAvailable` of only throttled targets is waited out.
-    pub(crate) wait_out_throttled: bool,
 }
 
 /// One attempt's outcome, as the decision reads it.
@@ -194,7 +192,7 @@ impl<C: Classify> Rules<'_, C> {
         let Rejection::NoTargetAvailable(refused) = rejection else {
             return Next::Return;
         };
-        if !self.wait_out_throttled || !refused.all_throttled() {
+        if !refused.all_throttled() {
             return Next::Return;
         }
         let wait = refused.retry_after();
@@ -264,15 +262,13 @@ impl<C> Shared<C> {
         )
     }
 
-    /// This service's rules: the layer waits out a failover of only
-    /// throttled targets.
+    /// This service's rules.
     #[inline]
     fn rules(&self) -> Rules<'_, C> {
         Rules {
             policy: &self.policy,
             classifier: &self.classifier,
             budget: &self.budget,
-            wait_out_throttled: true,
         }
     }
 

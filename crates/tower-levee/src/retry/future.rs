@@ -126,17 +126,18 @@ where
                     match next {
                         // A retry refused before it was sent: the caller gets
                         // the answer that caused it, not the refusal.
-                        Next::Return if refused && this.last.is_some() => {
-                            let mut last = *this.last.take().expect("checked");
-                            if let Ok(response) = &mut last {
+                        Next::Return => {
+                            let Some(mut last) = this.last.take().filter(|_| refused) else {
+                                return Poll::Ready(result);
+                            };
+                            if let Ok(response) = &mut *last {
                                 response.extensions_mut().insert(RetryOutcome {
                                     attempts: *this.attempts - 1,
                                     stop: Stop::Refused,
                                 });
                             }
-                            return Poll::Ready(last);
+                            return Poll::Ready(*last);
                         }
-                        Next::Return => return Poll::Ready(result),
                         Next::Stop(stop) => {
                             if let Ok(response) = &mut result {
                                 response.extensions_mut().insert(RetryOutcome {

@@ -82,7 +82,7 @@ pub struct RetryBudgetLayerBuilder<C = ProviderClassifier> {
 }
 
 impl<C> RetryBudgetLayerBuilder<C> {
-    policy_setters!(layer.policy);
+    policy_setters!(all: layer.policy);
 
     /// The caller's overall deadline, measured from `call` (see
     /// [`RetryBudgetLayer::timeout`]); above zero.
@@ -139,22 +139,7 @@ impl<C> RetryBudgetLayer<C> {
         self
     }
 
-    /// The backoff used when the provider gave no wait hint: the wait before
-    /// attempt `n + 1` is drawn uniformly from `0..=min(cap, base × 2ⁿ⁻¹)`
-    /// (default 500 ms, 8 s).
-    pub fn backoff(mut self, base: Duration, cap: Duration) -> Self {
-        self.policy.base = base;
-        self.policy.cap = cap;
-        self
-    }
-
-    /// The longest wait the layer sleeps before a retry (default 60 s, the
-    /// ceiling the provider SDKs put on `retry-after`). A longer hint is not
-    /// waited out: the response is returned.
-    pub fn max_wait(mut self, max_wait: Duration) -> Self {
-        self.policy.max_wait = max_wait;
-        self
-    }
+    policy_setters!(waits: policy);
 
     /// The caller's overall deadline, measured from `call`: no retry starts
     /// if its wait would end after it. A [`Deadline`](super::Deadline)

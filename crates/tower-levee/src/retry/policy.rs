@@ -97,7 +97,28 @@ impl Default for Policy {
 
 /// The setters of the knobs both retry builders share, written once.
 macro_rules! policy_setters {
-    ($($policy:ident).+) => {
+    // The waits, on the layer, the tower policy and both builders.
+    (waits: $($policy:ident).+) => {
+        /// The backoff used when the provider gave no wait hint: the wait
+        /// before attempt `n + 1` is drawn uniformly from
+        /// `0..=min(cap, base × 2ⁿ⁻¹)` (default 500 ms, 8 s; a builder's
+        /// `build` refuses a `cap` below `base`).
+        pub fn backoff(mut self, base: std::time::Duration, cap: std::time::Duration) -> Self {
+            self.$($policy).+.base = base;
+            self.$($policy).+.cap = cap;
+            self
+        }
+
+        /// The longest wait slept before a retry (default 60 s, the ceiling
+        /// the provider SDKs put on `retry-after`); a longer one returns the
+        /// answer instead.
+        pub fn max_wait(mut self, max_wait: std::time::Duration) -> Self {
+            self.$($policy).+.max_wait = max_wait;
+            self
+        }
+    };
+    // Everything, on the builders, whose `build` checks it.
+    (all: $($policy:ident).+) => {
         /// Attempts per request, the first included (default 3; at least 1,
         /// checked by `build`).
         pub fn max_attempts(mut self, attempts: u32) -> Self {
@@ -105,22 +126,7 @@ macro_rules! policy_setters {
             self
         }
 
-        /// The backoff used when the provider gave no wait hint: the wait
-        /// before attempt `n + 1` is drawn uniformly from
-        /// `0..=min(cap, base × 2ⁿ⁻¹)` (default 500 ms, 8 s; `cap` at least
-        /// `base`, checked by `build`).
-        pub fn backoff(mut self, base: std::time::Duration, cap: std::time::Duration) -> Self {
-            self.$($policy).+.base = base;
-            self.$($policy).+.cap = cap;
-            self
-        }
-
-        /// The longest wait slept before a retry (default 60 s); a longer
-        /// one returns the answer instead.
-        pub fn max_wait(mut self, max_wait: std::time::Duration) -> Self {
-            self.$($policy).+.max_wait = max_wait;
-            self
-        }
+        policy_setters!(waits: $($policy).+);
     };
 }
 pub(crate) use policy_setters;

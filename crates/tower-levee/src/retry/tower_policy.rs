@@ -156,7 +156,7 @@ pub struct BudgetPolicyBuilder<C = ProviderClassifier> {
 }
 
 impl<C> BudgetPolicyBuilder<C> {
-    policy_setters!(policy.policy);
+    policy_setters!(all: policy.policy);
 
     /// Classifies responses that carry no `Classification` extension (and
     /// transport errors) with `classifier`.
@@ -196,21 +196,7 @@ impl<C> BudgetPolicy<C> {
         self
     }
 
-    /// The backoff used when the provider gave no wait hint: the wait before
-    /// attempt `n + 1` is drawn uniformly from `0..=min(cap, base × 2ⁿ⁻¹)`
-    /// (default 500 ms, 8 s).
-    pub fn backoff(mut self, base: std::time::Duration, cap: std::time::Duration) -> Self {
-        self.policy.base = base;
-        self.policy.cap = cap;
-        self
-    }
-
-    /// The longest wait slept before a retry (default 60 s); a longer hint
-    /// returns the response instead.
-    pub fn max_wait(mut self, max_wait: std::time::Duration) -> Self {
-        self.policy.max_wait = max_wait;
-        self
-    }
+    policy_setters!(waits: policy);
 
     /// Classifies responses that carry no `Classification` extension (and
     /// transport errors) with `classifier`.
@@ -248,7 +234,6 @@ where
             policy: &self.policy,
             classifier: &self.classifier,
             budget: &self.budget,
-            wait_out_throttled: true,
         };
         let deadline = req.extensions().get::<Deadline>().map(|d| d.0);
         let attempt = rules.read(result);
