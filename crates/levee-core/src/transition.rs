@@ -45,36 +45,44 @@ impl Mechanism {
     }
 }
 
-impl fmt::Display for Mechanism {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
+/// What a type with a stable name (`as_str`) implements: `Display`,
+/// comparison with a `&str` both ways, and `Serialize` as the name.
+macro_rules! named {
+    ($ty:ident) => {
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl PartialEq<str> for $ty {
+            fn eq(&self, name: &str) -> bool {
+                self.as_str() == name
+            }
+        }
+
+        impl PartialEq<&str> for $ty {
+            fn eq(&self, name: &&str) -> bool {
+                self.as_str() == *name
+            }
+        }
+
+        impl PartialEq<$ty> for &str {
+            fn eq(&self, value: &$ty) -> bool {
+                *self == value.as_str()
+            }
+        }
+
+        #[cfg(feature = "serde")]
+        impl serde::Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+    };
 }
 
-impl PartialEq<str> for Mechanism {
-    fn eq(&self, name: &str) -> bool {
-        self.as_str() == name
-    }
-}
-
-impl PartialEq<&str> for Mechanism {
-    fn eq(&self, name: &&str) -> bool {
-        self.as_str() == *name
-    }
-}
-
-impl PartialEq<Mechanism> for &str {
-    fn eq(&self, mechanism: &Mechanism) -> bool {
-        *self == mechanism.as_str()
-    }
-}
-
-#[cfg(feature = "serde")]
-impl serde::Serialize for Mechanism {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
+named!(Mechanism);
 
 /// The state of one scope of one mechanism: the one list of state names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -144,36 +152,7 @@ impl State {
     }
 }
 
-impl fmt::Display for State {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl PartialEq<str> for State {
-    fn eq(&self, name: &str) -> bool {
-        self.as_str() == name
-    }
-}
-
-impl PartialEq<&str> for State {
-    fn eq(&self, name: &&str) -> bool {
-        self.as_str() == *name
-    }
-}
-
-impl PartialEq<State> for &str {
-    fn eq(&self, state: &State) -> bool {
-        *self == state.as_str()
-    }
-}
-
-#[cfg(feature = "serde")]
-impl serde::Serialize for State {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
+named!(State);
 
 /// One change of state of one mechanism for one key.
 ///

@@ -10,7 +10,7 @@ use std::time::Duration;
 use levee_core::breaker::BreakerStatus;
 use levee_core::classify::Verdict;
 use levee_core::clock::Clock;
-use levee_core::transition::{Mechanism, State};
+use levee_core::transition::State;
 
 use super::admission::{Peek, PeekCache, admit};
 use super::latency::LatencyEstimate;
@@ -31,7 +31,7 @@ pub struct BreakerHandle {
 /// report it.
 ///
 /// The mechanism and the state are their stable names
-/// ([`Mechanism::as_str`], [`State::as_str`]); [`to_state`](Self::to_state)
+/// ([`Mechanism::as_str`](levee_core::transition::Mechanism::as_str), [`State::as_str`]); [`to_state`](Self::to_state)
 /// reads the state typed. With the `serde` feature it serializes to JSON
 /// with durations in milliseconds (`retry_after_ms`, `gated_last_hour_ms`,
 /// `gated_total_ms`, `open_time_ms`).
@@ -91,10 +91,9 @@ pub struct ScopeHealth {
 pub type ScopeState = ScopeHealth;
 
 impl ScopeHealth {
-    fn new(mechanism: Mechanism, scope: &str, state: State) -> Self {
-        debug_assert_eq!(state.mechanism(), mechanism, "a state of its own mechanism");
+    fn new(scope: &str, state: State) -> Self {
         ScopeHealth {
-            mechanism: mechanism.as_str(),
+            mechanism: state.mechanism().as_str(),
             scope: scope.into(),
             state: state.as_str(),
             retry_after: None,
@@ -148,7 +147,7 @@ impl BreakerHandle {
                         .then(|| failure_causes(state.failure_breakdown()))
                         .flatten(),
                     latency: h.hot().and_then(|hot| hot.latency.estimate()),
-                    ..ScopeHealth::new(Mechanism::Breaker, &key, status.state())
+                    ..ScopeHealth::new(&key, status.state())
                 });
             }
         }
@@ -165,7 +164,7 @@ impl BreakerHandle {
                 retry_after: until.map(|u| u.saturating_duration_since(now)),
                 gated_last_hour: Some(gate.gated_in_last(now, Duration::from_secs(3600))),
                 gated_total: Some(gate.gated_time(now)),
-                ..ScopeHealth::new(Mechanism::Gate, key, state)
+                ..ScopeHealth::new(key, state)
             });
         });
         by_scope(&mut out[gates..]);
@@ -180,7 +179,7 @@ impl BreakerHandle {
             out.push(ScopeHealth {
                 retry_after: until.map(|u| u.saturating_duration_since(now)),
                 reason: park.reason().map(|r| r.to_string()),
-                ..ScopeHealth::new(Mechanism::Park, key, state)
+                ..ScopeHealth::new(key, state)
             });
         });
         by_scope(&mut out[parks..]);
