@@ -3,7 +3,7 @@
 //! sooner than the breaker beneath would let it. Paused tokio time.
 
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Request, Response};
@@ -20,50 +20,11 @@ async fn send<S: Service<R>, R>(svc: &mut S, req: R) -> Result<S::Response, S::E
     svc.ready().await?.call(req).await
 }
 
+mod scripted;
+
 /// A provider answering each call with the next `(status, body)` of its
-/// script (the last repeats), recording when each call arrived.
-#[derive(Clone)]
-struct Provider {
-    calls: Arc<Mutex<Vec<Instant>>>,
-    script: Arc<Vec<(u16, &'static str)>>,
-}
-
-impl Provider {
-    fn new(script: Vec<(u16, &'static str)>) -> Self {
-        Provider {
-            calls: Arc::default(),
-            script: Arc::new(script),
-        }
-    }
-
-    fn calls(&self) -> Vec<Instant> {
-        self.calls.lock().unwrap().clone()
-    }
-}
-
-impl Service<Request<String>> for Provider {
-    type Response = Response<String>;
-    type Error = Infallible;
-    type Future = std::future::Ready<Result<Response<String>, Infallible>>;
-
-    fn poll_ready(
-        &mut self,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Infallible>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _: Request<String>) -> Self::Future {
-        let mut calls = self.calls.lock().unwrap();
-        let (status, body) = self.script[calls.len().min(self.script.len() - 1)];
-        calls.push(Instant::now());
-        std::future::ready(Ok(Response::builder()
-            .status(status)
-            .header("x-request-id", format!("req-{}", calls.len()))
-            .body(body.to_owned())
-            .unwrap()))
-    }
-}
+/// script (the last one repeats), tagged `x-request-id: req-<n>`.
+type Provider = scripted::Provider<(u16, &'static str)>;
 
 /// A primary and a backup account over `primary` and `backup`, each with
 /// its own breaker layer seeded from `seed`.
@@ -354,4 +315,50 @@ async fn with_towers_retry_a_failover_of_only_throttled_targets_is_waited_out() 
     assert!(Instant::now() - started >= Duration::from_secs(4));
     assert!(res.extensions().get::<ServedBy>().is_some());
     assert_eq!(res.status(), 200);
+}
+
+// === the failover's last answer ===
+
+#[tokio::test(start_paused = true)]
+async fn a_failover_stopped_by_a_refusal_returns_the_real_answer_an_earlier_target_gave() {
+    use tower_levee::failover::{Failover, Target};
+    let primary = Provider::new(vec![(503, OVERLOADED)]);
+    // The backup never answers: the first request holds its one permit.
+    let hanging = tower::service_fn(|_req: Request<String>| {
+        std::future::pending::<Result<Response<String>, Infallible>>()
+    });
+    let mut svc = Failover::builder()
+        .target(Target::new("primary", primary.clone()))
+        .target(Target::new("backup", hanging).max_concurrent(1))
+        // Go on after a failure, but stop at a refusal.
+        .fallback_on(|a| a.refusal.is_none() && a.default_policy())
+        .build()
+        .unwrap();
+    let holding = svc.ready().await.unwrap().call(request(None));
+    let mut holding = tokio_test::task::spawn(holding);
+    assert!(holding.poll().is_pending(), "the backup holds its permit");
+    // The primary fails, the backup's bulkhead refuses, the hook stops there:
+    // the caller gets the primary's 503, not BulkheadFull.
+    let res = send(&mut svc, request(None)).await.expect("the real 503");
+    assert_eq!(body_of(res).await, (503, "req-2".into(), OVERLOADED.into()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failovers_last_answer_says_no_reopening_when_some_target_admits_now() {
+    use tower_levee::failover::{Failover, ServedBy, Target};
+    // The primary fails without closing anything; the backup gates.
+    let primary = Provider::new(vec![(503, OVERLOADED)]);
+    let backup = Provider::new(vec![(429, RATE_LIMITED)]);
+    let mut svc = Failover::builder()
+        .target(Target::new("primary", primary))
+        .target(Target::new("backup", backup))
+        .build()
+        .unwrap();
+    let res = send(&mut svc, request(None)).await.unwrap();
+    assert_eq!(res.extensions().get::<ServedBy>().unwrap().target, "backup");
+    assert_eq!(res.status(), 429);
+    assert!(
+        res.extensions().get::<Reopening>().is_none(),
+        "the primary admits a retry now: a retry need not wait for the backup's gate"
+    );
 }

@@ -2,11 +2,10 @@
 //! backoff, deadlines. All in paused tokio time; timings are read from
 //! `tokio::time::Instant`, never from a wall clock.
 
-use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use http::{Request, Response, StatusCode};
+use http::{Request, StatusCode};
 use levee_core::classify::{Classification, Verdict};
 use tokio::time::Instant;
 use tokio_test::{assert_pending, assert_ready, task};
@@ -14,54 +13,11 @@ use tower::{Service, ServiceExt};
 use tower_layer::Layer;
 use tower_levee::retry::{Deadline, RetryBudget, RetryBudgetLayer, RetryOutcome, Stop};
 
-/// A provider that answers each call with the next status in `script` (the
-/// last one repeats), tagged with `classify`'s verdict as the breaker layer
-/// would, and records when each call arrived.
-#[derive(Clone)]
-struct Provider {
-    calls: Arc<Mutex<Vec<Instant>>>,
-    script: Arc<Vec<(StatusCode, Option<Classification>)>>,
-}
+mod scripted;
 
-impl Provider {
-    fn new(script: Vec<(StatusCode, Option<Classification>)>) -> Self {
-        Provider {
-            calls: Arc::default(),
-            script: Arc::new(script),
-        }
-    }
-
-    fn calls(&self) -> Vec<Instant> {
-        self.calls.lock().unwrap().clone()
-    }
-}
-
-impl Service<Request<String>> for Provider {
-    type Response = Response<String>;
-    type Error = Infallible;
-    type Future = std::future::Ready<Result<Response<String>, Infallible>>;
-
-    fn poll_ready(
-        &mut self,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Infallible>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _: Request<String>) -> Self::Future {
-        let mut calls = self.calls.lock().unwrap();
-        let (status, class) = self.script[calls.len().min(self.script.len() - 1)].clone();
-        calls.push(Instant::now());
-        let mut response = Response::builder()
-            .status(status)
-            .body(String::new())
-            .unwrap();
-        if let Some(c) = class {
-            response.extensions_mut().insert(c);
-        }
-        std::future::ready(Ok(response))
-    }
-}
+/// A provider answering each call with the next status of its script (the
+/// last one repeats), tagged with the verdict the breaker layer would put on it.
+type Provider = scripted::Provider<(StatusCode, Option<Classification>)>;
 
 fn throttled(wait: Duration) -> (StatusCode, Option<Classification>) {
     let c = Classification::new(Verdict::Throttled, "test:rate_limited").with_wait(Some(wait));
