@@ -165,7 +165,7 @@ impl<'a> Mode<'a> for Admit<'_> {
         key: &str,
     ) -> Result<(), BoxError> {
         let reopened = table.admit(key, || shared.clock.now())?;
-        shared.emit_transition(key, reopened);
+        shared.emit_transition(key, reopened, None);
         Ok(())
     }
 

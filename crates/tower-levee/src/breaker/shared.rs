@@ -239,7 +239,7 @@ impl Shared {
         });
         match decision {
             Some(GateDecision::Gated { until, transition }) => {
-                self.emit(transition.map(|t| ScopeEvent::new(quota_key, t).caused_by(model)));
+                self.emit_transition(quota_key, transition, model);
                 Some(until)
             }
             Some(GateDecision::Park { wait }) => self.park(billing_key, Some(wait), c, model, now),
@@ -261,16 +261,19 @@ impl Shared {
             (transition, park.until())
         });
         let (transition, until) = parked.unzip();
-        let event = transition
-            .flatten()
-            .map(|t| ScopeEvent::new(billing_key, t));
-        self.emit(event.map(|e| e.caused_by(model)));
+        self.emit_transition(billing_key, transition.flatten(), model);
         until.flatten()
     }
 
-    /// Reports `scope`'s transition, if any, to the subscribers.
-    pub(crate) fn emit_transition(&self, scope: &str, transition: Option<Transition>) {
-        self.emit(transition.map(|t| ScopeEvent::new(scope, t)));
+    /// Reports `scope`'s transition, if any, to the subscribers, naming
+    /// the model of the call that caused it, if one did.
+    pub(crate) fn emit_transition(
+        &self,
+        scope: &str,
+        transition: Option<Transition>,
+        model: Option<&str>,
+    ) {
+        self.emit(transition.map(|t| ScopeEvent::new(scope, t).caused_by(model)));
     }
 
     fn emit(&self, event: Option<ScopeEvent>) {
@@ -294,7 +297,7 @@ impl Shared {
         let transition = op(&mut cell.state, now, &mut self.rng());
         self.publish(handle, &cell.state);
         drop(cell);
-        self.emit_transition(key, transition);
+        self.emit_transition(key, transition, None);
         true
     }
 
@@ -305,7 +308,7 @@ impl Shared {
             .update_existing(key, |park| park.unpark(now))
             .flatten();
         let changed = transition.is_some();
-        self.emit_transition(key, transition);
+        self.emit_transition(key, transition, None);
         changed
     }
 }
