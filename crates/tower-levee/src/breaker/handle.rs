@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use levee_core::breaker::BreakerStatus;
 use levee_core::classify::Verdict;
-use levee_core::clock::Clock;
+use levee_core::clock::{Clock, Timestamp};
 use levee_core::transition::State;
 
 use super::admission::{Peek, PeekCache, admit};
@@ -154,32 +154,18 @@ impl BreakerHandle {
         by_scope(&mut out);
         let gates = out.len();
         s.gates.for_each(|key, gate| {
-            let until = gate.until().filter(|u| *u > now);
-            let state = if until.is_some() {
-                State::Gated
-            } else {
-                State::Clear
-            };
             out.push(ScopeHealth {
-                retry_after: until.map(|u| u.saturating_duration_since(now)),
                 gated_last_hour: Some(gate.gated_in_last(now, Duration::from_secs(3600))),
                 gated_total: Some(gate.gated_time(now)),
-                ..ScopeHealth::new(key, state)
+                ..deadline_scope(key, gate.until(), now, [State::Gated, State::Clear])
             });
         });
         by_scope(&mut out[gates..]);
         let parks = out.len();
         s.parks.for_each(|key, park| {
-            let until = park.until().filter(|u| *u > now);
-            let state = if until.is_some() {
-                State::Parked
-            } else {
-                State::Active
-            };
             out.push(ScopeHealth {
-                retry_after: until.map(|u| u.saturating_duration_since(now)),
                 reason: park.reason().map(|r| r.to_string()),
-                ..ScopeHealth::new(key, state)
+                ..deadline_scope(key, park.until(), now, [State::Parked, State::Active])
             });
         });
         by_scope(&mut out[parks..]);
@@ -290,6 +276,21 @@ impl BreakerHandle {
     /// counting them would put a shared write on every call).
     pub fn upstream_failures(&self, verdict: Verdict) -> u64 {
         self.shared.stats.upstream[verdict as usize].load(Ordering::Relaxed)
+    }
+}
+
+/// A gate's or park's scope: `refusing` while its deadline is ahead of
+/// `now`, `admitting` after.
+fn deadline_scope(
+    key: &str,
+    until: Option<Timestamp>,
+    now: Timestamp,
+    [refusing, admitting]: [State; 2],
+) -> ScopeHealth {
+    let until = until.filter(|u| *u > now);
+    ScopeHealth {
+        retry_after: until.map(|u| u.saturating_duration_since(now)),
+        ..ScopeHealth::new(key, if until.is_some() { refusing } else { admitting })
     }
 }
 
