@@ -84,6 +84,19 @@ fn the_breakers_hot_paths_allocate_nothing_but_the_error() {
         );
     }
 
+    // A rolling window records every success (it counts calls): under the
+    // domain's lock, with no copy of its key and no allocation.
+    let rolling = BreakerConfig::builder()
+        .rolling(Duration::from_secs(30), 5, 0.2)
+        .build()
+        .unwrap();
+    let layer = BreakerLayer::builder().breaker(rolling).build().unwrap();
+    assert_eq!(
+        allocations_per_call(layer.layer(Bare), &openai, 1000),
+        0.0,
+        "closed, rolling window"
+    );
+
     let config = BreakerConfig::builder()
         .cooldown(Cooldown::fixed(Duration::from_secs(3600)))
         .build()

@@ -169,6 +169,16 @@ impl<V> SlotGuard<V> {
     pub(crate) fn key(&self) -> &str {
         &self.guard.key
     }
+
+    /// The key and the value at once, so the value can change while the
+    /// key is read (no copy of it).
+    pub(crate) fn split(&mut self) -> (&str, &mut V) {
+        let inner = &mut *self.guard;
+        (
+            &inner.key,
+            inner.value.as_mut().expect("checked when locked"),
+        )
+    }
 }
 
 impl<V: fmt::Debug> fmt::Debug for SlotGuard<V> {

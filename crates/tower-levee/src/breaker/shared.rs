@@ -19,6 +19,7 @@ use super::deadline::DeadlineTable;
 use super::error::CircuitOpen;
 use super::event::ScopeEvent;
 use super::hot::DomainHot;
+use super::scope::CallScopes;
 use super::settings::Settings;
 use crate::clock::TokioClock;
 use crate::error::BoxError;
@@ -41,12 +42,10 @@ pub(crate) struct Report<'a> {
     pub(crate) permit: Permit,
     pub(crate) classification: &'a Classification,
     pub(crate) slow: bool,
-    /// The failure domain's key (a copy: the slot is locked while recording).
-    pub(crate) domain_key: &'a str,
-    pub(crate) quota_key: &'a str,
-    pub(crate) billing_key: &'a str,
-    /// The model the call named, for the events its outcome causes.
-    pub(crate) model: Option<&'a str>,
+    /// The call's scopes, named again from the failure domain's key.
+    pub(crate) scopes: &'a CallScopes,
+    /// Whether the failure domain's key carries the model.
+    pub(crate) isolated: bool,
 }
 
 /// Counters of calls the breakers refused and of upstream failures by verdict.
@@ -158,10 +157,8 @@ impl Shared {
             permit,
             classification,
             slow,
-            domain_key,
-            quota_key,
-            billing_key,
-            model,
+            scopes,
+            isolated,
         } = report;
         let now = self.clock.now();
         let verdict = classification.verdict;
@@ -173,34 +170,46 @@ impl Shared {
             cause: classification.reason.clone(),
             slow,
         };
-        let transition = {
+        let (domain_key, domain) = cell.split();
+        let config = &self.settings.breaker;
+        // Only a failure can open a breaker, so only a failure draws a
+        // cool-off: a success takes no lock but its domain's.
+        let transition = if outcome.is_failure() {
             let mut rng = self.rng();
-            cell.state.record(
-                &self.settings.breaker,
-                domain_key,
-                permit,
-                &outcome,
-                now,
-                &mut rng,
-            )
+            domain
+                .state
+                .record(config, domain_key, permit, &outcome, now, &mut rng)
+        } else {
+            let mut unused = fastrand::Rng::with_seed(0);
+            domain
+                .state
+                .record(config, domain_key, permit, &outcome, now, &mut unused)
         };
-        self.publish(handle, &cell.state);
+        self.publish(handle, &domain.state);
         // An isolated breaker has no deadline: it reopens when closed by hand.
-        let open_until = cell
+        let open_until = domain
             .state
             .open_until()
-            .filter(|_| !cell.state.is_isolated());
-        let breaker_event = transition.map(|t| ScopeEvent::new(cell.key(), t).caused_by(model));
+            .filter(|_| !domain.state.is_isolated());
+        let model = scopes.resolve(domain_key, isolated).model();
+        let breaker_event = transition.map(|t| ScopeEvent::new(domain_key, t).caused_by(model));
+        // The gate and the park need the keys after the domain's lock is
+        // given back: copied for those verdicts only.
+        let domain_key = matches!(verdict, Verdict::Throttled | Verdict::Quota)
+            .then(|| Box::<str>::from(domain_key));
         drop(cell);
         self.emit(breaker_event);
 
-        let closed_until = match verdict {
-            Verdict::Throttled => self.throttle(quota_key, billing_key, classification, model, now),
-            Verdict::Quota => {
-                self.park(billing_key, classification.wait, classification, model, now)
+        let closed_until = domain_key.and_then(|domain_key| {
+            let scopes = scopes.resolve(&domain_key, isolated);
+            let (billing, model) = (scopes.billing_key(), scopes.model());
+            match verdict {
+                Verdict::Throttled => {
+                    self.throttle(&scopes.quota_key(), billing, classification, model, now)
+                }
+                _ => self.park(billing, classification.wait, classification, model, now),
             }
-            _ => None,
-        };
+        });
         // A call is admitted once every one of its scopes admits it.
         open_until.max(closed_until).filter(|at| *at > now)
     }

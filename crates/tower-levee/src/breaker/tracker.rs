@@ -108,8 +108,6 @@ impl Tracker {
         }
         let cell = self.domain.lock()?;
         let shared = cell.shared.upgrade()?;
-        let domain_key = cell.key().to_owned();
-        let scopes = self.scopes.resolve(&domain_key, self.isolated);
         let reopens = shared.record(
             cell,
             Report {
@@ -117,10 +115,8 @@ impl Tracker {
                 permit: self.permit,
                 classification: c,
                 slow,
-                domain_key: &domain_key,
-                quota_key: &scopes.quota_key(),
-                billing_key: scopes.billing_key(),
-                model: scopes.model(),
+                scopes: &self.scopes,
+                isolated: self.isolated,
             },
         );
         reopens.map(|at| shared.clock.instant(at))
