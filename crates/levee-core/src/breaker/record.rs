@@ -80,7 +80,7 @@ impl BreakerState {
             match &cfg.tripping {
                 Tripping::Consecutive { .. } => {}
                 Tripping::Rolling { window, .. } => {
-                    self.window_mut().record(*window, now, false);
+                    self.window_mut().add(*window, now, false);
                 }
                 Tripping::Custom(policy) => policy.on_success(key),
             }

@@ -137,6 +137,13 @@ struct Bucket {
 impl RollingWindow {
     /// Records one call at `now` and returns `(calls, failures)` of the window.
     pub(crate) fn record(&mut self, window: Duration, now: Timestamp, failed: bool) -> (u32, u32) {
+        let epoch = self.add(window, now, failed);
+        self.totals(epoch)
+    }
+
+    /// Counts one call in its bucket, without summing the window (a
+    /// success cannot trip it); returns the bucket's epoch.
+    pub(crate) fn add(&mut self, window: Duration, now: Timestamp, failed: bool) -> u64 {
         let epoch = Self::epoch(window, now);
         let bucket = &mut self.buckets[(epoch % ROLLING_BUCKETS as u64) as usize];
         if bucket.epoch != epoch {
@@ -147,7 +154,7 @@ impl RollingWindow {
         }
         bucket.calls = bucket.calls.saturating_add(1);
         bucket.failures = bucket.failures.saturating_add(u32::from(failed));
-        self.totals(epoch)
+        epoch
     }
 
     /// Forgets every call.

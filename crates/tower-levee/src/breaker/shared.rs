@@ -191,8 +191,10 @@ impl Shared {
             .state
             .open_until()
             .filter(|_| !domain.state.is_isolated());
-        let model = scopes.resolve(domain_key, isolated).model();
-        let breaker_event = transition.map(|t| ScopeEvent::new(domain_key, t).caused_by(model));
+        let breaker_event = transition.map(|t| {
+            let model = scopes.resolve(domain_key, isolated).model();
+            ScopeEvent::new(domain_key, t).caused_by(model)
+        });
         // The gate and the park need the keys after the domain's lock is
         // given back: copied for those verdicts only.
         let domain_key = matches!(verdict, Verdict::Throttled | Verdict::Quota)
