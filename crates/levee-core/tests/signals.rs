@@ -2,7 +2,11 @@
 //! expected: verdict exact, wait within 1 ms (1 s when computed from a date).
 //!
 //! Two copies are checked: the shared file beside the checkout (the living
-//! sample; skipped with a note when absent) and the committed copy.
+//! sample; skipped with a note when absent) and the committed copy. A third
+//! file, `researched-signals.json`, holds cases beyond the sample, each with
+//! its public source: load shedding under non-standard statuses (Groq's 498,
+//! Cloudflare's 52x, a 429 "overloaded", OpenAI's 503 "Slow Down") and
+//! allowances exhausted under 401/403/400.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -105,4 +109,10 @@ fn shared_signals_all_classify_as_expected() {
         return;
     }
     check_file(&path);
+}
+
+#[test]
+fn researched_signals_all_classify_as_expected() {
+    let n = check_file(&manifest().join("tests/data/researched-signals.json"));
+    assert!(n >= 36, "the researched cases are {n}");
 }

@@ -9,10 +9,10 @@
 //! | verdict | typical signal | mechanism |
 //! |---|---|---|
 //! | `Success` | 2xx, a stream that reached its terminal event | — |
-//! | `Availability` | timeout, connect error, 5xx, 529, 408, a stream cut or failing mid-way | breaker |
+//! | `Availability` | timeout, connect error, 5xx, 529, 408, load shed under any status, a stream cut or failing mid-way | breaker |
 //! | `Credential` | 401/403, invalid key, region not served | breaker, lower threshold |
 //! | `Throttled` | 429 with or without a wait | throttle gate, never the breaker |
-//! | `Quota` | a spend cap, credits, a daily allowance: 429/400/402 naming a cap | park until the reset |
+//! | `Quota` | a spend cap, credits, a daily allowance: any 4xx naming a cap | park until the reset |
 //! | `Request` | 400/404/413/422, a request too large for any window | nothing |
 //!
 //! # The body decides before the status
@@ -25,17 +25,37 @@
 //! loading. So the classifier reads the AWS exception name
 //! (`x-amzn-ErrorType`), then the body's codes (most specific first), then
 //! the phrases providers put behind generic codes ("usage limit", "credits
-//! are depleted"), and only then the status. A 5xx stays availability
-//! whatever its body. The body is a bounded peek (16 KiB by default) of
+//! are depleted"), and only then the status. The body is a bounded peek (16 KiB by default) of
 //! non-2xx responses only: a 2xx is classified without reading anything,
 //! and a cut or non-UTF-8 body still classifies from what is readable.
+//!
+//! Two rules generalise beyond the providers named here:
+//!
+//! - **An exhausted allowance named in the body wins over the status.** A
+//!   `401` "Insufficient balance", a `403` "Out of call volume quota" or
+//!   "Key limit exceeded (monthly limit)", a `400` "Your credit balance is
+//!   too low" are the account's allowance, not its key or the request: a
+//!   quota. "Quota exceeded" alone is read so only under a status that is
+//!   not a throttle, since Google says it of its per-minute limits.
+//! - **Shedding load is never the request's fault.** A provider-specific
+//!   status ([Groq's `498`](https://console.groq.com/docs/errors) "flex tier
+//!   capacity exceeded"), a `429` whose code or words say the model or
+//!   server is overloaded or out of capacity, and Cloudflare's `52x` pages
+//!   in front of a provider are availability. A 5xx stays availability
+//!   whatever its body, except a provider asking its caller to slow down
+//!   ([OpenAI's `503 Slow Down`](https://platform.openai.com/docs/guides/error-codes)):
+//!   the account is healthy and its own rate is the problem, a throttle.
+//!
+//! A gateway's copy of the upstream provider's error (OpenRouter's
+//! `error.metadata.raw`) is read with the message.
 //!
 //! # Wait hints, first usable match wins
 //!
 //! 1. `retry-after-ms`, `x-ms-retry-after-ms`, `retry-after` (seconds,
 //!    fractional seconds, or an HTTP-date measured from the `Date` header);
 //! 2. the body: Gemini's `RetryInfo.retryDelay`, then the message ("try again
-//!    in 1m26.4s", "retry after 60 seconds", "regain access on 2026-09-01 at
+//!    in 1m26.4s", "retry after 60 seconds", "your quota will reset after
+//!    8h44m7s", "replenished in 5.03:23:11", "regain access on 2026-09-01 at
 //!    00:00 UTC");
 //! 3. the reset header of the exhausted dimension only
 //!    (`x-ratelimit-reset-tokens` when `x-ratelimit-remaining-tokens: 0`,
@@ -65,9 +85,10 @@
 //! decided (`openai:insufficient_quota`, `anthropic:overloaded_error`,
 //! `gemini:RESOURCE_EXHAUSTED`, `bedrock:ThrottlingException`);
 //! `<dialect>:<rule>` when a Levee rule did (`spend_limit`, `usage_limit`,
-//! `credits_exhausted`, `per_day`, `per_month`, `long_wait`,
+//! `credits_exhausted`, `billing_disabled`, `quota_exceeded`, `per_day`,
+//! `per_month`, `long_wait`, `overloaded`, `slow_down`,
 //! `request_too_large`, `moderation`, `location_unsupported`,
-//! `invalid_api_key`, `finish_reason_error`); `status:<n>` when only the
+//! `invalid_api_key`, `account_disabled`, `finish_reason_error`); `status:<n>` when only the
 //! status spoke; `transport:<kind>`, `stream:eof_before_done`,
 //! `stream:error`; `success` (no allocation). The dialect is the caller's
 //! hint, else read from headers and the body ([`Dialect::as_str`]).

@@ -81,7 +81,11 @@ impl Limits {
         dialect: Option<Dialect>,
         decide: impl FnOnce(&str, Option<Duration>) -> Decision<'a>,
     ) -> Classification {
-        let lower = facts.message.to_ascii_lowercase();
+        let mut lower = facts.message.to_ascii_lowercase();
+        if let Some(upstream) = facts.upstream {
+            lower.push('\n');
+            lower.extend(upstream.chars().map(|c| c.to_ascii_lowercase()));
+        }
         let wait = header_wait
             .or(facts.retry_delay.filter(|d| !d.is_zero()))
             .or_else(|| hints::text_wait_lower(&lower, reference))

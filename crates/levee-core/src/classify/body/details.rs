@@ -35,7 +35,10 @@ fn details_seq<'de, A: SeqAccess<'de>>(mut s: A) -> Result<Details<'de>, A::Erro
     let mut d = Details::default();
     while let Some(item) = s.next_element::<Item<'de>>()? {
         let ty = item.ty.as_str().unwrap_or_default();
-        if ty.ends_with("ErrorInfo") && d.info_reason.as_str().is_none() {
+        // A detail with a reason and no `@type` (a trimmed copy) is read as
+        // the `ErrorInfo` it almost always is.
+        let info = ty.ends_with("ErrorInfo") || (ty.is_empty() && item.reason.as_str().is_some());
+        if info && d.info_reason.as_str().is_none() {
             d.info_reason = item.reason;
         } else if ty.ends_with("QuotaFailure") {
             d.per_day |= item.per_day.0;

@@ -51,6 +51,8 @@ pub(super) enum Key {
     RetryDelay,
     Violations,
     QuotaId,
+    Metadata,
+    Raw,
     Other,
 }
 
@@ -81,6 +83,8 @@ impl<'de> Deserialize<'de> for Key {
                     "retryDelay" => Key::RetryDelay,
                     "violations" => Key::Violations,
                     "quotaId" => Key::QuotaId,
+                    "metadata" => Key::Metadata,
+                    "raw" => Key::Raw,
                     _ => Key::Other,
                 })
             }

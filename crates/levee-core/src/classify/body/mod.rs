@@ -71,6 +71,9 @@ pub(crate) struct ErrorFacts<'a> {
     pub(crate) original_status: Option<u16>,
     /// The message; for a body that is not JSON, the whole readable text.
     pub(crate) message: &'a str,
+    /// The upstream provider's own error that a gateway passed on as text
+    /// (OpenRouter's `error.metadata.raw`): its words count like the message's.
+    pub(crate) upstream: Option<&'a str>,
     /// A Google `QuotaFailure` violation whose quota id is per day.
     pub(crate) per_day: bool,
     /// Google `RetryInfo.retryDelay`.
@@ -167,6 +170,7 @@ fn from_json<'a>(body: &'a Body<'_>) -> ErrorFacts<'a> {
     f.detail = nonempty(d.error_code.as_str())
         .or(nonempty(err.inner_code.as_ref().and_then(Leaf::as_str)));
     f.info_reason = nonempty(d.info_reason.as_str());
+    f.upstream = nonempty(err.upstream.as_deref().and_then(Leaf::as_str));
     f.per_day = d.per_day;
     f.retry_delay = d.retry_delay.as_str().and_then(proto_duration);
     f.aws_type = nonempty(top.aws_type.as_str());
@@ -299,6 +303,7 @@ fn scan(text: &str) -> ErrorFacts<'_> {
         number: code.filter(|c| is_number(c)).and_then(to_u16),
         original_status: field(text, needle!("\"originalStatusCode\""), is_number).and_then(to_u16),
         message: field(text, needle!("\"message\""), any).unwrap_or(text),
+        upstream: field(text, needle!("\"raw\""), |r| !r.is_empty()),
         per_day: needle!("PerDay").is_in(text),
         retry_delay: field(text, needle!("\"retryDelay\""), any).and_then(proto_duration),
         shape: Shape::Text,

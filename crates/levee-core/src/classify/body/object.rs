@@ -34,6 +34,11 @@ pub(super) struct Obj<'de> {
     pub(super) status: Leaf<'de>,
     pub(super) original_status: Leaf<'de>,
     pub(super) details: Details<'de>,
+    /// A gateway's `metadata.raw`: the upstream provider's own error,
+    /// passed on as a string (OpenRouter).
+    pub(super) upstream: Option<Box<Leaf<'de>>>,
+    /// `raw`, read only inside `metadata`.
+    pub(super) raw: Leaf<'de>,
 }
 
 /// A whole body: an object, or Vertex's array whose first item is one.
@@ -92,6 +97,10 @@ fn read_obj<'de, A: MapAccess<'de>>(mut m: A, obj: &mut Obj<'de>) -> Result<(), 
             Key::Status => obj.status = m.next_value()?,
             Key::OriginalStatus => obj.original_status = m.next_value()?,
             Key::Details => obj.details = m.next_value()?,
+            Key::Metadata => {
+                obj.upstream = m.next_value::<Nested<'de>>()?.0.map(|o| Box::new(o.raw))
+            }
+            Key::Raw => obj.raw = m.next_value()?,
             _ => skip(&mut m)?,
         }
     }

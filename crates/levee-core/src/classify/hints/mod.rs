@@ -98,11 +98,17 @@ pub(crate) fn explicit_wait(
 }
 
 /// Phrases that introduce a duration in provider messages.
-static DURATION_LEADS: [Needle; 4] = [
+static DURATION_LEADS: [Needle; 8] = [
     Needle::new("try again in "),
     Needle::new("retry in "),
     Needle::new("retry after "),
     Needle::new("try again after "),
+    // "Your quota will reset after 8h44m7s" (Gemini Code Assist).
+    Needle::new("reset after "),
+    Needle::new("resets after "),
+    Needle::new("resets in "),
+    // "Quota will be replenished in 5.03:23:11" (Azure).
+    Needle::new("replenished in "),
 ];
 /// Phrases that introduce the date access resumes.
 static DATE_LEADS: [Needle; 3] = [
@@ -113,7 +119,8 @@ static DATE_LEADS: [Needle; 3] = [
 
 /// A wait named in free text, matched ASCII case-insensitively: `Please try
 /// again in 9.816s`, `Try again in 1 seconds`, `Please retry after 60
-/// seconds`, `Please retry in 56.18s`, or a date as in `You will regain
+/// seconds`, `Please retry in 56.18s`, `Your quota will reset after 5s`,
+/// `Quota will be replenished in 5.03:23:11`, or a date as in `You will regain
 /// access on 2026-09-01 at 00:00 UTC` (measured from `reference`).
 pub fn text_wait(text: &str, reference: SystemTime) -> Option<Duration> {
     let lower = if text.bytes().any(|c| c.is_ascii_uppercase()) {

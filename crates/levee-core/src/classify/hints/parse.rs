@@ -187,11 +187,53 @@ pub fn proto_duration(s: &str) -> Option<Duration> {
 }
 
 /// A duration at the start of free text, as messages write them: Go style
-/// (`9.816s.`, `1m26.4s`, `20ms`) or in words (`60 seconds`, `1 seconds`,
-/// `2 minutes`). Returns the duration and the bytes it took.
+/// (`9.816s.`, `1m26.4s`, `20ms`), in words (`60 seconds`, `1 seconds`,
+/// `2 minutes`), or as a .NET `TimeSpan` (`5.03:23:11`, `00:00:30`: Azure's
+/// "Quota will be replenished in 5.03:23:11"). Returns the duration and the
+/// bytes it took.
 pub fn text_duration(s: &str) -> Option<(Duration, usize)> {
-    let (nanos, len) = terms(s.as_bytes(), true)?;
+    let (nanos, len) = terms(s.as_bytes(), true).or_else(|| time_span(s.as_bytes()))?;
     Some((from_nanos(nanos)?, len))
+}
+
+/// A .NET `TimeSpan` at the front of `b`: `[d.]hh:mm:ss[.fffffff]`, hours
+/// below 24 when days are given, minutes and seconds below 60.
+fn time_span(b: &[u8]) -> Option<(u128, usize)> {
+    const S: u128 = 1_000_000_000;
+    let lead = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    if lead == 0 || lead > 9 {
+        return None;
+    }
+    let first = u128::from(digits(b, 0, lead)?);
+    let (days, hours, mut i) = if b.get(lead) == Some(&b'.') {
+        let h = b[lead + 1..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        let hours = u128::from(digits(b, lead + 1, h).filter(|_| (1..=2).contains(&h))?);
+        (first, hours, lead + 1 + h)
+    } else {
+        (0, first, lead)
+    };
+    if days > 0 && hours >= 24 {
+        return None;
+    }
+    // `:mm` or `:ss` at `i`, below 60.
+    let sixty = |i: usize| {
+        let v = digits(b, i + 1, 2).filter(|&v| b[i] == b':' && v < 60)?;
+        Some(u128::from(v))
+    };
+    let minutes = sixty(i)?;
+    let seconds = sixty(i + 3)?;
+    i += 6;
+    let mut nanos = ((days * 24 + hours) * 60 + minutes) * 60 * S + seconds * S;
+    if b.get(i) == Some(&b'.')
+        && let Some(frac) = decimal(&b[i..]).filter(|d| d.len > 1)
+    {
+        nanos += scaled(&frac, 1_000_000_000);
+        i += frac.len;
+    }
+    Some((nanos, i))
 }
 
 // === dates ===

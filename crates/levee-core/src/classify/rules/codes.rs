@@ -38,10 +38,13 @@ const CODE_WORDS: [(Verdict, &[Word]); 5] = [
             "usage_limit",
             "billing",
             "insufficient_balance",
-            "insufficient_credit",
+            "credit",
             "insufficient_fund",
             "payment_required",
-            "credits_exhausted",
+            "current_quota",
+            "quota_exceeded",
+            "daily_limit",
+            "dailylimit",
         ],
     ),
     (
@@ -72,13 +75,15 @@ const CODE_WORDS: [(Verdict, &[Word]); 5] = [
             "resource_exhausted",
             "throttl",
             "slow_down",
+            "slowdown",
             "servicequotaexceeded",
         ],
     ),
     (
         Verdict::Availability,
         words![
-            "overloaded",
+            "overload",
+            "capacity",
             "server_error",
             "servererror",
             "api_error",
@@ -129,6 +134,16 @@ pub(crate) fn code_kind(code: &str) -> Option<Verdict> {
         .iter()
         .find(|(_, words)| words.iter().any(|w| w.in_code(lower, code_pairs)))
         .map(|&(v, _)| v)
+}
+
+/// Whether a code asks the caller to slow down (OpenAI's `slow_down`, S3's
+/// `SlowDown`).
+pub(crate) fn is_slow_down_code(code: &str) -> bool {
+    let code = code.as_bytes();
+    ["slow_down", "slowdown"].iter().any(|w| {
+        code.windows(w.len())
+            .any(|window| window.eq_ignore_ascii_case(w.as_bytes()))
+    })
 }
 
 /// AWS exception names (`x-amzn-ErrorType`, `__type`, `:exception-type`),

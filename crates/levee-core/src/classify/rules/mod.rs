@@ -10,8 +10,11 @@ use std::time::Duration;
 mod codes;
 mod phrases;
 
+use self::codes::is_slow_down_code;
 pub(crate) use self::codes::{aws_exception, code_kind, status_verdict};
-use self::phrases::{credential_text, long_window_text, quota_text};
+use self::phrases::{
+    allowance_text, credential_text, long_window_text, overload_text, quota_text, slow_down_text,
+};
 use super::body::ErrorFacts;
 use super::dialect::Dialect;
 use super::text::{contains_any, needles};
@@ -102,6 +105,13 @@ fn first_known<'a>(facts: &ErrorFacts<'a>) -> Option<(Verdict, &'a str)> {
 /// The verdict for a non-2xx response. `aws` is the `x-amzn-ErrorType`
 /// header or the body's `__type`; `lower` the message in ASCII lowercase;
 /// `wait` the hint already found.
+///
+/// The status decides last. Before it, in order: a cap named by code or in
+/// words (the account's allowance ran out, whatever the status: a `401`
+/// "Insufficient balance", a `403` "Key limit exceeded (monthly limit)"),
+/// a rejected credential, then load shedding named by code or in words
+/// (Groq's `498 capacity_exceeded`, a `429` "model is overloaded"): a
+/// provider that sheds load is failing, never the request.
 pub(crate) fn decide<'a>(
     status: u16,
     facts: &ErrorFacts<'a>,
@@ -122,28 +132,53 @@ pub(crate) fn decide<'a>(
         );
     }
     let known = first_known(facts);
-    // The body names the reason of a 5xx but never turns it into something else.
     if status >= 500 || status == 408 {
+        // A provider asking its caller to slow down (OpenAI's `503 Slow
+        // Down`, S3-style `SlowDown`) is throttling under a 5xx: the
+        // account is healthy, its rate is the problem.
+        if let Some(why) = slow_down(facts, lower) {
+            return refine_throttle(
+                decision(Verdict::Throttled, why),
+                facts,
+                lower,
+                wait,
+                quota_after,
+            );
+        }
+        // Otherwise the body names the reason of a 5xx but never turns it
+        // into something else.
         return decision(
             Verdict::Availability,
             agreeing(known, facts, Verdict::Availability, status),
         );
     }
-    if let Some((v @ (Verdict::Quota | Verdict::Credential), code)) = known {
-        return decision(v, Why::Code(code));
+    if let Some((Verdict::Quota, code)) = known {
+        return decision(Verdict::Quota, Why::Code(code));
     }
     let throttle = status == 429 || matches!(known, Some((Verdict::Throttled, _)));
     // A cap does not lift in seconds: a throttle the provider says will lift
     // within `quota_after` is not searched for one.
     let lifts_soon = throttle && wait.is_some_and(|w| w <= quota_after);
-    if status != 401
-        && !lifts_soon
-        && let Some(rule) = quota_text(lower)
-    {
+    if !lifts_soon && let Some(rule) = quota_text(lower) {
         return decision(Verdict::Quota, Why::Rule(rule));
+    }
+    // "Quota exceeded" is a per-minute limit under a 429 (Google says it
+    // of those), but an exhausted allowance under any other status.
+    if !throttle && let Some(rule) = allowance_text(lower) {
+        return decision(Verdict::Quota, Why::Rule(rule));
+    }
+    if let Some((Verdict::Credential, code)) = known {
+        return decision(Verdict::Credential, Why::Code(code));
     }
     if !throttle && let Some(rule) = credential_text(lower) {
         return decision(Verdict::Credential, Why::Rule(rule));
+    }
+    // Load shedding in words, behind a code that says less (Mistral's 429
+    // "Service tier capacity exceeded" typed `invalid_request_error`,
+    // Google's `RESOURCE_EXHAUSTED` "No capacity available for model on the
+    // server", which Google also says of quotas).
+    if !matches!(known, Some((Verdict::Availability, _))) && overload_text(lower) {
+        return decision(Verdict::Availability, Why::Rule("overloaded"));
     }
     // A 429 for a request bigger than the whole window: waiting cannot help.
     if throttle && contains_any(lower, needles!["request too large", "must be reduced"]) {
@@ -163,6 +198,15 @@ pub(crate) fn decide<'a>(
         }
     };
     refine_throttle(d, facts, lower, wait, quota_after)
+}
+
+/// Why a response asks its caller to slow down, if it does: a code built
+/// from `slow_down`, or the words.
+fn slow_down<'a>(facts: &ErrorFacts<'a>, lower: &str) -> Option<Why<'a>> {
+    if let Some(code) = facts.codes().find(|c| is_slow_down_code(c)) {
+        return Some(Why::Code(code));
+    }
+    slow_down_text(lower).then_some(Why::Rule("slow_down"))
 }
 
 /// The reason for a verdict the status decided: the provider's code when it

@@ -23,6 +23,13 @@ pub(super) fn quota_text(lower: &str) -> Option<&'static str> {
         Some("spend_limit")
     } else if contains_any(lower, needles!["usage limit", "hard limit"]) {
         Some("usage_limit")
+    } else if contains_any(lower, needles!["billing to be enabled", "enable billing"]) {
+        Some("billing_disabled")
+    } else if near(lower, needle!("limit"), &["exceeded", "reached"], 16)
+        && let Some(window) = long_window_text(lower)
+    {
+        // "Key limit exceeded (monthly limit)": a limit over a day or a month.
+        Some(window)
     } else if near(
         lower,
         needle!("credit"),
@@ -34,6 +41,8 @@ pub(super) fn quota_text(lower: &str) -> Option<&'static str> {
             "out of",
             "ran out",
             "run out",
+            "any credits",
+            "purchase",
         ],
         24,
     ) || near(lower, needle!("balance"), &["insufficient", "too low"], 16)
@@ -45,9 +54,69 @@ pub(super) fn quota_text(lower: &str) -> Option<&'static str> {
     }
 }
 
+/// An allowance exhausted in words ("Out of call volume quota", "exceeded
+/// current quota"). Read only under a status that is not a throttle:
+/// Google says "Quota exceeded" of its per-minute limits under a `429`.
+pub(super) fn allowance_text(lower: &str) -> Option<&'static str> {
+    near(
+        lower,
+        needle!("quota"),
+        &[
+            "exceeded",
+            "exhausted",
+            "out of",
+            "insufficient",
+            "reached",
+            "used up",
+        ],
+        24,
+    )
+    .then_some("quota_exceeded")
+}
+
+/// Load shedding in words: the provider (or the model's pool) has no room,
+/// whoever asks. "Exhausted your capacity" is the caller's allowance and
+/// does not match.
+pub(super) fn overload_text(lower: &str) -> bool {
+    contains_any(
+        lower,
+        needles![
+            "overloaded",
+            "no capacity",
+            "capacity exceeded",
+            "over capacity",
+            "at capacity",
+            "out of capacity",
+            "high demand",
+        ],
+    )
+}
+
+/// A provider asking its caller to lower its request rate (OpenAI's `503
+/// Slow Down`: "a sudden increase in your request rate").
+pub(super) fn slow_down_text(lower: &str) -> bool {
+    near(lower, needle!("slow down"), &["rate"], 96)
+        || needle!("reduce your request rate").is_in(lower)
+}
+
 /// An account that may not use this endpoint or model from here.
 pub(super) fn credential_text(lower: &str) -> Option<&'static str> {
     if near(
+        lower,
+        needle!("has been"),
+        &[
+            "disabled",
+            "deactivated",
+            "suspended",
+            "revoked",
+            "terminated",
+        ],
+        16,
+    ) && contains_any(lower, needles!["organization", "account", "key", "project"])
+    {
+        // "This organization has been disabled." (Anthropic, under a 400).
+        Some("account_disabled")
+    } else if near(
         lower,
         needle!("not supported"),
         &["location", "territory", "country"],

@@ -150,6 +150,29 @@ fn text_durations_in_go_form_and_in_words() {
 }
 
 #[test]
+fn text_durations_as_dotnet_time_spans() {
+    let day = 86_400;
+    assert_eq!(
+        text_duration("5.03:23:11."),
+        Some((Duration::from_secs(5 * day + 3 * 3600 + 23 * 60 + 11), 10))
+    );
+    assert_eq!(
+        text_duration("00:00:30"),
+        Some((Duration::from_secs(30), 8))
+    );
+    assert_eq!(
+        text_duration("1:02:03.25 left"),
+        Some((Duration::from_millis(3_723_250), 10))
+    );
+    // Minutes and seconds below 60, hours below 24 when days are given.
+    assert_eq!(text_duration("00:60:00"), None);
+    assert_eq!(text_duration("00:00:61"), None);
+    assert_eq!(text_duration("1.24:00:00"), None);
+    assert_eq!(text_duration("12:30"), None, "a time of day, not a span");
+    assert_eq!(text_duration("1234567890:00:00"), None);
+}
+
+#[test]
 fn text_wait_finds_the_phrases_providers_use() {
     let r = noon();
     assert_eq!(text_wait("Please try again in 9.816s. Visit", r), ms(9816));
@@ -169,6 +192,17 @@ fn text_wait_finds_the_phrases_providers_use() {
     assert_eq!(
         text_wait("You will regain access on 2026-09-01 at 00:00 UTC.", r),
         secs(734_400.0)
+    );
+    assert_eq!(
+        text_wait("Your quota will reset after 8h44m7s.", r),
+        ms(31_447_000)
+    );
+    assert_eq!(
+        text_wait(
+            "Out of call volume quota. Quota will be replenished in 5.03:23:11.",
+            r
+        ),
+        ms(444_191_000)
     );
     assert_eq!(text_wait("please wait before trying again", r), None);
     assert_eq!(

@@ -5,6 +5,7 @@ mod hints;
 mod providers;
 mod providers_cloud;
 mod robustness;
+mod shedding;
 mod stream;
 mod stream_aws;
 
