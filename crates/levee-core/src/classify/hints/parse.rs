@@ -210,7 +210,10 @@ fn time_span(b: &[u8]) -> Option<(u128, usize)> {
             .iter()
             .take_while(|c| c.is_ascii_digit())
             .count();
-        let hours = u128::from(digits(b, lead + 1, h).filter(|_| (1..=2).contains(&h))?);
+        if !(1..=2).contains(&h) {
+            return None;
+        }
+        let hours = u128::from(digits(b, lead + 1, h)?);
         (first, hours, lead + 1 + h)
     } else {
         (0, first, lead)

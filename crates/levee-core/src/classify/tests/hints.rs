@@ -170,6 +170,8 @@ fn text_durations_as_dotnet_time_spans() {
     assert_eq!(text_duration("1.24:00:00"), None);
     assert_eq!(text_duration("12:30"), None, "a time of day, not a span");
     assert_eq!(text_duration("1234567890:00:00"), None);
+    // Found by fuzzing: a long run of digits after the days' dot overflowed.
+    assert_eq!(text_duration("5.11111111111111111111111:00:00"), None);
 }
 
 #[test]
