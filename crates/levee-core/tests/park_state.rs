@@ -152,3 +152,21 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_park_that_ends_exactly_now_is_over_so_a_new_quota_answer_parks_afresh() {
+    let cfg = ParkConfig::default();
+    let mut park = ParkState::new();
+    park.park(&cfg, at(0), Some(secs(60)), &SPEND_CAP)
+        .expect("active -> parked");
+    // At its deadline the old park has ended (check() reinstates at this
+    // instant too): a new cap is a new park, with its own transition and start.
+    let t = park.park(&cfg, at(60), Some(secs(30)), &SPEND_CAP);
+    assert_eq!(
+        t.map(|t| (t.from, t.to)),
+        Some(("active", "parked")),
+        "a new park, not an extension"
+    );
+    assert_eq!(park.until(), Some(at(90)));
+    assert_eq!(park.parked_since(), Some(at(60)));
+}
