@@ -107,6 +107,7 @@ mod registry;
 pub mod reqwest;
 pub mod retry;
 mod striped;
+mod sync;
 #[cfg(test)]
 mod test_util;
 

@@ -28,11 +28,12 @@
 use std::any::{Any, TypeId};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::PoisonError;
 use std::time::Duration;
 
 use tokio::time::Instant;
+
+use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, RwLock};
 
 /// Entries an insertion examines for eviction, at most.
 const SWEEP: usize = 4;
@@ -369,7 +370,10 @@ impl<V: Send + 'static, H: Hot> fmt::Debug for Registry<V, H> {
 
 impl<V: Send + 'static, H: Hot> Drop for Registry<V, H> {
     fn drop(&mut self) {
-        let entries = std::mem::take(self.map.get_mut().unwrap_or_else(PoisonError::into_inner));
+        // `write`, not `get_mut`: loom's lock has no `get_mut`, and a
+        // registry is dropped once.
+        let entries =
+            std::mem::take(&mut *self.map.write().unwrap_or_else(PoisonError::into_inner));
         for (_, h) in entries.map {
             release(h);
         }
@@ -389,9 +393,14 @@ fn release<V: Send + 'static, H: Hot>(h: Handle<V, H>) {
 
 type Pool = HashMap<TypeId, Vec<&'static (dyn Any + Send + Sync)>>;
 
-static POOL: Mutex<Option<Pool>> = Mutex::new(None);
+/// Not one of the modelled primitives: a loom build keeps no pool at all
+/// (a slot made in one of loom's executions must not reach the next).
+static POOL: std::sync::Mutex<Option<Pool>> = std::sync::Mutex::new(None);
 
 fn pool_put<V: Send + 'static, H: Hot>(slot: &'static Slot<V, H>) {
+    if cfg!(levee_loom) {
+        return;
+    }
     let mut pool = POOL.lock().unwrap_or_else(PoisonError::into_inner);
     pool.get_or_insert_with(HashMap::new)
         .entry(TypeId::of::<Slot<V, H>>())
@@ -400,6 +409,9 @@ fn pool_put<V: Send + 'static, H: Hot>(slot: &'static Slot<V, H>) {
 }
 
 fn pool_take<V: Send + 'static, H: Hot>() -> Option<&'static Slot<V, H>> {
+    if cfg!(levee_loom) {
+        return None;
+    }
     let mut pool = POOL.lock().unwrap_or_else(PoisonError::into_inner);
     let slot = pool.as_mut()?.get_mut(&TypeId::of::<Slot<V, H>>())?.pop()?;
     slot.downcast_ref::<Slot<V, H>>()

@@ -7,7 +7,6 @@
 //! right however the entry changes (re-throttled, re-parked after its
 //! deadline passed unnoticed, unparked by hand, or evicted).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use levee_core::clock::Timestamp;
@@ -20,6 +19,7 @@ use super::hot::UntilHot;
 use crate::error::BoxError;
 use crate::registry::{Handle, Registry};
 use crate::striped::Striped;
+use crate::sync::{AtomicUsize, Ordering};
 
 /// A scope state with a deadline: a quota scope's gate, a billing scope's park.
 pub(crate) trait Deadline: Default + Send + 'static {

@@ -1,0 +1,21 @@
+//! The synchronisation primitives of the lock-free paths: the registry's
+//! slots, the breaker's published status word and the gates' and parks'
+//! published deadlines.
+//!
+//! They are std's, except in a build with `--cfg levee_loom`, where they
+//! are [loom]'s: `tests/loom.rs` then checks the same code under every
+//! interleaving loom explores (the refusal path that reads the status word
+//! and deadline without a lock, probe admission and release). Nothing
+//! else changes between the two builds.
+//!
+//! [loom]: https://docs.rs/loom
+
+#[cfg(not(levee_loom))]
+pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+#[cfg(not(levee_loom))]
+pub(crate) use std::sync::{Mutex, MutexGuard, RwLock};
+
+#[cfg(levee_loom)]
+pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+#[cfg(levee_loom)]
+pub(crate) use loom::sync::{Mutex, MutexGuard, RwLock};

@@ -1,0 +1,210 @@
+//! Model checks of the breaker's lock-free paths with [loom], over the
+//! crate's own code: built with `--cfg levee_loom`, the registry, the
+//! published status word and the published deadlines use loom's atomics and
+//! locks (`src/sync.rs`), and each model below runs under the interleavings
+//! loom explores (preemption bound 3).
+//!
+//! ```sh
+//! RUSTFLAGS="--cfg levee_loom" cargo test -p tower-levee --test loom --release \
+//!     --target-dir target/loom
+//! ```
+//!
+//! What they prove, for calls through the real `Breaker` service:
+//! - probe admission: racing callers into a half-open breaker get at most
+//!   `half_open_probes` probes, and a probe whose future is dropped hands
+//!   its slot back, so the next caller probes;
+//! - the refusal path read without the lock never refuses longer than the
+//!   cool-off, and a manual close racing it leaves the breaker closed;
+//! - an outcome of a call admitted before the breaker opened does not close
+//!   it again (generations), whatever the interleaving.
+//!
+//! [loom]: https://docs.rs/loom
+#![cfg(levee_loom)]
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use http::{Request, Response, StatusCode};
+use levee_core::breaker::{BreakerConfig, BreakerStatus, Cooldown};
+use tower::{Layer, Service};
+use tower_levee::BoxError;
+use tower_levee::breaker::{Breaker, BreakerHandle, BreakerLayer, CircuitOpen};
+
+const DOMAIN: &str = "api.openai.com";
+
+/// Answers `/hang` never, `/fail` with a 503, `/later` with a 200 on its
+/// second poll, anything else with a 200 at once.
+#[derive(Clone)]
+struct Provider;
+
+type Answer = Pin<Box<dyn Future<Output = Result<Response<String>, Infallible>> + Send>>;
+
+impl Service<Request<()>> for Provider {
+    type Response = Response<String>;
+    type Error = Infallible;
+    type Future = Answer;
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+    fn call(&mut self, req: Request<()>) -> Answer {
+        let status = match req.uri().path() {
+            "/hang" => return Box::pin(std::future::pending()),
+            "/later" => {
+                let mut polled = false;
+                return Box::pin(std::future::poll_fn(move |_| {
+                    if std::mem::replace(&mut polled, true) {
+                        Poll::Ready(Ok(Response::new(String::new())))
+                    } else {
+                        Poll::Pending
+                    }
+                }));
+            }
+            "/fail" => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::OK,
+        };
+        let mut response = Response::new(String::new());
+        *response.status_mut() = status;
+        Box::pin(std::future::ready(Ok(response)))
+    }
+}
+
+type Call = Pin<Box<dyn Future<Output = Result<Response<BoxBody>, BoxError>> + Send>>;
+type BoxBody = tower_levee::body::ResponseBody<String>;
+
+fn breaker(config: BreakerConfig) -> (BreakerHandle, Breaker<Provider>) {
+    let layer = BreakerLayer::builder().breaker(config).build().unwrap();
+    (layer.handle(), layer.layer(Provider))
+}
+
+/// Starts a call to `path` and polls it once: `Err` if refused at once,
+/// else the pending (or finished) call, kept alive by the caller.
+fn start(svc: &mut Breaker<Provider>, path: &str) -> Result<Call, BoxError> {
+    let req = Request::get(format!("https://{DOMAIN}{path}"))
+        .body(())
+        .unwrap();
+    let mut call: Call = Box::pin(svc.call(req));
+    match call.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(Err(e)) => Err(e),
+        // Finished or pending: the caller decides when it ends.
+        _ => Ok(call),
+    }
+}
+
+/// Runs `f` under loom. A model that explores one interleaving only (the
+/// crate built without loom's primitives) fails.
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = runs.clone();
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(move || {
+        counted.fetch_add(1, Ordering::SeqCst);
+        f()
+    });
+    let runs = runs.load(Ordering::SeqCst);
+    println!("{runs} interleavings");
+    assert!(
+        runs > 1,
+        "loom explored {runs} interleaving: not a loom build?"
+    );
+}
+
+#[test]
+fn racing_callers_into_a_half_open_breaker_get_one_probe_and_a_dropped_probe_hands_it_back() {
+    model(|| {
+        let config = BreakerConfig::builder()
+            .half_open_probes(1)
+            .cooldown(Cooldown::Custom(Arc::new(|_| Duration::ZERO)))
+            .build()
+            .unwrap();
+        let (handle, svc) = breaker(config);
+        handle.open(DOMAIN);
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let mut svc = svc.clone();
+                loom::thread::spawn(move || start(&mut svc, "/hang"))
+            })
+            .collect();
+        let outcomes: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        let probes: Vec<&Call> = outcomes.iter().filter_map(|o| o.as_ref().ok()).collect();
+        assert_eq!(probes.len(), 1, "one probe of one allowed");
+        for refused in outcomes.iter().filter_map(|o| o.as_ref().err()) {
+            assert!(refused.is::<CircuitOpen>(), "{refused}");
+        }
+        assert_eq!(handle.breaker_status(DOMAIN), Some(BreakerStatus::HalfOpen));
+        // The probe's caller gives up: its slot comes back, and the next
+        // caller probes.
+        drop(outcomes);
+        let mut svc = svc.clone();
+        let next = start(&mut svc, "/hang");
+        assert!(next.is_ok(), "the slot came back: {:?}", next.err());
+    });
+}
+
+#[test]
+fn a_refusal_read_without_the_lock_is_never_longer_than_the_cooloff_and_a_racing_close_wins() {
+    model(|| {
+        let cooldown = Duration::from_secs(3600);
+        let config = BreakerConfig::builder()
+            .cooldown(Cooldown::fixed(cooldown))
+            .build()
+            .unwrap();
+        let (handle, svc) = breaker(config);
+        handle.open(DOMAIN);
+        let closer = {
+            let handle = handle.clone();
+            loom::thread::spawn(move || handle.close(DOMAIN))
+        };
+        let caller = {
+            let mut svc = svc.clone();
+            loom::thread::spawn(move || start(&mut svc, "/ok").err())
+        };
+        closer.join().unwrap();
+        if let Some(refused) = caller.join().unwrap() {
+            let open = refused
+                .downcast_ref::<CircuitOpen>()
+                .expect("only the breaker refuses");
+            assert!(open.retry_after() <= cooldown, "{:?}", open.retry_after());
+        }
+        assert_eq!(handle.breaker_status(DOMAIN), Some(BreakerStatus::Closed));
+        let mut svc = svc.clone();
+        assert!(start(&mut svc, "/ok").is_ok(), "closed admits");
+    });
+}
+
+#[test]
+fn a_success_admitted_before_the_breaker_opened_does_not_close_it_again() {
+    model(|| {
+        let config = BreakerConfig::builder()
+            .threshold(1)
+            .cooldown(Cooldown::fixed(Duration::from_secs(3600)))
+            .build()
+            .unwrap();
+        let (handle, svc) = breaker(config);
+        // Admitted while closed; its success is reported after the race.
+        let mut early = svc.clone();
+        let success = start(&mut early, "/later").expect("closed admits");
+        let failing = {
+            let mut svc = svc.clone();
+            loom::thread::spawn(move || {
+                let _ = start(&mut svc, "/fail");
+            })
+        };
+        let late = loom::thread::spawn(move || {
+            let mut success = success;
+            let _ = success
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()));
+        });
+        failing.join().unwrap();
+        late.join().unwrap();
+        // The 503 opened the breaker whichever reported first: a success
+        // from before it opened cannot close it.
+        assert_eq!(handle.breaker_status(DOMAIN), Some(BreakerStatus::Open));
+    });
+}
