@@ -16,7 +16,10 @@
 //! - the refusal path read without the lock never refuses longer than the
 //!   cool-off, and a manual close racing it leaves the breaker closed;
 //! - an outcome of a call admitted before the breaker opened does not close
-//!   it again (generations), whatever the interleaving.
+//!   it again (generations), whatever the interleaving;
+//! - a gate closing on a 429 races a call that reads the published deadline
+//!   without the lock: the call is admitted or refused for at most the
+//!   provider's wait, and every call after it is refused.
 //!
 //! [loom]: https://docs.rs/loom
 #![cfg(levee_loom)]
@@ -32,11 +35,12 @@ use http::{Request, Response, StatusCode};
 use levee_core::breaker::{BreakerConfig, BreakerStatus, Cooldown};
 use tower::{Layer, Service};
 use tower_levee::BoxError;
-use tower_levee::breaker::{Breaker, BreakerHandle, BreakerLayer, CircuitOpen};
+use tower_levee::breaker::{Breaker, BreakerHandle, BreakerLayer, CircuitOpen, Throttled};
 
 const DOMAIN: &str = "api.openai.com";
 
-/// Answers `/hang` never, `/fail` with a 503, `/later` with a 200 on its
+/// Answers `/hang` never, `/fail` with a 503, `/throttle` with a 429 and
+/// `retry-after: 7`, `/later` with a 200 on its
 /// second poll, anything else with a 200 at once.
 #[derive(Clone)]
 struct Provider;
@@ -64,6 +68,14 @@ impl Service<Request<()>> for Provider {
                 }));
             }
             "/fail" => StatusCode::SERVICE_UNAVAILABLE,
+            "/throttle" => {
+                let mut response = Response::new(String::new());
+                *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+                response
+                    .headers_mut()
+                    .insert("retry-after", http::HeaderValue::from_static("7"));
+                return Box::pin(std::future::ready(Ok(response)));
+            }
             _ => StatusCode::OK,
         };
         let mut response = Response::new(String::new());
@@ -206,5 +218,32 @@ fn a_success_admitted_before_the_breaker_opened_does_not_close_it_again() {
         // The 503 opened the breaker whichever reported first: a success
         // from before it opened cannot close it.
         assert_eq!(handle.breaker_status(DOMAIN), Some(BreakerStatus::Open));
+    });
+}
+
+#[test]
+fn a_call_racing_a_gate_closing_is_admitted_or_refused_for_at_most_the_wait() {
+    model(|| {
+        let (_handle, svc) = breaker(BreakerConfig::default());
+        let throttled = {
+            let mut svc = svc.clone();
+            loom::thread::spawn(move || {
+                let _ = start(&mut svc, "/throttle");
+            })
+        };
+        let caller = {
+            let mut svc = svc.clone();
+            loom::thread::spawn(move || start(&mut svc, "/ok").err())
+        };
+        throttled.join().unwrap();
+        if let Some(refused) = caller.join().unwrap() {
+            let gated = refused
+                .downcast_ref::<Throttled>()
+                .expect("only the gate refuses");
+            assert!(gated.retry_after() <= Duration::from_secs(7));
+        }
+        let mut svc = svc.clone();
+        let after = start(&mut svc, "/ok").err().expect("the gate is closed");
+        assert!(after.is::<Throttled>(), "{after}");
     });
 }
