@@ -12,6 +12,7 @@ use hyper::body::Frame;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use integration_tests::{Chunk, ReceiverStream};
 use levee_core::breaker::BreakerStatus;
 use levee_core::classify::Verdict;
 use tokio::net::TcpListener;
@@ -41,8 +42,6 @@ fn script(path: &str) -> (Vec<&'static str>, bool) {
         }
     }
 }
-
-type Chunk = Result<Frame<Bytes>, std::io::Error>;
 
 async fn serve() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -76,7 +75,7 @@ async fn serve() -> SocketAddr {
                                     .await;
                             }
                         });
-                        let body = StreamBody::new(futures_stream(rx));
+                        let body = StreamBody::new(ReceiverStream(rx));
                         Ok::<_, Infallible>(
                             Response::builder()
                                 .header("content-type", "text/event-stream")
@@ -91,23 +90,6 @@ async fn serve() -> SocketAddr {
         }
     });
     addr
-}
-
-/// A receiver as a `Stream` for `StreamBody`, without a stream crate.
-fn futures_stream(rx: tokio::sync::mpsc::Receiver<Chunk>) -> ReceiverStream {
-    ReceiverStream(rx)
-}
-
-struct ReceiverStream(tokio::sync::mpsc::Receiver<Chunk>);
-
-impl futures_core::Stream for ReceiverStream {
-    type Item = Chunk;
-    fn poll_next(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Chunk>> {
-        self.0.poll_recv(cx)
-    }
 }
 
 fn client() -> Client<HttpConnector, Empty<Bytes>> {
