@@ -388,7 +388,7 @@ pub async fn run(config: SoakConfig) -> SoakReport {
                         Err(_) => unanswered += 1,
                     }
                     let done = answered.fetch_add(1, Ordering::Relaxed) + 1;
-                    if done % quarter == 0 {
+                    if done.is_multiple_of(quarter) {
                         rss.lock().unwrap().push(proc_status_kib("VmRSS:"));
                     }
                 }
@@ -529,7 +529,7 @@ pub async fn keys(models: usize, max_keys: usize) -> KeysReport {
         }),
     );
     let send_model = async |svc: &mut _, i: usize| {
-        let path = if i % 10 == 0 { "/throttle" } else { "/ok" };
+        let path = if i.is_multiple_of(10) { "/throttle" } else { "/ok" };
         let mut req = Request::post(format!("https://api.openai.com{path}"))
             .body(())
             .unwrap();
