@@ -529,7 +529,11 @@ pub async fn keys(models: usize, max_keys: usize) -> KeysReport {
         }),
     );
     let send_model = async |svc: &mut _, i: usize| {
-        let path = if i.is_multiple_of(10) { "/throttle" } else { "/ok" };
+        let path = if i.is_multiple_of(10) {
+            "/throttle"
+        } else {
+            "/ok"
+        };
         let mut req = Request::post(format!("https://api.openai.com{path}"))
             .body(())
             .unwrap();

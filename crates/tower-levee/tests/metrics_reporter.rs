@@ -460,3 +460,61 @@ fn without_a_recorder_record_is_harmless() {
         .breaker("openai", BreakerLayer::new().handle())
         .record();
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_evicted_scope_is_no_longer_published() {
+    let recorder = TestRecorder::default();
+    let _guard = ::metrics::set_default_local_recorder(&recorder);
+    // Room for one failure domain: the next one evicts the idle first.
+    let layer = BreakerLayer::builder().max_keys(1).build().unwrap();
+    let reporter = MetricsReporter::new().breaker("openai", layer.handle());
+    let mut client = ServiceBuilder::new()
+        .map_err(BoxError::from)
+        .layer(layer)
+        .service(provider());
+    send(&mut client, "first.example").await.unwrap();
+    reporter.record();
+    let first = [("target", "openai"), ("scope", "first.example")];
+    assert_eq!(recorder.get("levee_scope_state", &first), Some(0.0));
+
+    send(&mut client, "second.example").await.unwrap();
+    recorder.series.lock().unwrap().clear();
+    reporter.record();
+    // The exporter keeps what it was last given (the facade cannot delete
+    // a series); the reporter gives nothing more for an evicted scope, so
+    // an exporter's idle timeout drops it.
+    assert_eq!(recorder.get("levee_scope_state", &first), None);
+    let second = [("target", "openai"), ("scope", "second.example")];
+    assert_eq!(recorder.get("levee_scope_state", &second), Some(0.0));
+}
+
+/// With metrics-exporter-prometheus's idle timeout, an evicted scope leaves
+/// the scrape output once the reporter stops touching it. The timeout is
+/// the exporter's, on its own clock: this one test waits in real time.
+#[tokio::test]
+async fn prometheus_drops_an_evicted_scope_after_its_idle_timeout() {
+    use metrics_exporter_prometheus::PrometheusBuilder;
+    use metrics_util::MetricKindMask;
+
+    let recorder = PrometheusBuilder::new()
+        .idle_timeout(MetricKindMask::ALL, Some(Duration::from_millis(200)))
+        .build_recorder();
+    let prometheus = recorder.handle();
+    let _guard = ::metrics::set_default_local_recorder(&recorder);
+    let layer = BreakerLayer::builder().max_keys(1).build().unwrap();
+    let reporter = MetricsReporter::new().breaker("openai", layer.handle());
+    let mut client = ServiceBuilder::new()
+        .map_err(BoxError::from)
+        .layer(layer)
+        .service(provider());
+    send(&mut client, "first.example").await.unwrap();
+    reporter.record();
+    assert!(prometheus.render().contains(r#"scope="first.example""#));
+
+    send(&mut client, "second.example").await.unwrap(); // evicts the first
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    reporter.record();
+    let scrape = prometheus.render();
+    assert!(!scrape.contains(r#"scope="first.example""#), "{scrape}");
+    assert!(scrape.contains(r#"scope="second.example""#), "{scrape}");
+}

@@ -58,10 +58,15 @@
 //! `to` are fixed words; `scope` is a scope key, which by default is a URI
 //! authority (its userinfo dropped) and a model name, never a header. A
 //! custom `scope_fn` must keep it that way. A breaker layer tracks at most
-//! `max_keys` scopes per mechanism (10,000 by default) and evicts idle ones:
-//! an evicted scope's series keep their last value in the exporter (most
-//! exporters can drop series idle for a while), and its time counters start
-//! again from zero if it comes back, which counters allow.
+//! `max_keys` scopes per mechanism (10,000 by default) and evicts idle ones
+//! (at the cap, or an hour after they last did anything). From then on the
+//! reporter publishes nothing for an evicted scope; the `metrics` facade
+//! cannot delete a series, so an exporter keeps its last value until its own
+//! idle timeout drops it. Set one a few scrape intervals long, e.g. with
+//! `metrics-exporter-prometheus`:
+//! `PrometheusBuilder::new().idle_timeout(MetricKindMask::ALL, Some(Duration::from_secs(300)))`
+//! (a test scrapes it and finds an evicted scope gone). A scope that comes
+//! back starts its time counters from zero again, which counters allow.
 //!
 //! A breaker layer shared by several failover targets is reported under
 //! each target's name; give each target its own layer (the default) to keep
