@@ -42,6 +42,17 @@ const SWEEP: usize = 4;
 /// has failed on for an hour costs only its re-creation if called again.
 pub(crate) const IDLE_AGE: Duration = Duration::from_secs(3600);
 
+/// Why the sweep looks at an entry: the registry is at its cap, or the
+/// entry is older than [`IDLE_AGE`]. An entry may keep something worth
+/// more than its memory below the cap (a gate's recent history).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pressure {
+    /// At the cap: only what must stay (refusing calls, counting failures) stays.
+    Full,
+    /// Below the cap, but old.
+    Age,
+}
+
 /// The lock-free part of a slot: atomics the hot path reads.
 pub(crate) trait Hot: Default + Send + Sync + 'static {
     /// Returns the atomics to their default values (the slot is being reused).
@@ -253,7 +264,7 @@ impl<V: Send + 'static, H: Hot> Registry<V, H> {
     /// [`Registry::get_or_insert_evicting`].
     #[cfg(test)]
     pub(crate) fn get_or_insert(&self, key: &str, make: impl FnOnce() -> V) -> Handle<V, H> {
-        self.get_or_insert_evicting(key, |_| make(), |_| false)
+        self.get_or_insert_evicting(key, |_| make(), |_, _| false)
     }
 
     /// Like [`Registry::get_or_insert`], evicting entries whose value
@@ -264,7 +275,7 @@ impl<V: Send + 'static, H: Hot> Registry<V, H> {
         &self,
         key: &str,
         make: impl FnOnce(&H) -> V,
-        is_idle: impl Fn(&V) -> bool,
+        is_idle: impl Fn(&V, Pressure) -> bool,
     ) -> Handle<V, H> {
         if let Some(h) = self.get(key) {
             return h;
@@ -295,7 +306,12 @@ impl<V: Send + 'static, H: Hot> Registry<V, H> {
     /// Looks at up to [`SWEEP`] of the oldest entries: one that is idle goes
     /// if the registry is full or it is older than [`IDLE_AGE`]; one that
     /// stays goes to the back of the ring.
-    fn sweep(&self, entries: &mut Entries<V, H>, now: Instant, is_idle: &impl Fn(&V) -> bool) {
+    fn sweep(
+        &self,
+        entries: &mut Entries<V, H>,
+        now: Instant,
+        is_idle: &impl Fn(&V, Pressure) -> bool,
+    ) {
         for _ in 0..SWEEP.min(entries.ring.len()) {
             let Some((handle, since)) = entries.ring.pop_front() else {
                 break;
@@ -312,7 +328,8 @@ impl<V: Send + 'static, H: Hot> Registry<V, H> {
                 // Removed already: its ring entry just goes.
                 continue;
             }
-            if inner.value.as_ref().is_none_or(is_idle) {
+            let pressure = if full { Pressure::Full } else { Pressure::Age };
+            if inner.value.as_ref().is_none_or(|v| is_idle(v, pressure)) {
                 let key = std::mem::take(&mut inner.key);
                 handle.slot.retire(&mut inner);
                 drop(inner);
@@ -451,7 +468,7 @@ mod tests {
         let a = r.get_or_insert("a", || 1);
         a.hot().unwrap().0.store(7, Ordering::Relaxed);
         // Full, and `a` is idle: inserting `b` evicts it and may reuse its slot.
-        let b = r.get_or_insert_evicting("b", |_| 2, |_| true);
+        let b = r.get_or_insert_evicting("b", |_| 2, |_, _| true);
         assert!(!a.is_current());
         assert!(a.lock().is_none());
         assert_eq!(*b.lock().unwrap(), 2);
@@ -467,11 +484,11 @@ mod tests {
         let r: Registry<bool, ()> = Registry::new(2);
         let busy = r.get_or_insert("busy", || true);
         let idle = r.get_or_insert("idle", || false);
-        let _c = r.get_or_insert_evicting("c", |_| false, |busy| !busy);
+        let _c = r.get_or_insert_evicting("c", |_| false, |busy, _| !busy);
         assert!(busy.is_current());
         assert!(!idle.is_current());
-        let _d = r.get_or_insert_evicting("d", |_| true, |busy| !busy);
-        let _e = r.get_or_insert_evicting("e", |_| true, |busy| !busy);
+        let _d = r.get_or_insert_evicting("d", |_| true, |busy, _| !busy);
+        let _e = r.get_or_insert_evicting("e", |_| true, |busy, _| !busy);
         assert!(busy.is_current());
         assert_eq!(r.len(), 3, "c was idle and went; busy, d and e stay");
     }
@@ -480,15 +497,15 @@ mod tests {
     fn above_the_cap_an_insertion_looks_at_a_few_entries_not_all() {
         let r: Registry<bool, ()> = Registry::new(4);
         let busy: Vec<_> = (0..100)
-            .map(|i| r.get_or_insert_evicting(&format!("busy{i}"), |_| true, |busy| !busy))
+            .map(|i| r.get_or_insert_evicting(&format!("busy{i}"), |_| true, |busy, _| !busy))
             .collect();
         assert_eq!(r.len(), 100, "busy entries are kept past the cap");
-        let idle = r.get_or_insert_evicting("idle", |_| false, |busy| !busy);
+        let idle = r.get_or_insert_evicting("idle", |_| false, |busy, _| !busy);
         // The ring is oldest first: the idle entry is reached only after the
         // busy ones ahead of it have been passed over, a few per insertion.
         let mut inserted = 0;
         while idle.is_current() {
-            r.get_or_insert_evicting(&format!("new{inserted}"), |_| true, |busy| !busy);
+            r.get_or_insert_evicting(&format!("new{inserted}"), |_| true, |busy, _| !busy);
             inserted += 1;
             assert!(
                 inserted <= 101 / SWEEP + 1,
@@ -501,13 +518,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_idle_entry_older_than_the_idle_age_goes_even_below_the_cap() {
         let r: Registry<bool, ()> = Registry::new(1000);
-        let idle = r.get_or_insert_evicting("idle", |_| false, |busy| !busy);
-        let busy = r.get_or_insert_evicting("busy", |_| true, |busy| !busy);
+        let idle = r.get_or_insert_evicting("idle", |_| false, |busy, _| !busy);
+        let busy = r.get_or_insert_evicting("busy", |_| true, |busy, _| !busy);
         tokio::time::advance(IDLE_AGE / 2).await;
-        r.get_or_insert_evicting("young", |_| false, |busy| !busy);
+        r.get_or_insert_evicting("young", |_| false, |busy, _| !busy);
         assert!(idle.is_current(), "not old yet");
         tokio::time::advance(IDLE_AGE * 3 / 4).await;
-        r.get_or_insert_evicting("later", |_| false, |busy| !busy);
+        r.get_or_insert_evicting("later", |_| false, |busy, _| !busy);
         assert!(!idle.is_current(), "idle and old: evicted below the cap");
         assert!(busy.is_current(), "old but busy: kept");
         assert_eq!(r.len(), 3);

@@ -17,7 +17,7 @@ use levee_core::transition::Transition;
 use super::error::{Parked, Throttled};
 use super::hot::UntilHot;
 use crate::error::BoxError;
-use crate::registry::{Handle, Registry};
+use crate::registry::{Handle, IDLE_AGE, Pressure, Registry};
 use crate::striped::Striped;
 use crate::sync::{AtomicUsize, Ordering};
 
@@ -30,8 +30,8 @@ pub(crate) trait Deadline: Default + Send + 'static {
     /// transition that says so.
     fn reopen(&mut self, now: Timestamp) -> Option<Transition>;
 
-    /// Whether the entry may be evicted at `now`.
-    fn is_idle(&self, now: Timestamp) -> bool;
+    /// Whether the entry may be evicted at `now`, under `pressure`.
+    fn is_idle(&self, now: Timestamp, pressure: Pressure) -> bool;
 
     /// The rejection of a call to `scope` while it refuses for `retry_after`.
     fn refusal(scope: &str, retry_after: Duration) -> BoxError;
@@ -44,8 +44,14 @@ impl Deadline for GateState {
     fn reopen(&mut self, now: Timestamp) -> Option<Transition> {
         self.check(now).1
     }
-    fn is_idle(&self, now: Timestamp) -> bool {
+    /// Clear; and below the cap, not gated within [`IDLE_AGE`] either: its
+    /// time gated in the last hour is the scope's capacity signal.
+    fn is_idle(&self, now: Timestamp, pressure: Pressure) -> bool {
         GateState::is_idle(self, now)
+            && (pressure == Pressure::Full
+                || self
+                    .last_gated()
+                    .is_none_or(|t| now.saturating_duration_since(t) >= IDLE_AGE))
     }
     fn refusal(scope: &str, retry_after: Duration) -> BoxError {
         Throttled::new(scope, retry_after).into()
@@ -59,7 +65,7 @@ impl Deadline for ParkState {
     fn reopen(&mut self, now: Timestamp) -> Option<Transition> {
         self.check(now).1
     }
-    fn is_idle(&self, _now: Timestamp) -> bool {
+    fn is_idle(&self, _now: Timestamp, _pressure: Pressure) -> bool {
         ParkState::is_idle(self)
     }
     fn refusal(scope: &str, retry_after: Duration) -> BoxError {
@@ -158,8 +164,8 @@ impl<S: Deadline> DeadlineTable<S> {
         let handle = self.registry.get_or_insert_evicting(
             key,
             |_| Entry::default(),
-            |entry| {
-                let idle = entry.state.is_idle(now);
+            |entry, pressure| {
+                let idle = entry.state.is_idle(now, pressure);
                 if idle && entry.counted {
                     // Evicted with a deadline that passed unnoticed.
                     self.active.fetch_sub(1, Ordering::Relaxed);
@@ -291,6 +297,30 @@ mod tests {
         assert_eq!(table.len(), 1);
         assert_eq!(table.active(), 0);
         assert!(table.admit("org-a/gpt-4o", || at(21)).unwrap().is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_gate_gated_within_the_hour_keeps_its_history_below_the_cap() {
+        let table = DeadlineTable::<GateState>::new(16);
+        let cause = Reason::new_static("openai:rate_limit_exceeded");
+        let mut rng = fastrand::Rng::with_seed(1);
+        let throttle = |key: &str, now: Timestamp, rng: &mut fastrand::Rng| {
+            table.update(key, now, |g| {
+                let wait = Some(Duration::from_secs(10));
+                g.throttle(&GateConfig::default(), now, wait, &cause, rng)
+            });
+        };
+        // Created at 0, gated again at 3000 s: old by creation, gated minutes ago.
+        throttle("org-a/gpt-4o", at(0), &mut rng);
+        throttle("org-a/gpt-4o", at(3000), &mut rng);
+        tokio::time::advance(IDLE_AGE + Duration::from_secs(1)).await;
+        table.update("org-b/gpt-4o", at(3601), |_| ());
+        assert_eq!(table.len(), 2, "gated 10 minutes ago: kept below the cap");
+        // An hour after its last gating it goes, with its history.
+        table.update("org-c/gpt-4o", at(3000 + 10 + 3600), |_| ());
+        let mut keys = Vec::new();
+        table.for_each(|k, _| keys.push(k.to_owned()));
+        assert!(!keys.contains(&"org-a/gpt-4o".to_owned()), "{keys:?}");
     }
 
     #[test]

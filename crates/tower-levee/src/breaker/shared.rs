@@ -106,7 +106,7 @@ impl Shared {
                     state,
                 }
             },
-            |cell| cell.state.is_idle(),
+            |cell, _| cell.state.is_idle(),
         )
     }
 
