@@ -461,17 +461,26 @@ fn without_a_recorder_record_is_harmless() {
         .record();
 }
 
+/// A breaker layer with room for one failure domain (the next one evicts
+/// the idle first), and its reporter.
+fn evicting() -> (
+    MetricsReporter,
+    impl Service<Request<String>, Error = BoxError>,
+) {
+    let layer = BreakerLayer::builder().max_keys(1).build().unwrap();
+    let reporter = MetricsReporter::new().breaker("openai", layer.handle());
+    let client = ServiceBuilder::new()
+        .map_err(BoxError::from)
+        .layer(layer)
+        .service(provider());
+    (reporter, client)
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_evicted_scope_is_no_longer_published() {
     let recorder = TestRecorder::default();
     let _guard = ::metrics::set_default_local_recorder(&recorder);
-    // Room for one failure domain: the next one evicts the idle first.
-    let layer = BreakerLayer::builder().max_keys(1).build().unwrap();
-    let reporter = MetricsReporter::new().breaker("openai", layer.handle());
-    let mut client = ServiceBuilder::new()
-        .map_err(BoxError::from)
-        .layer(layer)
-        .service(provider());
+    let (reporter, mut client) = evicting();
     send(&mut client, "first.example").await.unwrap();
     reporter.record();
     let first = [("target", "openai"), ("scope", "first.example")];
@@ -501,12 +510,7 @@ async fn prometheus_drops_an_evicted_scope_after_its_idle_timeout() {
         .build_recorder();
     let prometheus = recorder.handle();
     let _guard = ::metrics::set_default_local_recorder(&recorder);
-    let layer = BreakerLayer::builder().max_keys(1).build().unwrap();
-    let reporter = MetricsReporter::new().breaker("openai", layer.handle());
-    let mut client = ServiceBuilder::new()
-        .map_err(BoxError::from)
-        .layer(layer)
-        .service(provider());
+    let (reporter, mut client) = evicting();
     send(&mut client, "first.example").await.unwrap();
     reporter.record();
     assert!(prometheus.render().contains(r#"scope="first.example""#));
