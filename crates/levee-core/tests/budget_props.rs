@@ -218,3 +218,48 @@ proptest! {
         prop_assert_eq!(retries, config.max_retries(requests));
     }
 }
+
+#[test]
+fn a_budget_config_keeps_what_it_was_given_and_refuses_each_bound() {
+    let c = BudgetConfig::try_new(Duration::from_secs(10), 7, 0.25).unwrap();
+    assert_eq!(
+        (c.ttl(), c.min_per_sec(), c.retry_ratio()),
+        (Duration::from_secs(10), 7, 0.25)
+    );
+    let bucket = TokenBucket::new(c, Timestamp::ZERO);
+    assert_eq!(bucket.config().retry_ratio(), 0.25);
+    // The bounds are inclusive, and each side of each is checked.
+    for (ttl, ok) in [
+        (Duration::ZERO, false),
+        (Duration::from_millis(1), true),
+        (Duration::from_secs(3600), true),
+        (Duration::from_secs(3601), false),
+    ] {
+        assert_eq!(BudgetConfig::try_new(ttl, 1, 0.1).is_ok(), ok, "{ttl:?}");
+    }
+    for (ratio, ok) in [
+        (0.0, true),
+        (1000.0, true),
+        (1000.5, false),
+        (-0.1, false),
+        (f64::NAN, false),
+        (f64::INFINITY, false),
+    ] {
+        let r = BudgetConfig::try_new(Duration::from_secs(10), 1, ratio);
+        assert_eq!(r.is_ok(), ok, "{ratio}");
+        if !ok {
+            assert!(r.unwrap_err().to_string().contains("budget.retry_ratio"));
+        }
+    }
+}
+
+#[test]
+fn a_buckets_debug_shows_its_balance_in_tokens() {
+    // min 1/s over 10 s: a reserve of 10 tokens; 4 requests at 0.5 add 2.
+    let config = BudgetConfig::try_new(Duration::from_secs(10), 1, 0.5).unwrap();
+    let mut bucket = TokenBucket::new(config, Timestamp::ZERO);
+    bucket.deposit(Timestamp::ZERO, 4);
+    let debug = format!("{bucket:?}");
+    assert!(debug.starts_with("TokenBucket {"), "{debug}");
+    assert!(debug.contains("balance: 12.0"), "{debug}");
+}

@@ -264,3 +264,29 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_max_wait_equal_to_the_default_wait_is_valid() {
+    let cfg = GateConfig::builder()
+        .default_wait(secs(5))
+        .max_wait(secs(5))
+        .build();
+    assert!(cfg.is_ok(), "{cfg:?}");
+    let err = GateConfig::builder()
+        .default_wait(secs(5))
+        .max_wait(Duration::from_millis(4999))
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("gate.max_wait"), "{err}");
+}
+
+#[test]
+fn a_default_wait_without_jitter_draws_nothing_from_the_rng() {
+    // The rng is shared with the breaker's cool-offs: a draw that cannot
+    // change the wait must not shift their sequence.
+    let cfg = GateConfig::builder().jitter(0.0).build().unwrap();
+    let mut shared = rng();
+    let (until, _) = gated(GateState::new().throttle(&cfg, at(0), None, &CAUSE, &mut shared));
+    assert_eq!(until, at(0).saturating_add(cfg.default_wait));
+    assert_eq!(shared.u64(..), rng().u64(..), "no draw was taken");
+}

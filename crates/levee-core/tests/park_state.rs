@@ -170,3 +170,19 @@ fn a_park_that_ends_exactly_now_is_over_so_a_new_quota_answer_parks_afresh() {
     assert_eq!(park.until(), Some(at(90)));
     assert_eq!(park.parked_since(), Some(at(60)));
 }
+
+#[test]
+fn a_quota_answer_naming_the_same_reset_changes_nothing() {
+    let cfg = ParkConfig::default();
+    let mut park = ParkState::new();
+    park.park(&cfg, at(0), Some(secs(60)), &SPEND_CAP)
+        .expect("active -> parked");
+    // A later answer naming the same reset: the park keeps its reason.
+    let other = Reason::new_static("openai:insufficient_quota");
+    assert!(park.park(&cfg, at(30), Some(secs(30)), &other).is_none());
+    assert_eq!(park.until(), Some(at(60)));
+    assert_eq!(park.reason(), Some(&SPEND_CAP));
+    // One naming a later reset extends it, under the new reason.
+    assert!(park.park(&cfg, at(30), Some(secs(31)), &other).is_none());
+    assert_eq!((park.until(), park.reason()), (Some(at(61)), Some(&other)));
+}
