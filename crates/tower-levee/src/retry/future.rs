@@ -18,11 +18,21 @@ use super::policy::{RetryOutcome, Stop};
 use crate::error::BoxError;
 use crate::failover::ServedBy;
 
+/// What one clone of a [`Retry`](super::Retry) keeps for its requests: the layer's state,
+/// and a spare copy of the inner service that a request's future clones
+/// only when it retries. A request that does not retry costs one count on
+/// this clone's own `Arc`, not a clone of the stack beneath (whose shared
+/// counts every clone of the stack would bump).
+pub(crate) struct PerClone<S, C> {
+    pub(crate) shared: Shared<C>,
+    pub(crate) spare: S,
+}
+
 pin_project! {
     /// Response future of [`Retry`](super::Retry).
     ///
-    /// Holds a clone of the inner service and of the request for the next
-    /// attempt; the wait between attempts is a `tokio::time::Sleep` in its
+    /// Holds a copy of the request for the next attempt, and a clone of the
+    /// inner service from the first retry on; the wait between attempts is a `tokio::time::Sleep` in its
     /// state, so it is the only place the layer sleeps (and
     /// `tokio::time::pause()` drives it).
     ///
@@ -40,9 +50,11 @@ pin_project! {
     {
         #[pin]
         state: State<S::Future>,
-        service: S,
+        // Cloned from the spare at the first retry: a request that does not
+        // retry never clones the stack beneath.
+        service: Option<S>,
         request: Option<Request<B>>,
-        shared: Arc<Shared<C>>,
+        per_clone: Arc<PerClone<S, C>>,
         attempts: u32,
         deadline: Option<Instant>,
         // The last real answer while a retry is on its way: what the caller
@@ -72,17 +84,16 @@ where
     #[inline]
     pub(crate) fn new(
         future: S::Future,
-        service: S,
         request: Option<Request<B>>,
-        shared: Arc<Shared<C>>,
+        per_clone: Arc<PerClone<S, C>>,
         deadline: Option<Instant>,
         span: tracing::Span,
     ) -> Self {
         ResponseFuture {
             state: State::Called { future },
-            service,
+            service: None,
             request,
-            shared,
+            per_clone,
             attempts: 1,
             deadline,
             last: None,
@@ -93,7 +104,7 @@ where
 
 impl<S, B, C, RB> Future for ResponseFuture<S, B, C>
 where
-    S: Service<Request<B>, Response = Response<RB>>,
+    S: Service<Request<B>, Response = Response<RB>> + Clone,
     S::Error: Into<BoxError>,
     B: Clone,
     C: Classify,
@@ -108,7 +119,7 @@ where
             match this.state.as_mut().project() {
                 StateProj::Called { future } => {
                     let mut result = ready!(future.poll(cx)).map_err(Into::into);
-                    let shared = &**this.shared;
+                    let shared = &this.per_clone.shared;
                     let span = &*this.span;
                     if !span.is_disabled() {
                         record_attempt(span, &result, *this.attempts);
@@ -168,7 +179,10 @@ where
                     this.state.set(State::Ready);
                 }
                 StateProj::Ready => {
-                    if let Err(e) = ready!(this.service.poll_ready(cx)) {
+                    let service = this
+                        .service
+                        .get_or_insert_with(|| this.per_clone.spare.clone());
+                    if let Err(e) = ready!(service.poll_ready(cx)) {
                         return Poll::Ready(Err(e.into()));
                     }
                     let request = this
@@ -176,10 +190,10 @@ where
                         .take()
                         .expect("a retry is only decided while a request copy is held");
                     *this.attempts += 1;
-                    if *this.attempts < this.shared.policy.max_attempts {
+                    if *this.attempts < this.per_clone.shared.policy.max_attempts {
                         *this.request = Some(request.clone());
                     }
-                    let future = this.service.call(request);
+                    let future = service.call(request);
                     this.state.set(State::Called { future });
                 }
             }

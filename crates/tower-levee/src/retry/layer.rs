@@ -181,7 +181,7 @@ impl<C> RetryBudgetLayer<C> {
     }
 }
 
-impl<S, C: Classify + Clone> Layer<S> for RetryBudgetLayer<C> {
+impl<S: Clone, C: Classify + Clone> Layer<S> for RetryBudgetLayer<C> {
     type Service = Retry<S, C>;
 
     fn layer(&self, inner: S) -> Self::Service {
@@ -194,7 +194,7 @@ impl<S, C: Classify + Clone> Layer<S> for RetryBudgetLayer<C> {
             self.policy,
             rng,
         );
-        Retry::from_shared(inner, Arc::new(shared))
+        Retry::from_shared(inner, shared)
     }
 }
 

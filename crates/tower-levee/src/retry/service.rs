@@ -11,7 +11,7 @@ use tower_service::Service;
 
 use super::budget::RetryBudget;
 use super::decide::Shared;
-use super::future::ResponseFuture;
+use super::future::{PerClone, ResponseFuture};
 use super::policy::Deadline;
 use crate::error::BoxError;
 
@@ -19,17 +19,23 @@ use crate::error::BoxError;
 /// [`RetryBudgetLayer`](super::RetryBudgetLayer); see the [module docs](super).
 pub struct Retry<S, C = levee_core::classify::ProviderClassifier> {
     inner: S,
-    shared: Arc<Shared<C>>,
+    per_clone: Arc<PerClone<S, C>>,
+}
+
+impl<S: Clone, C> Retry<S, C> {
+    pub(crate) fn from_shared(inner: S, shared: Shared<C>) -> Self {
+        let spare = inner.clone();
+        Retry {
+            inner,
+            per_clone: Arc::new(PerClone { shared, spare }),
+        }
+    }
 }
 
 impl<S, C> Retry<S, C> {
-    pub(crate) fn from_shared(inner: S, shared: Arc<Shared<C>>) -> Self {
-        Retry { inner, shared }
-    }
-
     /// The budget retries are drawn from.
     pub fn budget(&self) -> &Arc<RetryBudget> {
-        &self.shared.budget
+        &self.per_clone.shared.budget
     }
 
     /// The inner service.
@@ -74,8 +80,9 @@ where
             verdict = tracing::field::Empty,
         );
         let entered = span.enter();
-        self.shared.budget.deposit();
-        let policy = &self.shared.policy;
+        let shared = &self.per_clone.shared;
+        shared.budget.deposit();
+        let policy = &shared.policy;
         let mut deadline = request.extensions().get::<Deadline>().map(|d| d.0);
         if let Some(timeout) = policy.timeout {
             let by_timeout = Instant::now() + timeout;
@@ -84,25 +91,16 @@ where
         let copy = (policy.max_attempts > 1).then(|| request.clone());
         let future = self.inner.call(request);
         drop(entered);
-        ResponseFuture::new(
-            future,
-            self.inner.clone(),
-            copy,
-            self.shared.clone(),
-            deadline,
-            span,
-        )
+        ResponseFuture::new(future, copy, self.per_clone.clone(), deadline, span)
     }
 }
 
 impl<S: Clone, C: Clone> Clone for Retry<S, C> {
     /// Clones the inner service and gives the clone its own copy of the
-    /// layer's state (one small allocation per clone, none per call).
+    /// layer's state and a spare of its own (one allocation per clone, none
+    /// per call).
     fn clone(&self) -> Self {
-        Retry {
-            inner: self.inner.clone(),
-            shared: Arc::new(self.shared.fork()),
-        }
+        Retry::from_shared(self.inner.clone(), self.per_clone.shared.fork())
     }
 }
 
@@ -110,8 +108,8 @@ impl<S: fmt::Debug, C> fmt::Debug for Retry<S, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Retry")
             .field("inner", &self.inner)
-            .field("budget", &self.shared.budget)
-            .field("policy", &self.shared.policy)
+            .field("budget", &self.per_clone.shared.budget)
+            .field("policy", &self.per_clone.shared.policy)
             .finish()
     }
 }
