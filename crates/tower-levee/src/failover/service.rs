@@ -18,11 +18,10 @@ use crate::error::BoxError;
 /// next when one is throttled, out of quota, failing or rejects its key.
 /// Built by [`Failover::builder`]; see the [module docs](super).
 ///
-/// Clones share the targets and their state; a clone costs one reference
-/// count. Each clone makes its own copies of the targets' services the first
-/// time it is polled ready and calls them directly from then on, so keep a
-/// clone per task (as the retry layer above it does) rather than one per
-/// request where you can.
+/// Clones share the targets' state; a clone copies the targets' services
+/// (one allocation each) and makes its own ready copies the first time it
+/// is polled ready, then calls them directly, so keep a clone per task (as
+/// the retry layer above it does) rather than one per request.
 pub struct Failover<B, RB: Body> {
     pub(crate) common: Arc<Common<B, RB>>,
     /// This clone's copies of the targets' services (made on first
@@ -50,10 +49,11 @@ impl<B, RB: Body> Failover<B, RB> {
 }
 
 impl<B, RB: Body> Clone for Failover<B, RB> {
-    /// The clone shares the targets' state; it copies their services only
-    /// when it is first polled ready.
+    /// The clone shares the targets' state; its requests count references
+    /// on a copy of its own, so clones on different threads share no
+    /// count that every call writes.
     fn clone(&self) -> Self {
-        Failover::from_common(self.common.clone())
+        Failover::from_common(Arc::new((*self.common).clone()))
     }
 }
 

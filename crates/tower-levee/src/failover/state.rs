@@ -57,15 +57,35 @@ impl Advance<'_> {
     }
 }
 
-/// The generic part: each target's service and rewrite.
+/// The generic part: each target's service and rewrite. Each clone of a
+/// failover has its own (its requests' futures count references on it, not
+/// on one count every thread shares); all share the [`Meta`].
 pub(crate) struct Common<B, RB: Body> {
     pub(crate) meta: Arc<Meta>,
     pub(crate) entries: Box<[Entry<B, RB>]>,
 }
 
+impl<B, RB: Body> Clone for Common<B, RB> {
+    fn clone(&self) -> Self {
+        Common {
+            meta: self.meta.clone(),
+            entries: self.entries.clone(),
+        }
+    }
+}
+
 pub(crate) struct Entry<B, RB: Body> {
     pub(crate) service: TargetService<B, RB>,
     pub(crate) rewrite: Option<Rewrite<B>>,
+}
+
+impl<B, RB: Body> Clone for Entry<B, RB> {
+    fn clone(&self) -> Self {
+        Entry {
+            service: self.service.clone(),
+            rewrite: self.rewrite.clone(),
+        }
+    }
 }
 
 /// The part a health handle reads: names, labels, state handles, counters.
