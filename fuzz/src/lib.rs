@@ -186,8 +186,29 @@ pub fn hints(data: &[u8]) {
         headers.insert(HeaderName::from_static(name), HeaderValue::from_static("0"));
     }
     headers.insert(http::header::DATE, HeaderValue::from_static(NOW));
+    for name in [
+        "x-ratelimit-limit-requests",
+        "x-ratelimit-limit-tokens-minute",
+        "x-ratelimit-reset-requests-day",
+        "x-ratelimit-reset",
+        "x-tokenlimit-limit",
+        "anthropic-ratelimit-output-tokens-reset",
+    ] {
+        headers.insert(HeaderName::from_static(name), value.clone());
+    }
     positive(hints::retry_after(&headers, reference), "retry_after");
     positive(hints::reset_wait(&headers, reference), "reset_wait");
+    for w in hints::RateLimits::read(&headers, reference).iter() {
+        assert!(
+            w.remaining.zip(w.limit).is_none_or(|(r, l)| r <= l),
+            "{w:?} from {s:?}"
+        );
+        assert!(
+            w.reset
+                .is_none_or(|r| !r.is_zero() && r <= hints::MAX_RESET),
+            "{w:?} from {s:?}"
+        );
+    }
     let _ = hints::should_retry(&headers);
 }
 

@@ -28,6 +28,14 @@ const HEADER_NAMES: &[&str] = &[
     "anthropic-ratelimit-tokens-reset",
     "anthropic-ratelimit-requests-remaining",
     "anthropic-ratelimit-requests-reset",
+    "x-ratelimit-limit-requests",
+    "x-ratelimit-limit-tokens",
+    "x-ratelimit-remaining-req-minute",
+    "x-ratelimit-reset-tokens-day",
+    "x-ratelimit-remaining",
+    "x-ratelimit-reset",
+    "x-tokenlimit-remaining",
+    "anthropic-ratelimit-output-tokens-limit",
     "x-amzn-errortype",
     "content-type",
     "openai-organization",
@@ -190,6 +198,33 @@ proptest! {
             prop_assert!(w.is_none_or(|w| !w.is_zero()));
         }
         let _ = hints::should_retry(&headers);
+    }
+
+    #[test]
+    fn rate_limits_keep_remaining_within_the_limit_and_ignore_header_order(
+        headers in header_map(),
+    ) {
+        let limits = hints::RateLimits::read(&headers, noon());
+        for w in limits.iter() {
+            prop_assert!(w.remaining.zip(w.limit).is_none_or(|(r, l)| r <= l), "{w:?}");
+            prop_assert!(w.reset.is_none_or(|r| !r.is_zero() && r <= hints::MAX_RESET));
+        }
+        // The same headers in the reverse order: the same windows.
+        let mut reversed = HeaderMap::new();
+        let pairs: Vec<_> = headers.iter().collect();
+        for (k, v) in pairs.into_iter().rev() {
+            reversed.append(k.clone(), v.clone());
+        }
+        let sorted = |l: &hints::RateLimits| {
+            let mut w: Vec<_> = l.iter().map(|w| format!("{w:?}")).collect();
+            w.sort();
+            w
+        };
+        // A name repeated with two values keeps the later one: compare only
+        // when each name appears once.
+        if headers.keys_len() == headers.len() {
+            prop_assert_eq!(sorted(&limits), sorted(&hints::RateLimits::read(&reversed, noon())));
+        }
     }
 
     #[test]

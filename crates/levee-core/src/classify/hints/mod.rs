@@ -21,8 +21,10 @@
 //! sends `x-ratelimit-reset-tokens: 0` and `-1` as "unknown", never as
 //! "retry now".
 
+mod limits;
 mod parse;
 
+pub use limits::{Dimension, MAX_RESET, MAX_WINDOWS, Period, RateLimits, RateWindow};
 pub use parse::{
     delay_millis, delay_seconds, go_duration, http_date, proto_duration, rfc3339, text_date,
     text_duration,
@@ -153,68 +155,18 @@ pub(crate) fn text_wait_lower(lower: &str, reference: LazyTime<'_>) -> Option<Du
     None
 }
 
-/// The OpenAI-style dimensions (`x-ratelimit-{remaining,reset}-<dim>`, Go
-/// durations) and Anthropic's (`anthropic-ratelimit-<dim>-{remaining,reset}`,
-/// RFC 3339 instants).
-const fn dim(remaining: &'static str, reset: &'static str) -> (HeaderName, HeaderName) {
-    (
-        HeaderName::from_static(remaining),
-        HeaderName::from_static(reset),
-    )
-}
-static OPENAI_DIMS: [(HeaderName, HeaderName); 2] = [
-    dim(
-        "x-ratelimit-remaining-requests",
-        "x-ratelimit-reset-requests",
-    ),
-    dim("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),
-];
-static ANTHROPIC_DIMS: [(HeaderName, HeaderName); 4] = [
-    dim(
-        "anthropic-ratelimit-requests-remaining",
-        "anthropic-ratelimit-requests-reset",
-    ),
-    dim(
-        "anthropic-ratelimit-tokens-remaining",
-        "anthropic-ratelimit-tokens-reset",
-    ),
-    dim(
-        "anthropic-ratelimit-input-tokens-remaining",
-        "anthropic-ratelimit-input-tokens-reset",
-    ),
-    dim(
-        "anthropic-ratelimit-output-tokens-remaining",
-        "anthropic-ratelimit-output-tokens-reset",
-    ),
-];
-
-fn exhausted(headers: &HeaderMap, remaining: &HeaderName) -> bool {
-    header_str(headers, remaining).is_some_and(|v| v.trim_ascii() == "0")
-}
-
-/// The reset of the exhausted dimension(s): a reset header counts only when
-/// its matching `remaining` header is exactly `0`; when several dimensions
-/// are exhausted the latest reset wins, since all must refill. OpenAI-style
-/// resets are Go durations (`6m0s`) or plain seconds; Anthropic's are RFC
-/// 3339 instants measured from `reference`.
+/// The reset of the exhausted limit(s): a reset counts only when its
+/// limit's remaining is exactly `0`; when several are exhausted the latest
+/// reset wins, since all must refill. OpenAI-style resets are Go durations
+/// (`6m0s`) or seconds; Anthropic's are RFC 3339 instants measured from
+/// `reference`. See [`RateLimits`].
 pub fn reset_wait(headers: &HeaderMap, reference: SystemTime) -> Option<Duration> {
     reset_wait_lazy(headers, &|| reference)
 }
 
 /// [`reset_wait`] with a lazily computed reference.
 pub(crate) fn reset_wait_lazy(headers: &HeaderMap, reference: LazyTime<'_>) -> Option<Duration> {
-    let openai = OPENAI_DIMS
-        .iter()
-        .filter(|(remaining, _)| exhausted(headers, remaining))
-        .filter_map(|(_, reset)| {
-            let v = header_str(headers, reset)?;
-            positive(go_duration(v).or_else(|| delay_seconds(v)))
-        });
-    let anthropic = ANTHROPIC_DIMS
-        .iter()
-        .filter(|(remaining, _)| exhausted(headers, remaining))
-        .filter_map(|(_, reset)| until(rfc3339(header_str(headers, reset)?)?, reference()));
-    openai.chain(anthropic).max()
+    RateLimits::read_lazy(headers, reference).exhausted_reset()
 }
 
 /// The provider's `x-should-retry: true|false` (Anthropic and the other

@@ -2,6 +2,7 @@
 //! that are not in the shared sample.
 
 mod hints;
+mod limits;
 mod providers;
 mod providers_cloud;
 mod robustness;
