@@ -40,5 +40,6 @@ pub mod clock;
 pub mod config;
 pub mod config_error;
 pub mod gate;
+pub mod pace;
 pub mod park;
 pub mod transition;

@@ -1,0 +1,314 @@
+//! Pacing: stop sending to a quota scope just before the provider would
+//! answer `429`, using what its rate-limit headers say is left.
+//!
+//! A `429` costs a round trip, and OpenAI and Azure count a refused request
+//! against the limit ("unsuccessful requests contribute to your per-minute
+//! limit", [OpenAI](https://platform.openai.com/docs/guides/rate-limits)).
+//! Yet every response, successful or not, already says how much of each
+//! limit is left and when it is whole again
+//! ([`RateLimits`](crate::classify::hints::RateLimits)). An [`Allowance`]
+//! keeps that per quota scope, counts down the requests (and estimated
+//! tokens) sent since the provider last spoke, and says when the scope
+//! should pause: when what is left of a limit reaches the [reserve](PaceConfig),
+//! until enough of it has refilled. The layer closes the scope's throttle
+//! gate for that long, with the reason `paced`: the same refusal as a
+//! provider's 429, and never a breaker count.
+//!
+//! **Refill.** Providers replenish continuously (Anthropic documents a token
+//! bucket; OpenAI's reset is "the time until the rate limit resets to its
+//! initial state"), so a limit observed with `remaining` left and reset `r`
+//! away regains `limit − remaining` over `r`, linearly. A pause lasts until
+//! one unit above the reserve is back, not until the whole limit is: with
+//! 60 RPM and nothing left that is about one second, not a minute. A limit
+//! whose size is not reported pauses until its reset; one with no reset
+//! (Mistral's) is never paced on: its 429 will say.
+//!
+//! **Headers are the provider's count, fleet-wide.** Every replica that
+//! reads them paces on the same numbers, with no coordination. Between two
+//! responses the count here only goes down (requests sent, tokens
+//! estimated) and refills with time; a response replaces it unless it was
+//! counted earlier than what is known (see [`Allowance::observe`]).
+//!
+//! ```
+//! use std::time::{Duration, SystemTime};
+//! use http::HeaderMap;
+//! use levee_core::classify::hints::RateLimits;
+//! use levee_core::clock::Timestamp;
+//! use levee_core::pace::{Allowance, PaceConfig};
+//!
+//! let mut headers = HeaderMap::new();
+//! headers.insert("x-ratelimit-limit-requests", "60".parse().unwrap());
+//! headers.insert("x-ratelimit-remaining-requests", "2".parse().unwrap());
+//! headers.insert("x-ratelimit-reset-requests", "59s".parse().unwrap());
+//! let cfg = PaceConfig::default(); // a reserve of 2% of each limit, at least 1
+//! let mut allowance = Allowance::default();
+//! let now = Timestamp::ZERO;
+//! allowance.observe(now, &RateLimits::read(&headers, SystemTime::now()));
+//! assert_eq!(allowance.paced_until(&cfg, now), None); // 2 left, reserve 1
+//! allowance.debit(now, 1, 0);
+//! let (until, _) = allowance.paced_until(&cfg, now).expect("at the reserve");
+//! // 59 of 60 missing, refilled over 59 s: a second gives one back.
+//! assert_eq!(until.saturating_duration_since(now), Duration::from_secs(1));
+//! ```
+
+use std::time::Duration;
+
+use crate::classify::hints::{Dimension, MAX_WINDOWS, Period, RateLimits, RateWindow};
+use crate::clock::{Timestamp, duration_nanos};
+use crate::config_error::ConfigError;
+
+/// How much of a limit to leave unused.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum Reserve {
+    /// A fixed number of requests or tokens.
+    Count(u64),
+    /// A share of the limit, in `[0, 1)`, rounded down; at least one unit
+    /// when the limit is not zero.
+    Share(f64),
+}
+
+impl Reserve {
+    /// The units held back of a limit of `limit` (unknown: of nothing).
+    pub fn of(self, limit: Option<u64>) -> u64 {
+        match self {
+            Reserve::Count(n) => n,
+            Reserve::Share(share) => limit.map_or(0, |l| {
+                let r = (l as f64 * share) as u64;
+                r.max(u64::from(l > 0))
+            }),
+        }
+    }
+
+    fn validate(self, field: &'static str) -> Result<(), ConfigError> {
+        match self {
+            Reserve::Share(s) if !(s.is_finite() && (0.0..1.0).contains(&s)) => Err(
+                ConfigError::new(field, format!("must be a share in [0, 1), got {s}")),
+            ),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// When to pause a quota scope.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PaceConfig {
+    /// Requests left unused of each request limit. Default: 2% of the
+    /// limit, at least one: room for the requests already on their way
+    /// when the count was read, and for other replicas sending meanwhile.
+    pub requests_reserve: Reserve,
+    /// Tokens left unused of each token limit. Default: 2% of the limit.
+    pub tokens_reserve: Reserve,
+    /// The longest pause pacing imposes (default 60 s); a limit that needs
+    /// longer to refill is left to the provider's 429 and the gate.
+    pub max_pause: Duration,
+}
+
+impl Default for PaceConfig {
+    fn default() -> Self {
+        PaceConfig {
+            requests_reserve: Reserve::Share(0.02),
+            tokens_reserve: Reserve::Share(0.02),
+            max_pause: Duration::from_secs(60),
+        }
+    }
+}
+
+impl PaceConfig {
+    /// Checks every field; the error names the first invalid one.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.requests_reserve.validate("pace.requests_reserve")?;
+        self.tokens_reserve.validate("pace.tokens_reserve")?;
+        if self.max_pause.is_zero() {
+            return Err(ConfigError::new(
+                "pace.max_pause",
+                "must be greater than zero, got 0s",
+            ));
+        }
+        Ok(())
+    }
+
+    fn reserve(&self, w: &Tracked) -> u64 {
+        match w.dimension {
+            Dimension::Requests => self.requests_reserve.of(w.limit),
+            _ => self.tokens_reserve.of(w.limit),
+        }
+    }
+}
+
+/// One limit as last reported, counted down since.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Tracked {
+    dimension: Dimension,
+    period: Period,
+    limit: Option<u64>,
+    /// Left when observed, less what was sent since.
+    remaining: u64,
+    observed: Timestamp,
+    reset_at: Option<Timestamp>,
+}
+
+impl Tracked {
+    /// What is left at `now`: the count, plus what refilled since it was
+    /// read (linearly up to the limit by the reset).
+    fn available(&self, now: Timestamp) -> u64 {
+        let (Some(limit), Some(reset_at)) = (self.limit, self.reset_at) else {
+            return self.remaining;
+        };
+        if now >= reset_at {
+            return limit;
+        }
+        let span = duration_nanos(reset_at.saturating_duration_since(self.observed));
+        let gone = duration_nanos(now.saturating_duration_since(self.observed));
+        let missing = limit.saturating_sub(self.remaining);
+        let refilled = (u128::from(missing) * u128::from(gone) / u128::from(span.max(1))) as u64;
+        self.remaining.saturating_add(refilled).min(limit)
+    }
+
+    /// When `needed` units are left again, if the reset says.
+    fn back_at(&self, needed: u64) -> Option<Timestamp> {
+        let reset_at = self.reset_at?;
+        let Some(limit) = self.limit.filter(|&l| l > self.remaining) else {
+            return Some(reset_at);
+        };
+        if needed >= limit {
+            return Some(reset_at);
+        }
+        let span = u128::from(duration_nanos(
+            reset_at.saturating_duration_since(self.observed),
+        ));
+        let short = u128::from(needed.saturating_sub(self.remaining));
+        let missing = u128::from(limit - self.remaining);
+        // Rounded up: never reopen a nanosecond early.
+        let nanos = (short * span).div_ceil(missing);
+        Some(Timestamp::from_nanos(
+            self.observed
+                .as_nanos()
+                .saturating_add(u64::try_from(nanos).unwrap_or(u64::MAX)),
+        ))
+    }
+}
+
+/// What a quota scope has left of each limit its provider reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Allowance {
+    windows: [Option<Tracked>; MAX_WINDOWS],
+}
+
+impl Allowance {
+    /// Takes in what a response reported at `now` (when its headers came).
+    /// A report for the same limit and reset as the one known replaces it
+    /// only with a lower count (it may have overtaken a later one); a later
+    /// reset is a newer window and replaces it.
+    pub fn observe(&mut self, now: Timestamp, limits: &RateLimits) {
+        for w in limits.iter() {
+            let Some(remaining) = w.remaining else {
+                continue;
+            };
+            let fresh = Tracked {
+                dimension: w.dimension,
+                period: w.period,
+                limit: w.limit,
+                remaining,
+                observed: now,
+                reset_at: w.reset.map(|r| now.saturating_add(r)),
+            };
+            if let Some(slot) = self.slot(w) {
+                *slot = Some(match slot {
+                    Some(known) => merge(known, fresh),
+                    None => fresh,
+                });
+            }
+        }
+    }
+
+    /// Counts a request sent at `now`, estimated to use `tokens`, against
+    /// every limit (token limits by the estimate). Limits whose reset has
+    /// passed are whole again first.
+    pub fn debit(&mut self, now: Timestamp, requests: u64, tokens: u64) {
+        for t in self.windows.iter_mut().flatten() {
+            let cost = match t.dimension {
+                Dimension::Requests => requests,
+                _ => tokens,
+            };
+            if cost == 0 {
+                continue;
+            }
+            let left = t.available(now);
+            *t = Tracked {
+                remaining: left.saturating_sub(cost),
+                observed: now,
+                // The refill continues towards the same reset.
+                ..*t
+            };
+        }
+    }
+
+    /// Until when the scope should pause at `now`, and for which limit: the
+    /// latest instant any limit at or under its reserve has one unit above
+    /// the reserve back, within [`max_pause`](PaceConfig::max_pause).
+    pub fn paced_until(&self, cfg: &PaceConfig, now: Timestamp) -> Option<(Timestamp, Dimension)> {
+        self.windows
+            .iter()
+            .flatten()
+            .filter_map(|t| {
+                let reserve = cfg.reserve(t);
+                if t.available(now) > reserve {
+                    return None;
+                }
+                let at = t.back_at(reserve.saturating_add(1))?;
+                (at > now && at.saturating_duration_since(now) <= cfg.max_pause)
+                    .then_some((at, t.dimension))
+            })
+            .max_by_key(|(at, _)| *at)
+    }
+
+    /// Each limit's count at `now`, for snapshots: dimension, period, what
+    /// is left (with what refilled), the limit, and when it is whole.
+    pub fn remaining(
+        &self,
+        now: Timestamp,
+    ) -> impl Iterator<Item = (Dimension, Period, u64, Option<u64>, Option<Timestamp>)> + '_ {
+        self.windows
+            .iter()
+            .flatten()
+            .map(move |t| (t.dimension, t.period, t.available(now), t.limit, t.reset_at))
+    }
+
+    /// Whether nothing is known (no report yet).
+    pub fn is_empty(&self) -> bool {
+        self.windows[0].is_none()
+    }
+
+    fn slot(&mut self, w: &RateWindow) -> Option<&mut Option<Tracked>> {
+        let at = self
+            .windows
+            .iter()
+            .position(|t| t.is_none_or(|t| t.dimension == w.dimension && t.period == w.period))?;
+        Some(&mut self.windows[at])
+    }
+}
+
+/// What is known of a limit after a new report of it. A limit refills
+/// towards its reset, and whatever a request uses pushes the reset later:
+/// a report with an earlier reset than the one known was counted before it
+/// (responses overtake each other) and is dropped; one with the same reset
+/// counts the same window, and the lower count wins (requests sent since
+/// the provider counted are in the known one); a later reset is newer.
+fn merge(known: &Tracked, fresh: Tracked) -> Tracked {
+    const SAME: Duration = Duration::from_secs(1);
+    let (Some(k), Some(f)) = (known.reset_at, fresh.reset_at) else {
+        return fresh;
+    };
+    if f.saturating_add(SAME) < k {
+        *known
+    } else if k.saturating_add(SAME) < f || known.limit != fresh.limit {
+        fresh
+    } else {
+        Tracked {
+            remaining: fresh.remaining.min(known.available(fresh.observed)),
+            ..fresh
+        }
+    }
+}
