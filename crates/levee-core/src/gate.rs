@@ -64,8 +64,10 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::classify::Reason;
+use crate::classify::hints::RateLimits;
 use crate::clock::{Timestamp, duration_nanos};
 use crate::config_error::{ConfigError, positive_duration};
+use crate::pace::{Allowance, PaceConfig};
 use crate::transition::{State, Transition, human};
 
 /// Gated spans kept exactly for [`GateState::gated_in_last`]; older ones are
@@ -195,6 +197,9 @@ pub enum GateDecision {
     },
 }
 
+/// The cause a paced closing names.
+pub const PACED: Reason = Reason::new_static("paced");
+
 // === GateState ===
 
 /// The throttle gate of one quota scope.
@@ -208,6 +213,21 @@ pub struct GateState {
     closed_total: Duration,
     /// Recent closed spans, oldest first.
     spans: VecDeque<Span>,
+    /// What the provider last said is left of each limit (boxed: only
+    /// scopes whose provider sends rate-limit headers have one).
+    allowance: Option<Box<Allowance>>,
+    /// Times the gate closed on a provider's throttle, and paced.
+    closings: Closings,
+}
+
+/// How often a gate closed, by why.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Closings {
+    /// On a provider's throttle (a `429`).
+    pub throttled: u64,
+    /// Paced before one ([`GateState::pace`]).
+    pub paced: u64,
 }
 
 /// A closed stretch of gated time. `gated == end - start` unless merged.
@@ -252,11 +272,54 @@ impl GateState {
                 (w, reason)
             }
         };
+        let (until, transition) = self.close(now, now.saturating_add(wait), reason, cause);
+        if transition.is_some() {
+            self.closings.throttled += 1;
+        }
+        GateDecision::Gated { until, transition }
+    }
+
+    /// Takes in what a response received at `now` says is left of each
+    /// limit, and when one is at its reserve, closes the gate until enough
+    /// of it has refilled (see [`pace`](crate::pace)): the reason says
+    /// `paced`, the deadline never shortens. Returns the deadline and the
+    /// `clear` → `gated` transition, if it paced.
+    pub fn pace(
+        &mut self,
+        cfg: &PaceConfig,
+        now: Timestamp,
+        limits: &RateLimits,
+    ) -> Option<(Timestamp, Option<Transition>)> {
+        if limits.is_empty() {
+            return None;
+        }
+        let allowance = self.allowance.get_or_insert_default();
+        allowance.observe(now, limits);
+        let (until, dimension) = allowance.paced_until(cfg, now)?;
+        let wait = until.saturating_duration_since(now);
+        let reason = format!(
+            "paced for {} ({} at the reserve)",
+            human(wait),
+            dimension.as_str()
+        );
+        let (until, transition) = self.close(now, until, reason, &PACED);
+        if transition.is_some() {
+            self.closings.paced += 1;
+        }
+        Some((until, transition))
+    }
+
+    /// Gates until `max(current deadline, until)`; the `clear` → `gated`
+    /// transition if it was clear.
+    fn close(
+        &mut self,
+        now: Timestamp,
+        until: Timestamp,
+        reason: String,
+        cause: &Reason,
+    ) -> (Timestamp, Option<Transition>) {
         self.settle(now);
-        let until = self
-            .deadline
-            .max(Some(now.saturating_add(wait)))
-            .unwrap_or(now);
+        let until = self.deadline.max(Some(until)).unwrap_or(now);
         self.deadline = Some(until);
         let transition = (self.gated_since.is_none() && now < until).then(|| {
             self.gated_since = Some(now);
@@ -264,7 +327,17 @@ impl GateState {
                 .with_until(Some(until))
                 .with_cause(Some(cause.as_str().to_owned()))
         });
-        GateDecision::Gated { until, transition }
+        (until, transition)
+    }
+
+    /// What the scope's provider last said is left, if it says.
+    pub fn allowance(&self) -> Option<&Allowance> {
+        self.allowance.as_deref()
+    }
+
+    /// How often the gate closed, on a throttle and paced.
+    pub fn closings(&self) -> Closings {
+        self.closings
     }
 
     /// Whether the scope is gated at `now`: the time left if so, and the

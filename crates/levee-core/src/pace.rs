@@ -57,10 +57,9 @@ use crate::classify::hints::{Dimension, MAX_WINDOWS, Period, RateLimits, RateWin
 use crate::clock::{Timestamp, duration_nanos};
 use crate::config_error::ConfigError;
 
-/// How much of a limit to leave unused.
+/// How much of a limit to leave unused. In a configuration file: a number
+/// (`requests_reserve = 5`) or a percentage (`tokens_reserve = "2%"`).
 #[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum Reserve {
     /// A fixed number of requests or tokens.
     Count(u64),
@@ -94,6 +93,9 @@ impl Reserve {
 /// When to pause a quota scope.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PaceConfig {
+    /// Whether to pace at all (default: yes). Off, a layer reads no
+    /// rate-limit header on a success and reacts to 429s only.
+    pub enabled: bool,
     /// Requests left unused of each request limit. Default: 2% of the
     /// limit, at least one: room for the requests already on their way
     /// when the count was read, and for other replicas sending meanwhile.
@@ -108,6 +110,7 @@ pub struct PaceConfig {
 impl Default for PaceConfig {
     fn default() -> Self {
         PaceConfig {
+            enabled: true,
             requests_reserve: Reserve::Share(0.02),
             tokens_reserve: Reserve::Share(0.02),
             max_pause: Duration::from_secs(60),
@@ -134,6 +137,55 @@ impl PaceConfig {
             Dimension::Requests => self.requests_reserve.of(w.limit),
             _ => self.tokens_reserve.of(w.limit),
         }
+    }
+
+    /// The cheap test a layer makes on every response, without a lock:
+    /// `None` when pacing is off. See [`PaceCheck`].
+    pub fn check(&self) -> Option<PaceCheck> {
+        if !self.enabled {
+            return None;
+        }
+        let (mut share, mut count) = (PaceCheck::RECORD_SHARE, 1u64);
+        for r in [self.requests_reserve, self.tokens_reserve] {
+            match r {
+                Reserve::Count(n) => count = count.max(n),
+                Reserve::Share(s) => share = share.max(s),
+            }
+        }
+        Some(PaceCheck {
+            permille: (share * 1000.0).ceil().clamp(0.0, 1000.0) as u16,
+            count: u32::try_from(count).unwrap_or(u32::MAX),
+        })
+    }
+}
+
+/// Whether a response's limits deserve a closer look: some limit is at or
+/// under a bound no reserve exceeds, or has used half of itself, so that
+/// its scope's allowance is worth recording (and shown in a layer's
+/// health). The exact decision is [`GateState::pace`](crate::gate::GateState::pace),
+/// under the scope's lock; most responses of a healthy scope pass this
+/// test and take no lock. Eight bytes, kept by every call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PaceCheck {
+    permille: u16,
+    count: u32,
+}
+
+impl PaceCheck {
+    /// The share of a limit in use from which its allowance is recorded.
+    pub const RECORD_SHARE: f64 = 0.5;
+
+    /// Whether any limit in `limits` is near its reserve, or half used.
+    pub fn near(&self, limits: &RateLimits) -> bool {
+        limits.iter().any(|w| {
+            let Some(remaining) = w.remaining else {
+                return false;
+            };
+            remaining <= u64::from(self.count)
+                || w.limit.is_some_and(|l| {
+                    u128::from(remaining) * 1000 <= u128::from(l) * u128::from(self.permille)
+                })
+        })
     }
 }
 

@@ -235,3 +235,22 @@ fn custom_policies_do_not_serialise() {
         ],
     );
 }
+
+#[test]
+fn a_pace_reserve_is_a_count_or_a_percentage_and_a_bad_one_names_its_field() {
+    use levee_core::pace::{PaceConfig, Reserve};
+    let c: PaceConfig = toml::from_str("requests_reserve = 5\ntokens_reserve = \"2.5%\"").unwrap();
+    assert_eq!(c.requests_reserve, Reserve::Count(5));
+    assert_eq!(c.tokens_reserve, Reserve::Share(0.025));
+    assert!(c.enabled);
+    let off: PaceConfig = toml::from_str("enabled = false").unwrap();
+    assert!(!off.enabled);
+    for bad in [
+        "requests_reserve = \"two\"",
+        "tokens_reserve = \"150%\"",
+        "requests_reserve = -3",
+    ] {
+        let err = toml::from_str::<PaceConfig>(bad).unwrap_err().to_string();
+        assert!(err.contains("pace."), "{bad}: {err}");
+    }
+}

@@ -290,3 +290,62 @@ fn a_default_wait_without_jitter_draws_nothing_from_the_rng() {
     assert_eq!(until, at(0).saturating_add(cfg.default_wait));
     assert_eq!(shared.u64(..), rng().u64(..), "no draw was taken");
 }
+
+fn rate_limits(pairs: &[(&str, &str)]) -> levee_core::classify::hints::RateLimits {
+    let mut h = http::HeaderMap::new();
+    for (k, v) in pairs {
+        h.insert(
+            http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            http::HeaderValue::from_str(v).unwrap(),
+        );
+    }
+    levee_core::classify::hints::RateLimits::read(&h, std::time::UNIX_EPOCH)
+}
+
+#[test]
+fn a_scope_paced_at_its_reserve_is_gated_like_a_throttle_and_counted_apart() {
+    let pace = levee_core::pace::PaceConfig::default();
+    let mut gate = GateState::new();
+    // Plenty left: nothing happens, but the allowance is kept.
+    let plenty = rate_limits(&[
+        ("x-ratelimit-limit-requests", "100"),
+        ("x-ratelimit-remaining-requests", "50"),
+        ("x-ratelimit-reset-requests", "30s"),
+    ]);
+    assert_eq!(gate.pace(&pace, at(0), &plenty), None);
+    assert!(gate.allowance().is_some());
+    assert_eq!(gate.until(), None);
+    // At the reserve (2 of 100): gated until one more has refilled.
+    let low = rate_limits(&[
+        ("x-ratelimit-limit-requests", "100"),
+        ("x-ratelimit-remaining-requests", "2"),
+        ("x-ratelimit-reset-requests", "98s"),
+    ]);
+    let (until, t) = gate.pace(&pace, at(10), &low).expect("paced");
+    assert_eq!(until, at(11));
+    let t = t.expect("clear -> gated");
+    assert_eq!((t.from, t.to), ("clear", "gated"));
+    assert!(
+        t.reason.starts_with("paced for 1s (requests"),
+        "{}",
+        t.reason
+    );
+    assert_eq!(t.cause.as_deref(), Some("paced"));
+    // A provider's 429 meanwhile extends it, and is counted as a throttle.
+    gate.throttle(
+        &GateConfig::default(),
+        at(10),
+        Some(secs(5)),
+        &CAUSE,
+        &mut rng(),
+    );
+    assert_eq!(gate.until(), Some(at(15)));
+    let closings = gate.closings();
+    assert_eq!(
+        (closings.paced, closings.throttled),
+        (1, 0),
+        "one closing, paced"
+    );
+    // A response without rate-limit headers says nothing.
+    assert_eq!(gate.pace(&pace, at(12), &rate_limits(&[])), None);
+}

@@ -38,6 +38,12 @@ fn custom() -> LeveeConfig {
             .default_park(Duration::from_secs(600))
             .build()
             .unwrap(),
+        pace: levee_core::pace::PaceConfig {
+            enabled: true,
+            requests_reserve: levee_core::pace::Reserve::Count(3),
+            tokens_reserve: levee_core::pace::Reserve::Share(0.05),
+            max_pause: Duration::from_secs(30),
+        },
         breaker_layer: BreakerLayerConfig {
             peek_limit: 4096,
             max_keys: 50,

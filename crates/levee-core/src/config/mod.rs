@@ -56,9 +56,11 @@
 
 mod breaker;
 pub mod duration;
+mod pace;
 mod specs;
 
 pub use breaker::{BreakerSpec, CooldownSpec, DEFAULT_MIN_CALLS, ExponentialSpec};
+pub use pace::PaceSpec;
 pub use specs::{BudgetSpec, GateSpec, MaxWait, ParkSpec};
 
 /// Deserialises `T`, the configuration of `section` (`"breaker"`), so that

@@ -13,6 +13,7 @@ use http_body::Body;
 use levee_core::classify::{
     Classification, Classify, HeadDecision, ResponseView, StreamScanner, Verdict,
 };
+use levee_core::pace::PaceCheck;
 use pin_project_lite::pin_project;
 use tokio::time::Instant;
 
@@ -53,6 +54,8 @@ pub(crate) struct Call<C> {
     /// Whether an empty 2xx body is a failure (a `POST` to a layer that
     /// says so).
     pub(crate) expects_content: bool,
+    /// Pacing's first look at every response, if the layer paces.
+    pub(crate) pace: Option<PaceCheck>,
     pub(crate) tracker: Tracker,
 }
 
@@ -78,6 +81,12 @@ impl<C: Classify> Call<C> {
     /// read first.
     fn route(&mut self, status: StatusCode, headers: &HeaderMap, empty_body: bool) -> Route {
         self.tracker.first_byte();
+        // A 429 gates on its own wait (and counts as a throttle, not a pace).
+        if let Some(check) = self.pace
+            && status != StatusCode::TOO_MANY_REQUESTS
+        {
+            self.tracker.pace(headers, check);
+        }
         let slow = self.tracker.is_slow();
         match self.classifier.classify_head(status, headers) {
             HeadDecision::WatchStream(scanner) => Route::Watch(scanner, slow),

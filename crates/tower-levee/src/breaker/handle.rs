@@ -10,6 +10,7 @@ use std::time::Duration;
 use levee_core::breaker::BreakerStatus;
 use levee_core::classify::Verdict;
 use levee_core::clock::{Clock, Timestamp};
+use levee_core::gate::Closings;
 use levee_core::transition::State;
 
 use super::admission::{Peek, PeekCache, admit};
@@ -85,6 +86,37 @@ pub struct ScopeHealth {
     /// set `slow_call` at about 3× its p99.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub latency: Option<LatencyEstimate>,
+    /// What the provider last said is left of each of a quota scope's
+    /// limits (gates; recorded once a limit is half used, see
+    /// [`pace`](super::BreakerLayerBuilder::pace)).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
+    pub remaining: Vec<LimitLeft>,
+    /// How often the gate closed: on a provider's 429, and paced (gates only).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub closings: Option<Closings>,
+}
+
+/// One limit of a quota scope, as its provider last reported it and
+/// refilled since: in [`ScopeHealth::remaining`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct LimitLeft {
+    /// `requests`, `tokens`, `input_tokens` or `output_tokens`.
+    pub dimension: &'static str,
+    /// `minute`, `hour`, `day`, `month`, or `""` when the header names none.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "str::is_empty"))]
+    pub period: &'static str,
+    /// What is left now.
+    pub remaining: u64,
+    /// The limit, if reported.
+    pub limit: Option<u64>,
+    /// How long until the limit is whole again, if reported.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "reset_ms", serialize_with = "crate::millis::option")
+    )]
+    pub reset: Option<Duration>,
 }
 
 /// The former name of [`ScopeHealth`].
@@ -102,6 +134,8 @@ impl ScopeHealth {
             open_time: None,
             reason: None,
             latency: None,
+            remaining: Vec::new(),
+            closings: None,
         }
     }
 
@@ -154,9 +188,26 @@ impl BreakerHandle {
         by_scope(&mut out);
         let gates = out.len();
         s.gates.for_each(|key, gate| {
+            let remaining = gate.allowance().map_or_else(Vec::new, |a| {
+                a.remaining(now)
+                    .map(
+                        |(dimension, period, remaining, limit, reset_at)| LimitLeft {
+                            dimension: dimension.as_str(),
+                            period: period.as_str(),
+                            remaining,
+                            limit,
+                            reset: reset_at
+                                .filter(|at| *at > now)
+                                .map(|at| at.saturating_duration_since(now)),
+                        },
+                    )
+                    .collect()
+            });
             out.push(ScopeHealth {
                 gated_last_hour: Some(gate.gated_in_last(now, Duration::from_secs(3600))),
                 gated_total: Some(gate.gated_time(now)),
+                remaining,
+                closings: Some(gate.closings()),
                 ..deadline_scope(key, gate.until(), now, [State::Gated, State::Clear])
             });
         });

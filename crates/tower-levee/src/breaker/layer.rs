@@ -8,6 +8,7 @@ use levee_core::breaker::BreakerConfig;
 use levee_core::classify::{Classification, ProviderClassifier};
 use levee_core::config_error::ConfigError;
 use levee_core::gate::GateConfig;
+use levee_core::pace::PaceConfig;
 use levee_core::park::ParkConfig;
 use tower_layer::Layer;
 
@@ -82,6 +83,7 @@ pub struct BreakerLayerBuilder<C = ProviderClassifier> {
     breaker: BreakerConfig,
     gate: GateConfig,
     park: ParkConfig,
+    pace: PaceConfig,
     classifier: C,
     peek_limit: usize,
     max_keys: usize,
@@ -102,6 +104,7 @@ impl Default for BreakerLayerBuilder {
             breaker: BreakerConfig::default(),
             gate: GateConfig::default(),
             park: ParkConfig::default(),
+            pace: PaceConfig::default(),
             classifier: ProviderClassifier::default(),
             peek_limit: DEFAULT_PEEK_LIMIT,
             max_keys: DEFAULT_MAX_KEYS,
@@ -144,6 +147,7 @@ impl<C> BreakerLayerBuilder<C> {
             breaker: self.breaker,
             gate: self.gate,
             park: self.park,
+            pace: self.pace,
             classifier,
             peek_limit: self.peek_limit,
             max_keys: self.max_keys,
@@ -196,6 +200,21 @@ impl<C> BreakerLayerBuilder<C> {
     /// breaker's `slow_call` applies to the time to first byte.
     pub fn slow_stream(mut self, threshold: Duration) -> Self {
         self.slow_stream = Some(threshold);
+        self
+    }
+
+    /// Pacing from the providers' rate-limit headers (on by default, a
+    /// reserve of 2% of each limit): a quota scope whose limit is at its
+    /// reserve is gated until enough of it has refilled, before the provider
+    /// would answer `429` (reason `paced`; see [`levee_core::pace`]). Set
+    /// `enabled: false` to react to 429s only.
+    ///
+    /// Cost: every response's headers are scanned for the rate-limit
+    /// families (no allocation); a scope takes its lock only when a limit
+    /// has used half of itself (its allowance is then recorded for
+    /// [`BreakerHandle::states`](super::BreakerHandle::states)).
+    pub fn pace(mut self, config: PaceConfig) -> Self {
+        self.pace = config;
         self
     }
 
@@ -265,6 +284,7 @@ impl<C> BreakerLayerBuilder<C> {
         self.breaker.validate()?;
         self.gate.validate()?;
         self.park.validate()?;
+        self.pace.validate()?;
         if self.peek_limit == 0 {
             return Err(ConfigError::new(
                 "breaker_layer.peek_limit",
@@ -293,6 +313,7 @@ impl<C> BreakerLayerBuilder<C> {
             breaker: self.breaker,
             gate: self.gate,
             park: self.park,
+            pace: self.pace,
             peek_limit: u32::try_from(self.peek_limit).map_err(|_| {
                 ConfigError::new(
                     "breaker_layer.peek_limit",

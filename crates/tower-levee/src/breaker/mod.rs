@@ -80,7 +80,7 @@ pub(crate) use self::admission::PeekCache;
 pub use self::body::ResponseBody;
 pub use self::error::{CircuitOpen, Parked, Throttled};
 pub use self::event::{EventSubscriber, ScopeEvent};
-pub use self::handle::{BreakerHandle, Rejections, ScopeHealth, ScopeState};
+pub use self::handle::{BreakerHandle, LimitLeft, Rejections, ScopeHealth, ScopeState};
 pub use self::latency::LatencyEstimate;
 pub use self::layer::{BreakerLayer, BreakerLayerBuilder};
 pub use self::reopening::Reopening;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use levee_core::breaker::BreakerConfig;
 use levee_core::classify::Classification;
 use levee_core::gate::GateConfig;
+use levee_core::pace::PaceConfig;
 use levee_core::park::ParkConfig;
 
 use super::event::EventSubscriber;
@@ -29,6 +30,7 @@ pub(crate) struct Settings {
     pub(crate) breaker: BreakerConfig,
     pub(crate) gate: GateConfig,
     pub(crate) park: ParkConfig,
+    pub(crate) pace: PaceConfig,
     pub(crate) peek_limit: u32,
     pub(crate) max_keys: usize,
     pub(crate) isolate_by_model: bool,
@@ -63,6 +65,7 @@ impl fmt::Debug for Settings {
             .field("breaker", &self.breaker)
             .field("gate", &self.gate)
             .field("park", &self.park)
+            .field("pace", &self.pace)
             .field("peek_limit", &self.peek_limit)
             .field("max_keys", &self.max_keys)
             .field("isolate_by_model", &self.isolate_by_model)

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use levee_core::breaker::{Admission, BreakerState, Outcome, Permit};
+use levee_core::classify::hints::RateLimits;
 use levee_core::classify::{Classification, Verdict};
 use levee_core::clock::{Clock, Timestamp};
 use levee_core::gate::{GateDecision, GateState};
@@ -214,6 +215,32 @@ impl Shared {
         });
         // A call is admitted once every one of its scopes admits it.
         open_until.max(closed_until).filter(|at| *at > now)
+    }
+
+    /// Records what a response says is left of its quota scope's limits,
+    /// and paces the scope if a limit is at its reserve (slow path: a limit
+    /// near its reserve or half used).
+    pub(crate) fn pace(
+        &self,
+        cell: SlotGuard<DomainCell>,
+        scopes: &CallScopes,
+        isolated: bool,
+        limits: &RateLimits,
+    ) {
+        let now = self.clock.now();
+        // The keys are named from the domain's, after its lock is given back.
+        let domain_key = Box::<str>::from(cell.key());
+        drop(cell);
+        let scopes = scopes.resolve(&domain_key, isolated);
+        let quota_key = scopes.quota_key();
+        let cfg = &self.settings.pace;
+        let paced = self
+            .gates
+            .update(&quota_key, now, |gate| gate.pace(cfg, now, limits))
+            .flatten();
+        if let Some((_, transition)) = paced {
+            self.emit_transition(&quota_key, transition, scopes.model());
+        }
     }
 
     /// Gives back what an unfinished call held (a dropped future).

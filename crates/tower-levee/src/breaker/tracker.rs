@@ -2,9 +2,12 @@
 
 use std::time::Duration;
 
+use http::HeaderMap;
 use levee_core::breaker::Permit;
+use levee_core::classify::hints::{self, RateLimits};
 use levee_core::classify::{Classification, StreamScanner, Verdict};
 use levee_core::clock::ceil_millis;
+use levee_core::pace::PaceCheck;
 use tokio::time::Instant;
 
 use super::scope::CallScopes;
@@ -120,6 +123,22 @@ impl Tracker {
             },
         );
         reopens.map(|at| shared.clock.instant(at))
+    }
+
+    /// Reads a response's rate-limit headers and, when a limit is near its
+    /// reserve (or half used), hands them to the call's quota scope, which
+    /// records them and paces if it must. A healthy scope takes no lock.
+    pub(crate) fn pace(&self, headers: &HeaderMap, check: PaceCheck) {
+        let limits = RateLimits::read_lazy(headers, &|| hints::reference_time(headers, None));
+        if !check.near(&limits) {
+            return;
+        }
+        let Some(cell) = self.domain.lock() else {
+            return;
+        };
+        if let Some(shared) = cell.shared.upgrade() {
+            shared.pace(cell, &self.scopes, self.isolated, &limits);
+        }
     }
 
     /// The call ended without an outcome that says anything (a Levee

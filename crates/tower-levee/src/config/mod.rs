@@ -47,6 +47,9 @@
 //! | `gate.jitter` | 0.2 | spread of `default_wait` |
 //! | `gate.max_wait` | `"10m"` | a longer hint parks; `"never"` always gates |
 //! | `park.default_park` | `"1h"` | park length when no reset is named |
+//! | `pace.enabled` | true | pace from the rate-limit headers |
+//! | `pace.requests_reserve`, `tokens_reserve` | `"2%"`, `"2%"` | left unused of each limit: a share (`"2%"`) or a count (`5`) |
+//! | `pace.max_pause` | `"60s"` | a longer refill is left to the provider's 429 |
 //! | `breaker_layer.peek_limit` | 16384 | bytes of a non-2xx body read to classify |
 //! | `breaker_layer.max_keys` | 10000 | scopes tracked per mechanism |
 //! | `breaker_layer.isolate_by_model` | false | a breaker per model |
@@ -78,6 +81,7 @@ pub use levee_core::config::duration;
 use levee_core::breaker::BreakerConfig;
 use levee_core::config_error::ConfigError;
 use levee_core::gate::GateConfig;
+use levee_core::pace::PaceConfig;
 use levee_core::park::ParkConfig;
 use serde::{Deserialize, Serialize};
 
@@ -94,6 +98,8 @@ pub struct LeveeConfig {
     pub gate: GateConfig,
     /// The park table.
     pub park: ParkConfig,
+    /// Pacing from the providers' rate-limit headers.
+    pub pace: PaceConfig,
     /// The breaker layer's own settings.
     pub breaker_layer: BreakerLayerConfig,
     /// The retry layer and its budget.
@@ -108,6 +114,7 @@ impl LeveeConfig {
         self.breaker.validate()?;
         self.gate.validate()?;
         self.park.validate()?;
+        self.pace.validate()?;
         self.breaker_layer.validate()?;
         self.retry.validate()?;
         self.bulkhead.validate()
@@ -120,10 +127,12 @@ impl LeveeConfig {
         self.breaker.validate()?;
         self.gate.validate()?;
         self.park.validate()?;
+        self.pace.validate()?;
         let builder = crate::BreakerLayer::builder()
             .breaker(self.breaker.clone())
             .gate(self.gate.clone())
-            .park(self.park.clone());
+            .park(self.park.clone())
+            .pace(self.pace);
         self.breaker_layer.apply(builder)
     }
 }

@@ -27,6 +27,8 @@
 //! | `levee_breaker_open_milliseconds_total` | counter | `target`, `scope` | time the breaker spent away from `closed` (open, half-open, isolated) |
 //! | `levee_gate_gated_milliseconds_total` | counter | `target`, `scope` | time the quota scope spent gated |
 //! | `levee_gate_gated_last_hour_seconds` | gauge | `target`, `scope` | time gated in the last hour (capacity signal) |
+//! | `levee_gate_closings_total` | counter | `target`, `scope`, `why` | times the gate closed: on a provider's 429 (`throttled`) or before one (`paced`) |
+//! | `levee_scope_remaining` | gauge | `target`, `scope`, `dimension`, `period` | what the provider last said is left of a limit, refilled since (recorded once half used) |
 //! | `levee_rejections_total` | counter | `target`, `mechanism` | calls refused unsent by the `breaker`, `gate` or `park` |
 //! | `levee_upstream_failures_total` | counter | `target`, `verdict` | upstream outcomes by verdict: `availability`, `credential`, `throttled`, `quota`, `request` |
 //! | `levee_transitions_total` | counter | `target`, `mechanism`, `scope`, `from`, `to` | state changes ([`transition_counter`]) |

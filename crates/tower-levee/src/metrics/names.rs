@@ -13,6 +13,10 @@ pub const BREAKER_OPEN_TIME: &str = "levee_breaker_open_milliseconds_total";
 pub const GATE_GATED_TIME: &str = "levee_gate_gated_milliseconds_total";
 /// Time a quota scope spent gated in the last hour.
 pub const GATE_GATED_LAST_HOUR: &str = "levee_gate_gated_last_hour_seconds";
+/// What a quota scope's provider last said is left of a limit, refilled since.
+pub const SCOPE_REMAINING: &str = "levee_scope_remaining";
+/// Times a quota scope's gate closed, by why (`throttled`, `paced`).
+pub const GATE_CLOSINGS: &str = "levee_gate_closings_total";
 /// Calls refused by a breaker layer, by mechanism.
 pub const REJECTIONS: &str = "levee_rejections_total";
 /// Upstream outcomes that were not a success, by verdict.
@@ -73,6 +77,14 @@ pub fn describe() {
         GATE_GATED_LAST_HOUR,
         Unit::Seconds,
         "Time the quota scope spent gated in the last hour."
+    );
+    describe_gauge!(
+        SCOPE_REMAINING,
+        "What the provider last said is left of the quota scope's limit (by dimension), refilled since."
+    );
+    describe_counter!(
+        GATE_CLOSINGS,
+        "Times the quota scope's gate closed: on a provider's 429 (throttled) or before one (paced)."
     );
     describe_counter!(
         REJECTIONS,

@@ -211,6 +211,25 @@ fn record_scope(target: &Arc<str>, s: &ScopeHealth) {
     if let Some(last_hour) = s.gated_last_hour {
         gauge!(GATE_GATED_LAST_HOUR, scope_labels.iter()).set(last_hour.as_secs_f64());
     }
+    if let Some(closings) = s.closings {
+        for (why, n) in [("throttled", closings.throttled), ("paced", closings.paced)] {
+            let labels = [
+                Label::new("target", target.clone()),
+                Label::new("scope", s.scope.clone()),
+                Label::from_static_parts("why", why),
+            ];
+            counter!(GATE_CLOSINGS, labels.iter()).absolute(n);
+        }
+    }
+    for left in &s.remaining {
+        let labels = [
+            Label::new("target", target.clone()),
+            Label::new("scope", s.scope.clone()),
+            Label::from_static_parts("dimension", left.dimension),
+            Label::from_static_parts("period", left.period),
+        ];
+        gauge!(SCOPE_REMAINING, labels.iter()).set(left.remaining as f64);
+    }
 }
 
 fn record_failover(name: &Arc<str>, handle: &FailoverHandle, seen: &mut HashSet<Arc<str>>) {

@@ -83,6 +83,19 @@ pub enum Period {
     Month,
 }
 
+impl Period {
+    /// The name used in metrics and snapshots (`""` when not named).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Period::Unnamed => "",
+            Period::Minute => "minute",
+            Period::Hour => "hour",
+            Period::Day => "day",
+            Period::Month => "month",
+        }
+    }
+}
+
 /// One limit as a response reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RateWindow {
@@ -136,8 +149,9 @@ impl RateLimits {
         Self::read_lazy(headers, &|| reference)
     }
 
-    /// [`read`](Self::read) with the reference computed only if needed.
-    pub(crate) fn read_lazy(headers: &HeaderMap, reference: LazyTime<'_>) -> Self {
+    /// [`read`](Self::read) with the reference computed only if a reset
+    /// given as an instant needs it (most responses have none).
+    pub fn read_lazy(headers: &HeaderMap, reference: &dyn Fn() -> SystemTime) -> Self {
         let mut limits = RateLimits::default();
         for (name, value) in headers {
             let Some((key, field)) = header_key(name.as_str()) else {
