@@ -23,6 +23,13 @@
 //! whose size is not reported pauses until its reset; one with no reset
 //! (Mistral's) is never paced on: its 429 will say.
 //!
+//! **What the count misses.** A report is the provider's count when the
+//! call it answers was admitted; by the time it arrives a latency later,
+//! the calls sent since are not in it. A layer counts its calls in flight
+//! to a provider that reports limits, subtracts them from each report
+//! ([`Allowance::debit`]), and keeps room for as many again before the
+//! next report ([`Allowance::paced_until_with`]).
+//!
 //! **Headers are the provider's count, fleet-wide.** Every replica that
 //! reads them paces on the same numbers, with no coordination. Between two
 //! responses the count here only goes down (requests sent, tokens
@@ -175,11 +182,16 @@ impl PaceCheck {
     /// The share of a limit in use from which its allowance is recorded.
     pub const RECORD_SHARE: f64 = 0.5;
 
-    /// Whether any limit in `limits` is near its reserve, or half used.
-    pub fn near(&self, limits: &RateLimits) -> bool {
+    /// Whether any limit in `limits` is near its reserve, or half used,
+    /// counting `in_flight` requests the provider had not counted yet.
+    pub fn near(&self, limits: &RateLimits, in_flight: u64) -> bool {
         limits.iter().any(|w| {
             let Some(remaining) = w.remaining else {
                 return false;
+            };
+            let remaining = match w.dimension {
+                Dimension::Requests => remaining.saturating_sub(in_flight),
+                _ => remaining,
             };
             remaining <= u64::from(self.count)
                 || w.limit.is_some_and(|l| {
@@ -301,11 +313,28 @@ impl Allowance {
     /// latest instant any limit at or under its reserve has one unit above
     /// the reserve back, within [`max_pause`](PaceConfig::max_pause).
     pub fn paced_until(&self, cfg: &PaceConfig, now: Timestamp) -> Option<(Timestamp, Dimension)> {
+        self.paced_until_with(cfg, now, 0)
+    }
+
+    /// [`paced_until`](Self::paced_until) keeping `headroom` more requests
+    /// than the reserve: room for the requests that will be sent before the
+    /// provider's next report arrives.
+    pub fn paced_until_with(
+        &self,
+        cfg: &PaceConfig,
+        now: Timestamp,
+        headroom: u64,
+    ) -> Option<(Timestamp, Dimension)> {
         self.windows
             .iter()
             .flatten()
             .filter_map(|t| {
-                let reserve = cfg.reserve(t);
+                let extra = if t.dimension == Dimension::Requests {
+                    headroom
+                } else {
+                    0
+                };
+                let reserve = cfg.reserve(t).saturating_add(extra);
                 if t.available(now) > reserve {
                     return None;
                 }

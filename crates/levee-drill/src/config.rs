@@ -24,6 +24,10 @@ pub struct LeveeConfig {
     /// `[levee.bulkhead]`.
     #[serde(default)]
     pub bulkhead: BulkheadOverrides,
+    /// `[levee.pace]`: the library's own keys (`enabled`,
+    /// `requests_reserve`, `tokens_reserve`, `max_pause`).
+    #[serde(default)]
+    pub pace: levee_core::config::PaceSpec,
     /// Gives each model its own breaker within a failure domain.
     #[serde(default)]
     pub isolate_by_model: bool,

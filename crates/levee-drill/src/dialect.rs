@@ -186,6 +186,96 @@ fn go_duration(d: Duration) -> String {
     }
 }
 
+/// The simulated wall clock: noon, 23 August 2026, plus the run's time.
+pub fn wall_clock(elapsed: Duration) -> std::time::SystemTime {
+    std::time::UNIX_EPOCH + Duration::from_secs(1_787_486_400) + elapsed
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` of `t`, to the second (rounded up).
+fn rfc3339(t: std::time::SystemTime) -> String {
+    let since = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs() + u64::from(since.subsec_nanos() > 0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// What a request limit reports after a call: its size, what is left, and
+/// how long until it is whole again.
+#[derive(Clone, Copy, Debug)]
+pub struct RequestLimit {
+    /// The bucket's size.
+    pub limit: u64,
+    /// Whole requests left.
+    pub remaining: u64,
+    /// Until the bucket is full again.
+    pub reset: Duration,
+}
+
+/// Adds the rate-limit headers `dialect` sends on every answer, as the real
+/// providers do: OpenAI, Groq and Mistral-style `x-ratelimit-*` with Go
+/// durations; Azure's with whole seconds; Anthropic's with RFC 3339 instants
+/// (and a `Date` to measure them from); none for Gemini and Bedrock.
+pub fn with_rate_limits(
+    mut response: Response<SimBody>,
+    dialect: &str,
+    limit: RequestLimit,
+    now: std::time::SystemTime,
+) -> Response<SimBody> {
+    let RequestLimit {
+        limit,
+        remaining,
+        reset,
+    } = limit;
+    let headers: Vec<(&str, String)> = match dialect {
+        "gemini" | "bedrock" => return response,
+        "anthropic" => vec![
+            ("date", httpdate::fmt_http_date(now)),
+            ("anthropic-ratelimit-requests-limit", limit.to_string()),
+            (
+                "anthropic-ratelimit-requests-remaining",
+                remaining.to_string(),
+            ),
+            ("anthropic-ratelimit-requests-reset", rfc3339(now + reset)),
+        ],
+        "azure" => vec![
+            ("x-ratelimit-limit-requests", limit.to_string()),
+            ("x-ratelimit-remaining-requests", remaining.to_string()),
+            (
+                "x-ratelimit-reset-requests",
+                reset.as_millis().div_ceil(1000).to_string(),
+            ),
+        ],
+        _ => vec![
+            ("x-ratelimit-limit-requests", limit.to_string()),
+            ("x-ratelimit-remaining-requests", remaining.to_string()),
+            ("x-ratelimit-reset-requests", go_duration(reset)),
+        ],
+    };
+    for (k, v) in headers {
+        if let Ok(v) = http::HeaderValue::from_str(&v) {
+            response
+                .headers_mut()
+                .insert(http::HeaderName::from_static(k), v);
+        }
+    }
+    response
+}
+
 /// A rate-limit answer with the dialect's wait hint (`wait` until a request
 /// token is available again).
 pub fn throttle(dialect: &str, model: &str, wait: Duration, rpm: u32) -> Response<SimBody> {

@@ -151,6 +151,12 @@ impl LeveeStack {
             .park(park.build().map_err(|e| format!("[levee.park]: {e}"))?)
             .seed(sc.seed)
             .isolate_by_model(cfg.isolate_by_model)
+            .pace(
+                cfg.pace
+                    .clone()
+                    .try_into()
+                    .map_err(|e| format!("[levee.pace]: {e}"))?,
+            )
             .on_event(move |ev| {
                 let scope = ev.scope();
                 let target = names

@@ -177,6 +177,8 @@ impl Provider {
             st.stats.cap_reached.entry(target.name.clone()).or_insert(t);
             answer = Some(Answer::Respond(dialect::spend_cap(d), quick));
         }
+        // What the request limit reports on this call's answer.
+        let mut reported = None;
         if answer.is_none() && target.rpm > 0 {
             let rate = f64::from(target.rpm) / 60.0;
             let cap = rate.max(1.0);
@@ -191,6 +193,11 @@ impl Provider {
             b.at = now;
             if b.tokens >= 1.0 {
                 b.tokens -= 1.0;
+                reported = Some(dialect::RequestLimit {
+                    limit: cap.floor() as u64,
+                    remaining: b.tokens.floor() as u64,
+                    reset: Duration::from_secs_f64((cap - b.tokens) / rate),
+                });
             } else {
                 // Rounded up to the millisecond: a hint never ends before the token exists.
                 let wait = Duration::from_millis(((1.0 - b.tokens) / rate * 1000.0).ceil() as u64);
@@ -202,9 +209,13 @@ impl Provider {
         }
         let answer = answer.unwrap_or_else(|| {
             *st.spent.entry(target.account.clone()).or_default() += 1;
+            let limits = |r: Response<SimBody>| match reported {
+                Some(l) => dialect::with_rate_limits(r, d, l, dialect::wall_clock(t)),
+                None => r,
+            };
             if midstream {
                 if sc.load.stream {
-                    Answer::Respond(dialect::midstream_error(d, model), latency / 2)
+                    Answer::Respond(limits(dialect::midstream_error(d, model)), latency / 2)
                 } else {
                     Answer::Fail(
                         Box::new(io::Error::new(
@@ -215,7 +226,7 @@ impl Provider {
                     )
                 }
             } else {
-                Answer::Respond(dialect::success(d, model, sc.load.stream), latency)
+                Answer::Respond(limits(dialect::success(d, model, sc.load.stream)), latency)
             }
         });
         let wasted = match &answer {

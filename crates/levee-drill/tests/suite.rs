@@ -330,3 +330,37 @@ fn midstream_errors_trip_levees_breaker_through_its_stream_watch() {
     assert!(open.reason.contains("overloaded_error"), "{}", open.reason);
     assert!(levee.success_rate() > 0.97 && unprotected.success_rate() < 0.8);
 }
+
+#[test]
+fn pacing_keeps_the_throttle_storms_429s_under_2_percent_and_off_changes_nothing() {
+    let paced = builtin("throttle-storm", 60);
+    let mut unpaced = paced.clone();
+    unpaced.levee.pace.enabled = Some(false);
+    let (on, off) = (run(&paced), run(&unpaced));
+    let (on, off) = (stack(&on, "levee"), stack(&off, "levee"));
+    let share = |s: &StackResult| s.upstream_rejected_calls as f64 / s.requests as f64;
+    println!(
+        "429s: paced {} ({:.2}%), unpaced {} ({:.2}%)",
+        on.upstream_rejected_calls,
+        share(on) * 100.0,
+        off.upstream_rejected_calls,
+        share(off) * 100.0
+    );
+    assert!(share(on) <= 0.02, "paced: 429s at most 2% of requests");
+    assert!(share(off) > 0.2, "unpaced: the gate learns only from 429s");
+    for s in [on, off] {
+        assert!(
+            s.success_rate() >= 0.999,
+            "{}: every request served",
+            s.stack
+        );
+    }
+    // Pacing closes gates with its own reason, never the breaker.
+    assert!(on.transitions.iter().any(|t| t.reason.starts_with("paced")));
+    assert!(
+        off.transitions
+            .iter()
+            .all(|t| !t.reason.starts_with("paced"))
+    );
+    assert_eq!(on.breaker_opens(), 0);
+}

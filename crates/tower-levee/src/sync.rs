@@ -11,11 +11,11 @@
 //! [loom]: https://docs.rs/loom
 
 #[cfg(not(levee_loom))]
-pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(levee_loom))]
 pub(crate) use std::sync::{Mutex, MutexGuard, RwLock};
 
 #[cfg(levee_loom)]
-pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 #[cfg(levee_loom)]
 pub(crate) use loom::sync::{Mutex, MutexGuard, RwLock};

@@ -199,6 +199,7 @@ impl<'a> Mode<'a> for Admit<'_> {
                 settings.latency_estimate,
             ),
             track_latency: settings.latency_estimate,
+            in_flight: hot.is_some_and(|hot| hot.count_in_flight()),
             settled: false,
         })
     }

@@ -81,6 +81,7 @@ impl<C: Classify> Call<C> {
     /// read first.
     fn route(&mut self, status: StatusCode, headers: &HeaderMap, empty_body: bool) -> Route {
         self.tracker.first_byte();
+        self.tracker.landed();
         // A 429 gates on its own wait (and counts as a throttle, not a pace).
         if let Some(check) = self.pace
             && status != StatusCode::TOO_MANY_REQUESTS

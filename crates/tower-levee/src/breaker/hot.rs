@@ -5,7 +5,6 @@
 //! that changed, right after its state machine moved: a reader sees either
 //! the state before or the state after, never a mix.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use levee_core::breaker::{
@@ -15,6 +14,7 @@ use levee_core::clock::Timestamp;
 
 use super::latency::LatencyHistogram;
 use crate::registry::Hot;
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
 const STATUS_MASK: u64 = 0b11;
 const OPEN: u64 = 1;
@@ -32,6 +32,11 @@ const GENERATION_SHIFT: u32 = 4;
 pub(crate) struct DomainHot {
     word: AtomicU64,
     open_until: UntilHot,
+    /// Calls in flight, counted only while pacing one of the domain's
+    /// quota scopes needs them (`counting` is set): between two answers,
+    /// what the provider has not counted yet.
+    in_flight: AtomicU32,
+    counting: AtomicU32,
     /// Time to first byte, when the layer estimates it.
     pub(crate) latency: LatencyHistogram,
 }
@@ -41,6 +46,8 @@ impl Hot for DomainHot {
         self.word.store(0, Ordering::Release);
         self.open_until.reset();
         self.latency.reset();
+        self.in_flight.store(0, Ordering::Relaxed);
+        self.counting.store(0, Ordering::Relaxed);
     }
 }
 
@@ -79,6 +86,35 @@ impl DomainHot {
         let until = self.open_until.get()?;
         let now = now();
         (now < until).then(|| until.saturating_duration_since(now))
+    }
+
+    /// Counts a call admitted in flight, if pacing needs it; whether it did.
+    #[inline]
+    pub(crate) fn count_in_flight(&self) -> bool {
+        let counting = self.counting.load(Ordering::Relaxed) != 0;
+        if counting {
+            self.in_flight.fetch_add(1, Ordering::Relaxed);
+        }
+        counting
+    }
+
+    /// A counted call's answer arrived (or it ended without one).
+    pub(crate) fn landed(&self) {
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Calls counted in flight now.
+    pub(crate) fn in_flight(&self) -> u64 {
+        u64::from(self.in_flight.load(Ordering::Relaxed))
+    }
+
+    /// Starts or stops counting calls in flight (pacing a scope near its
+    /// limit needs the count; one far from it does not). A write only when
+    /// it changes.
+    pub(crate) fn set_counting(&self, on: bool) {
+        if (self.counting.load(Ordering::Relaxed) != 0) != on {
+            self.counting.store(u32::from(on), Ordering::Relaxed);
+        }
     }
 
     /// Publishes `state` (under its slot's lock).

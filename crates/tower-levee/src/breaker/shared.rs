@@ -226,6 +226,7 @@ impl Shared {
         scopes: &CallScopes,
         isolated: bool,
         limits: &RateLimits,
+        in_flight: u64,
     ) {
         let now = self.clock.now();
         // The keys are named from the domain's, after its lock is given back.
@@ -236,7 +237,9 @@ impl Shared {
         let cfg = &self.settings.pace;
         let paced = self
             .gates
-            .update(&quota_key, now, |gate| gate.pace(cfg, now, limits))
+            .update(&quota_key, now, |gate| {
+                gate.pace(cfg, now, limits, in_flight)
+            })
             .flatten();
         if let Some((_, transition)) = paced {
             self.emit_transition(&quota_key, transition, scopes.model());

@@ -27,6 +27,8 @@ pub(crate) struct Tracker {
     pub(crate) slow: SlowClock,
     /// Whether the time to first byte feeds the domain's latency estimate.
     pub(crate) track_latency: bool,
+    /// Whether the call is counted in flight (for pacing) until it lands.
+    pub(crate) in_flight: bool,
     pub(crate) settled: bool,
 }
 
@@ -130,14 +132,35 @@ impl Tracker {
     /// records them and paces if it must. A healthy scope takes no lock.
     pub(crate) fn pace(&self, headers: &HeaderMap, check: PaceCheck) {
         let limits = RateLimits::read_lazy(headers, &|| hints::reference_time(headers, None));
-        if !check.near(&limits) {
+        if limits.is_empty() {
+            return;
+        }
+        let Some(hot) = self.domain.hot() else {
+            return;
+        };
+        // A provider that reports its limits is paced on them: calls to it
+        // are counted in flight from now on, since the count of an answer
+        // misses every call sent after it (about rate × latency of them).
+        hot.set_counting(true);
+        let in_flight = hot.in_flight();
+        if !check.near(&limits, in_flight) {
             return;
         }
         let Some(cell) = self.domain.lock() else {
             return;
         };
         if let Some(shared) = cell.shared.upgrade() {
-            shared.pace(cell, &self.scopes, self.isolated, &limits);
+            shared.pace(cell, &self.scopes, self.isolated, &limits, in_flight);
+        }
+    }
+
+    /// The call's answer arrived (or it ended without one): no longer in
+    /// flight.
+    pub(crate) fn landed(&mut self) {
+        if std::mem::take(&mut self.in_flight)
+            && let Some(hot) = self.domain.hot()
+        {
+            hot.landed();
         }
     }
 
@@ -163,6 +186,7 @@ impl Tracker {
 
 impl Drop for Tracker {
     fn drop(&mut self) {
+        self.landed();
         if !self.settled {
             // Cancelled (the caller dropped the future, or a streamed body
             // before its end): neutral, but a probe slot goes back.
