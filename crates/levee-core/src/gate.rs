@@ -67,7 +67,7 @@ use crate::classify::Reason;
 use crate::classify::hints::RateLimits;
 use crate::clock::{Timestamp, duration_nanos};
 use crate::config_error::{ConfigError, positive_duration};
-use crate::pace::{Allowance, PaceConfig};
+use crate::pace::{Allowance, InFlight, PaceConfig};
 use crate::transition::{State, Transition, human};
 
 /// Gated spans kept exactly for [`GateState::gated_in_last`]; older ones are
@@ -280,8 +280,8 @@ impl GateState {
     }
 
     /// Takes in what a response received at `now` says is left of each
-    /// limit, less `in_flight` requests sent since that the provider had not
-    /// counted yet, and when a limit is at its reserve, closes the gate
+    /// limit, less what was sent since (`in_flight`) that the provider had
+    /// not counted yet, and when a limit is at its reserve, closes the gate
     /// until enough of it has refilled (see [`pace`](crate::pace)): the
     /// reason says `paced`, the deadline never shortens. Returns the
     /// deadline and the `clear` → `gated` transition, if it paced.
@@ -290,20 +290,20 @@ impl GateState {
         cfg: &PaceConfig,
         now: Timestamp,
         limits: &RateLimits,
-        in_flight: u64,
+        in_flight: InFlight,
     ) -> Option<(Timestamp, Option<Transition>)> {
         if limits.is_empty() {
             return None;
         }
         let allowance = self.allowance.get_or_insert_default();
         allowance.observe(now, limits);
-        allowance.debit(now, in_flight, 0);
+        allowance.debit(now, in_flight.requests, in_flight.tokens);
         // The provider's next report comes a latency later, and until then
         // the scope takes whatever is sent: keep room for twice the calls
         // now in flight (the rate they were sent at, doubled for the burst
         // a reopened first-choice target draws). Measured on the built-in
         // throttle storm: 429s at 2.19% of requests with once, 1.59% twice.
-        let headroom = in_flight.saturating_mul(2);
+        let headroom = in_flight.times(2);
         let (until, dimension) = allowance.paced_until_with(cfg, now, headroom)?;
         let wait = until.saturating_duration_since(now);
         let reason = format!(

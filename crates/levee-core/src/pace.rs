@@ -183,21 +183,45 @@ impl PaceCheck {
     pub const RECORD_SHARE: f64 = 0.5;
 
     /// Whether any limit in `limits` is near its reserve, or half used,
-    /// counting `in_flight` requests the provider had not counted yet.
-    pub fn near(&self, limits: &RateLimits, in_flight: u64) -> bool {
+    /// counting what is `in_flight` that the provider had not counted yet.
+    pub fn near(&self, limits: &RateLimits, in_flight: InFlight) -> bool {
         limits.iter().any(|w| {
             let Some(remaining) = w.remaining else {
                 return false;
             };
-            let remaining = match w.dimension {
-                Dimension::Requests => remaining.saturating_sub(in_flight),
-                _ => remaining,
-            };
+            let remaining = remaining.saturating_sub(in_flight.of(w.dimension));
             remaining <= u64::from(self.count)
                 || w.limit.is_some_and(|l| {
                     u128::from(remaining) * 1000 <= u128::from(l) * u128::from(self.permille)
                 })
         })
+    }
+}
+
+/// Calls sent that a provider's latest report did not count yet, and the
+/// tokens they were estimated to use ([`estimate_tokens`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InFlight {
+    /// Requests.
+    pub requests: u64,
+    /// Their estimated tokens.
+    pub tokens: u64,
+}
+
+impl InFlight {
+    fn of(self, dimension: Dimension) -> u64 {
+        match dimension {
+            Dimension::Requests => self.requests,
+            _ => self.tokens,
+        }
+    }
+
+    /// Both counts times `n`.
+    pub fn times(self, n: u64) -> Self {
+        InFlight {
+            requests: self.requests.saturating_mul(n),
+            tokens: self.tokens.saturating_mul(n),
+        }
     }
 }
 
@@ -313,28 +337,23 @@ impl Allowance {
     /// latest instant any limit at or under its reserve has one unit above
     /// the reserve back, within [`max_pause`](PaceConfig::max_pause).
     pub fn paced_until(&self, cfg: &PaceConfig, now: Timestamp) -> Option<(Timestamp, Dimension)> {
-        self.paced_until_with(cfg, now, 0)
+        self.paced_until_with(cfg, now, InFlight::default())
     }
 
-    /// [`paced_until`](Self::paced_until) keeping `headroom` more requests
-    /// than the reserve: room for the requests that will be sent before the
-    /// provider's next report arrives.
+    /// [`paced_until`](Self::paced_until) keeping `headroom` more than the
+    /// reserve: room for what will be sent before the provider's next
+    /// report arrives.
     pub fn paced_until_with(
         &self,
         cfg: &PaceConfig,
         now: Timestamp,
-        headroom: u64,
+        headroom: InFlight,
     ) -> Option<(Timestamp, Dimension)> {
         self.windows
             .iter()
             .flatten()
             .filter_map(|t| {
-                let extra = if t.dimension == Dimension::Requests {
-                    headroom
-                } else {
-                    0
-                };
-                let reserve = cfg.reserve(t).saturating_add(extra);
+                let reserve = cfg.reserve(t).saturating_add(headroom.of(t.dimension));
                 if t.available(now) > reserve {
                     return None;
                 }
@@ -392,4 +411,43 @@ fn merge(known: &Tracked, fresh: Tracked) -> Tracked {
             ..fresh
         }
     }
+}
+
+/// What a request will count against a token limit, estimated from its JSON
+/// body before it is sent: its prompt at about four bytes a token
+/// (OpenAI's rule of thumb for English), plus the most output it allows
+/// (`max_tokens`, `max_completion_tokens` or `max_output_tokens`, whichever
+/// is largest). That is what the providers reserve at admission: OpenAI
+/// and Azure count "the maximum of max_tokens and the estimated number of
+/// tokens based on the character count"
+/// ([OpenAI](https://platform.openai.com/docs/guides/rate-limits)),
+/// Anthropic counts `max_tokens` against its output limit until the
+/// response ends. A body that names no output cap estimates its prompt
+/// only. Reads the bytes once; allocates nothing.
+pub fn estimate_tokens(body: &[u8]) -> u64 {
+    let prompt = (body.len() as u64).div_ceil(4);
+    let output = [
+        &b"\"max_tokens\""[..],
+        b"\"max_completion_tokens\"",
+        b"\"max_output_tokens\"",
+    ]
+    .iter()
+    .filter_map(|key| number_after(body, key))
+    .max()
+    .unwrap_or(0);
+    prompt.saturating_add(output)
+}
+
+/// The whole number that follows `"key":` in `body`, if any.
+fn number_after(body: &[u8], key: &[u8]) -> Option<u64> {
+    let at = memchr::memmem::find(body, key)? + key.len();
+    let rest = &body[at..];
+    let rest = &rest[rest.iter().take_while(|c| c.is_ascii_whitespace()).count()..];
+    let rest = rest.strip_prefix(b":")?;
+    let rest = &rest[rest.iter().take_while(|c| c.is_ascii_whitespace()).count()..];
+    let digits = rest.iter().take_while(|c| c.is_ascii_digit()).count();
+    std::str::from_utf8(&rest[..digits.min(19)])
+        .ok()?
+        .parse()
+        .ok()
 }

@@ -312,7 +312,7 @@ fn a_scope_paced_at_its_reserve_is_gated_like_a_throttle_and_counted_apart() {
         ("x-ratelimit-remaining-requests", "50"),
         ("x-ratelimit-reset-requests", "30s"),
     ]);
-    assert_eq!(gate.pace(&pace, at(0), &plenty, 0), None);
+    assert_eq!(gate.pace(&pace, at(0), &plenty, Default::default()), None);
     assert!(gate.allowance().is_some());
     assert_eq!(gate.until(), None);
     // At the reserve (2 of 100): gated until one more has refilled.
@@ -321,7 +321,9 @@ fn a_scope_paced_at_its_reserve_is_gated_like_a_throttle_and_counted_apart() {
         ("x-ratelimit-remaining-requests", "2"),
         ("x-ratelimit-reset-requests", "98s"),
     ]);
-    let (until, t) = gate.pace(&pace, at(10), &low, 0).expect("paced");
+    let (until, t) = gate
+        .pace(&pace, at(10), &low, Default::default())
+        .expect("paced");
     assert_eq!(until, at(11));
     let t = t.expect("clear -> gated");
     assert_eq!((t.from, t.to), ("clear", "gated"));
@@ -347,5 +349,8 @@ fn a_scope_paced_at_its_reserve_is_gated_like_a_throttle_and_counted_apart() {
         "one closing, paced"
     );
     // A response without rate-limit headers says nothing.
-    assert_eq!(gate.pace(&pace, at(12), &rate_limits(&[]), 0), None);
+    assert_eq!(
+        gate.pace(&pace, at(12), &rate_limits(&[]), Default::default()),
+        None
+    );
 }

@@ -232,3 +232,27 @@ fn reports_are_read_at_the_reference_time() {
     // 50 missing over 10 s: one back after 0.2 s.
     assert_eq!(until, at(0.2));
 }
+
+#[test]
+fn a_requests_token_cost_is_its_prompt_and_its_largest_output_cap() {
+    use levee_core::pace::estimate_tokens;
+    let body = br#"{"model":"gpt-4o","max_tokens": 500,"messages":[{"role":"user","content":"Hello there"}]}"#;
+    assert_eq!(estimate_tokens(body), (body.len() as u64).div_ceil(4) + 500);
+    let newer = br#"{"max_completion_tokens":2000,"max_tokens":10}"#;
+    assert_eq!(
+        estimate_tokens(newer),
+        (newer.len() as u64).div_ceil(4) + 2000
+    );
+    assert_eq!(estimate_tokens(b"{}"), 1, "the prompt only");
+    assert_eq!(
+        estimate_tokens(br#"{"max_tokens":"lots"}"#),
+        6,
+        "not a number: ignored"
+    );
+    // Nineteen digits at most are read: no overflow.
+    let huge = br#"{"max_tokens":99999999999999999999999}"#;
+    assert_eq!(
+        estimate_tokens(huge),
+        (huge.len() as u64).div_ceil(4) + 9_999_999_999_999_999_999
+    );
+}

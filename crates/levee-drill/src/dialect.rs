@@ -214,16 +214,25 @@ fn rfc3339(t: std::time::SystemTime) -> String {
     )
 }
 
-/// What a request limit reports after a call: its size, what is left, and
-/// how long until it is whole again.
+/// What a limit reports after a call: its size, what is left, and how
+/// long until it is whole again.
 #[derive(Clone, Copy, Debug)]
 pub struct RequestLimit {
     /// The bucket's size.
     pub limit: u64,
-    /// Whole requests left.
+    /// Whole requests (or tokens) left.
     pub remaining: u64,
     /// Until the bucket is full again.
     pub reset: Duration,
+}
+
+/// The limits an answer reports: requests, and tokens when simulated.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Limits {
+    /// The request limit.
+    pub requests: Option<RequestLimit>,
+    /// The token limit.
+    pub tokens: Option<RequestLimit>,
 }
 
 /// Adds the rate-limit headers `dialect` sends on every answer, as the real
@@ -233,44 +242,59 @@ pub struct RequestLimit {
 pub fn with_rate_limits(
     mut response: Response<SimBody>,
     dialect: &str,
-    limit: RequestLimit,
+    limits: Limits,
     now: std::time::SystemTime,
 ) -> Response<SimBody> {
-    let RequestLimit {
-        limit,
-        remaining,
-        reset,
-    } = limit;
-    let headers: Vec<(&str, String)> = match dialect {
-        "gemini" | "bedrock" => return response,
-        "anthropic" => vec![
-            ("date", httpdate::fmt_http_date(now)),
-            ("anthropic-ratelimit-requests-limit", limit.to_string()),
-            (
-                "anthropic-ratelimit-requests-remaining",
-                remaining.to_string(),
-            ),
-            ("anthropic-ratelimit-requests-reset", rfc3339(now + reset)),
-        ],
-        "azure" => vec![
-            ("x-ratelimit-limit-requests", limit.to_string()),
-            ("x-ratelimit-remaining-requests", remaining.to_string()),
-            (
-                "x-ratelimit-reset-requests",
-                reset.as_millis().div_ceil(1000).to_string(),
-            ),
-        ],
-        _ => vec![
-            ("x-ratelimit-limit-requests", limit.to_string()),
-            ("x-ratelimit-remaining-requests", remaining.to_string()),
-            ("x-ratelimit-reset-requests", go_duration(reset)),
-        ],
-    };
+    if matches!(dialect, "gemini" | "bedrock") {
+        return response;
+    }
+    let mut headers: Vec<(String, String)> = Vec::new();
+    if dialect == "anthropic" {
+        headers.push(("date".into(), httpdate::fmt_http_date(now)));
+    }
+    for (dim, limit) in [("requests", limits.requests), ("tokens", limits.tokens)] {
+        let Some(RequestLimit {
+            limit,
+            remaining,
+            reset,
+        }) = limit
+        else {
+            continue;
+        };
+        match dialect {
+            "anthropic" => {
+                // Anthropic rounds the tokens left to the nearest thousand.
+                let remaining = if dim == "tokens" {
+                    (remaining + 500) / 1000 * 1000
+                } else {
+                    remaining
+                };
+                let p = format!("anthropic-ratelimit-{dim}");
+                headers.push((format!("{p}-limit"), limit.to_string()));
+                headers.push((format!("{p}-remaining"), remaining.to_string()));
+                headers.push((format!("{p}-reset"), rfc3339(now + reset)));
+            }
+            _ => {
+                let reset = if dialect == "azure" {
+                    reset.as_millis().div_ceil(1000).to_string()
+                } else {
+                    go_duration(reset)
+                };
+                headers.push((format!("x-ratelimit-limit-{dim}"), limit.to_string()));
+                headers.push((
+                    format!("x-ratelimit-remaining-{dim}"),
+                    remaining.to_string(),
+                ));
+                headers.push((format!("x-ratelimit-reset-{dim}"), reset));
+            }
+        }
+    }
     for (k, v) in headers {
-        if let Ok(v) = http::HeaderValue::from_str(&v) {
-            response
-                .headers_mut()
-                .insert(http::HeaderName::from_static(k), v);
+        if let (Ok(k), Ok(v)) = (
+            http::HeaderName::from_bytes(k.as_bytes()),
+            http::HeaderValue::from_str(&v),
+        ) {
+            response.headers_mut().insert(k, v);
         }
     }
     response
@@ -279,7 +303,27 @@ pub fn with_rate_limits(
 /// A rate-limit answer with the dialect's wait hint (`wait` until a request
 /// token is available again).
 pub fn throttle(dialect: &str, model: &str, wait: Duration, rpm: u32) -> Response<SimBody> {
+    throttle_on(dialect, model, wait, u64::from(rpm), "requests")
+}
+
+/// A rate-limit answer for a token limit of `tpm` tokens per minute.
+pub fn throttle_tokens(dialect: &str, model: &str, wait: Duration, tpm: u64) -> Response<SimBody> {
+    throttle_on(dialect, model, wait, tpm, "tokens")
+}
+
+fn throttle_on(
+    dialect: &str,
+    model: &str,
+    wait: Duration,
+    rpm: u64,
+    dim: &str,
+) -> Response<SimBody> {
     let ceil_secs = wait.as_millis().div_ceil(1000).max(1);
+    let (per_min, abbrev) = if dim == "tokens" {
+        ("tokens per min", "TPM")
+    } else {
+        ("requests per min", "RPM")
+    };
     match dialect {
         "azure" => respond(
             429,
@@ -287,7 +331,7 @@ pub fn throttle(dialect: &str, model: &str, wait: Duration, rpm: u32) -> Respons
                 json(),
                 ("retry-after", ceil_secs.to_string()),
                 ("retry-after-ms", wait.as_millis().max(1).to_string()),
-                ("x-ratelimit-remaining-requests", "0".into()),
+                (&format!("x-ratelimit-remaining-{dim}"), "0".into()),
             ],
             format!(
                 r#"{{"error":{{"code":"429","message":"Rate limit is exceeded. Try again in {ceil_secs} seconds."}}}}"#
@@ -299,11 +343,11 @@ pub fn throttle(dialect: &str, model: &str, wait: Duration, rpm: u32) -> Respons
                 json(),
                 ("retry-after", ceil_secs.to_string()),
                 ("x-should-retry", "true".into()),
-                ("anthropic-ratelimit-requests-limit", rpm.to_string()),
-                ("anthropic-ratelimit-requests-remaining", "0".into()),
+                (&format!("anthropic-ratelimit-{dim}-limit"), rpm.to_string()),
+                (&format!("anthropic-ratelimit-{dim}-remaining"), "0".into()),
             ],
             format!(
-                r#"{{"type":"error","error":{{"type":"rate_limit_error","message":"This request would exceed your organization's rate limit of {rpm} requests per minute (model: {model}). For details, refer to: https://docs.claude.com/en/api/rate-limits."}},"request_id":"req_011drill"}}"#
+                r#"{{"type":"error","error":{{"type":"rate_limit_error","message":"This request would exceed your organization's rate limit of {rpm} {dim} per minute (model: {model}). For details, refer to: https://docs.claude.com/en/api/rate-limits."}},"request_id":"req_011drill"}}"#
             ),
         ),
         "gemini" => respond(
@@ -316,18 +360,18 @@ pub fn throttle(dialect: &str, model: &str, wait: Duration, rpm: u32) -> Respons
         "bedrock" => respond(
             429,
             &[json(), amzn("ThrottlingException")],
-            r#"{"message":"Too many requests, please wait before trying again."}"#.into(),
+            format!(r#"{{"message":"Too many {dim}, please wait before trying again."}}"#),
         ),
         _ => respond(
             429,
             &[
                 json(),
-                ("x-ratelimit-limit-requests", rpm.to_string()),
-                ("x-ratelimit-remaining-requests", "0".into()),
-                ("x-ratelimit-reset-requests", go_duration(wait)),
+                (&format!("x-ratelimit-limit-{dim}"), rpm.to_string()),
+                (&format!("x-ratelimit-remaining-{dim}"), "0".into()),
+                (&format!("x-ratelimit-reset-{dim}"), go_duration(wait)),
             ],
             format!(
-                r#"{{"error":{{"message":"Rate limit reached for {model} in organization org-drill on requests per min (RPM): Limit {rpm}, Used {rpm}, Requested 1. Please try again in {}. Visit https://platform.openai.com/account/rate-limits to learn more.","type":"requests","param":null,"code":"rate_limit_exceeded"}}}}"#,
+                r#"{{"error":{{"message":"Rate limit reached for {model} in organization org-drill on {per_min} ({abbrev}): Limit {rpm}, Used {rpm}, Requested 1. Please try again in {}. Visit https://platform.openai.com/account/rate-limits to learn more.","type":"{dim}","param":null,"code":"rate_limit_exceeded"}}}}"#,
                 go_duration(wait)
             ),
         ),

@@ -14,7 +14,7 @@ use levee_core::gate::GateConfig;
 use levee_core::park::ParkConfig;
 use tokio::time::Instant;
 use tower::{Layer, ServiceExt};
-use tower_levee::breaker::Scope;
+use tower_levee::breaker::{Scope, TokenCost};
 use tower_levee::failover::{Failover, NoTargetAvailable, ServedBy, Target};
 use tower_levee::retry::{Deadline, Retry, RetryOutcome, Stop};
 use tower_levee::{BoxError, BreakerLayer, BulkheadLayer, RetryBudget, RetryBudgetLayer};
@@ -41,6 +41,8 @@ pub struct LeveeStack {
     svc: Retry<Failover<Bytes, SimBody>>,
     budget: Arc<RetryBudget>,
     timeout: Duration,
+    /// Each request's token cost, when token limits are simulated.
+    tokens: u64,
     events: Arc<Mutex<Vec<TransitionRecord>>>,
 }
 
@@ -238,6 +240,7 @@ impl LeveeStack {
             svc,
             budget,
             timeout: sc.load.timeout,
+            tokens: sc.load.tokens,
             events,
         })
     }
@@ -259,6 +262,9 @@ impl LeveeStack {
             .expect("static request");
         req.extensions_mut()
             .insert(Deadline(Instant::now() + self.timeout));
+        if self.tokens > 0 {
+            req.extensions_mut().insert(TokenCost(self.tokens));
+        }
         match self.svc.clone().oneshot(req).await {
             Ok(res) if res.status().is_success() => {
                 let served = res.extensions().get::<ServedBy>().map_or(0, |s| s.index);

@@ -103,6 +103,7 @@ pub fn scaled(sc: &Scenario, scale: f64) -> Scenario {
     for t in &mut s.targets {
         t.latency = d(t.latency);
         t.rpm = (f64::from(t.rpm) * scale).round() as u32;
+        t.tpm = (t.tpm as f64 * scale).round() as u64;
     }
     for f in &mut s.faults {
         f.from = d(f.from);

@@ -46,6 +46,7 @@ struct Bucket {
 
 struct State {
     buckets: HashMap<(String, String), Bucket>,
+    token_buckets: HashMap<(String, String), Bucket>,
     spent: HashMap<String, u64>,
     stats: CallStats,
     rng: fastrand::Rng,
@@ -92,6 +93,7 @@ impl Provider {
             start: Instant::now(),
             state: Arc::new(Mutex::new(State {
                 buckets: HashMap::new(),
+                token_buckets: HashMap::new(),
                 spent: HashMap::new(),
                 stats: CallStats::default(),
                 rng: fastrand::Rng::with_seed(seed),
@@ -177,8 +179,8 @@ impl Provider {
             st.stats.cap_reached.entry(target.name.clone()).or_insert(t);
             answer = Some(Answer::Respond(dialect::spend_cap(d), quick));
         }
-        // What the request limit reports on this call's answer.
-        let mut reported = None;
+        // What the limits report on this call's answer.
+        let mut reported = dialect::Limits::default();
         if answer.is_none() && target.rpm > 0 {
             let rate = f64::from(target.rpm) / 60.0;
             let cap = rate.max(1.0);
@@ -193,7 +195,7 @@ impl Provider {
             b.at = now;
             if b.tokens >= 1.0 {
                 b.tokens -= 1.0;
-                reported = Some(dialect::RequestLimit {
+                reported.requests = Some(dialect::RequestLimit {
                     limit: cap.floor() as u64,
                     remaining: b.tokens.floor() as u64,
                     reset: Duration::from_secs_f64((cap - b.tokens) / rate),
@@ -207,11 +209,42 @@ impl Provider {
                 ));
             }
         }
+        // The token limit, per account × model, as OpenAI and Anthropic
+        // describe theirs: a minute's allowance refilling continuously,
+        // each call spending what the load says a request counts.
+        let cost = sc.load.tokens;
+        if answer.is_none() && target.tpm > 0 && cost > 0 {
+            let rate = target.tpm as f64 / 60.0;
+            let cap = (target.tpm as f64).max(cost as f64);
+            let b = st
+                .token_buckets
+                .entry((target.account.clone(), model.to_owned()))
+                .or_insert(Bucket {
+                    tokens: cap,
+                    at: now,
+                });
+            b.tokens = (b.tokens + (now - b.at).as_secs_f64() * rate).min(cap);
+            b.at = now;
+            if b.tokens >= cost as f64 {
+                b.tokens -= cost as f64;
+                reported.tokens = Some(dialect::RequestLimit {
+                    limit: cap.floor() as u64,
+                    remaining: b.tokens.floor() as u64,
+                    reset: Duration::from_secs_f64((cap - b.tokens) / rate),
+                });
+            } else {
+                let wait =
+                    Duration::from_millis(((cost as f64 - b.tokens) / rate * 1000.0).ceil() as u64);
+                answer = Some(Answer::Respond(
+                    dialect::throttle_tokens(d, model, wait, target.tpm),
+                    quick,
+                ));
+            }
+        }
         let answer = answer.unwrap_or_else(|| {
             *st.spent.entry(target.account.clone()).or_default() += 1;
-            let limits = |r: Response<SimBody>| match reported {
-                Some(l) => dialect::with_rate_limits(r, d, l, dialect::wall_clock(t)),
-                None => r,
+            let limits = |r: Response<SimBody>| {
+                dialect::with_rate_limits(r, d, reported, dialect::wall_clock(t))
             };
             if midstream {
                 if sc.load.stream {

@@ -62,6 +62,9 @@ pub struct Load {
     pub stream: bool,
     /// The caller's overall deadline per request.
     pub timeout: Duration,
+    /// Tokens each request counts against a token limit: its prompt and
+    /// its `max_tokens` (0: token limits are not simulated).
+    pub tokens: u64,
 }
 
 /// One target: an account (or deployment, region) at one provider.
@@ -77,6 +80,9 @@ pub struct Target {
     pub latency: Duration,
     /// Requests per minute per account × model (0 = unlimited).
     pub rpm: u32,
+    /// Tokens per minute per account × model (0 = unlimited; needs
+    /// `load.tokens`).
+    pub tpm: u64,
     /// Requests until the spend cap is exhausted (0 = none).
     pub spend_cap: u64,
 }
@@ -155,6 +161,8 @@ struct RawLoad {
     #[serde(default)]
     stream: bool,
     timeout: Option<String>,
+    #[serde(default)]
+    tokens: u64,
 }
 
 #[derive(Deserialize)]
@@ -166,6 +174,8 @@ struct RawTarget {
     latency: Option<String>,
     #[serde(default)]
     rpm: u32,
+    #[serde(default)]
+    tpm: u64,
     #[serde(default)]
     spend_cap: u64,
 }
@@ -259,6 +269,7 @@ impl Scenario {
                 dialect: t.dialect,
                 latency,
                 rpm: t.rpm,
+                tpm: t.tpm,
                 spend_cap: t.spend_cap,
             });
         }
@@ -345,6 +356,7 @@ impl Scenario {
                 model: raw.load.model,
                 stream: raw.load.stream,
                 timeout,
+                tokens: raw.load.tokens,
             },
             targets,
             faults,

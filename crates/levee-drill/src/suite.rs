@@ -3,7 +3,7 @@
 use crate::scenario::{Scenario, ScenarioError};
 
 /// The built-in scenarios: (file name, TOML text).
-pub const SUITE: [(&str, &str); 8] = [
+pub const SUITE: [(&str, &str); 9] = [
     (
         "hard-outage.toml",
         include_str!("../scenarios/hard-outage.toml"),
@@ -29,6 +29,10 @@ pub const SUITE: [(&str, &str); 8] = [
     (
         "midstream-errors.toml",
         include_str!("../scenarios/midstream-errors.toml"),
+    ),
+    (
+        "token-limits.toml",
+        include_str!("../scenarios/token-limits.toml"),
     ),
 ];
 

@@ -364,3 +364,22 @@ fn pacing_keeps_the_throttle_storms_429s_under_2_percent_and_off_changes_nothing
     );
     assert_eq!(on.breaker_opens(), 0);
 }
+
+#[test]
+fn token_limits_are_paced_on_the_token_headers() {
+    let paced = builtin("token-limits", 90);
+    let mut unpaced = paced.clone();
+    unpaced.levee.pace.enabled = Some(false);
+    let (on, off) = (run(&paced), run(&unpaced));
+    let (on, off) = (stack(&on, "levee"), stack(&off, "levee"));
+    assert!(on.success_rate() >= 0.999 && off.success_rate() >= 0.999);
+    let share = |s: &StackResult| s.upstream_rejected_calls as f64 / s.requests as f64;
+    assert!(share(on) <= 0.02, "paced: {:.2}%", share(on) * 100.0);
+    assert!(share(off) > 0.05, "unpaced: {:.2}%", share(off) * 100.0);
+    assert!(
+        on.transitions
+            .iter()
+            .any(|t| t.reason.contains("tokens at the reserve")),
+        "paced on the token limit"
+    );
+}

@@ -19,6 +19,7 @@ use std::sync::OnceLock;
 use levee_core::breaker::{BreakerStatus, HALF_OPEN_RETRY_AFTER};
 use levee_core::clock::Clock;
 
+use super::cost::TokenCost;
 use super::deadline::{Deadline, DeadlineTable};
 use super::error::CircuitOpen;
 use super::scope::{
@@ -89,11 +90,18 @@ fn named<'a>(shared: &Shared, head: &RequestHead<'a>) -> ScopeKeys<'a> {
 pub(crate) struct Admit<'c> {
     pub(crate) cache: &'c mut DomainCache,
     entry: usize,
+    /// The call's estimated tokens, read only when its domain counts calls
+    /// in flight for pacing.
+    tokens: Option<u32>,
 }
 
 impl<'c> Admit<'c> {
     pub(crate) fn new(cache: &'c mut DomainCache) -> Self {
-        Admit { cache, entry: 0 }
+        Admit {
+            cache,
+            entry: 0,
+            tokens: None,
+        }
     }
 
     /// The request's scopes and its failure domain, from the cache when
@@ -149,6 +157,10 @@ impl<'a> Mode<'a> for Admit<'_> {
     #[inline]
     fn resolve(&mut self, shared: &Shared, head: &RequestHead<'a>) -> (Scopes<'a>, DomainHandle) {
         let (scopes, domain) = self.find(shared, head);
+        if domain.hot().is_some_and(|hot| hot.is_counting()) {
+            let cost = head.extensions.get::<TokenCost>().map_or(0, |c| c.0);
+            self.tokens = Some(u32::try_from(cost).unwrap_or(u32::MAX));
+        }
         if tracing::level_enabled!(tracing::Level::DEBUG)
             && tracing::enabled!(target: "levee::breaker", tracing::Level::DEBUG)
         {
@@ -199,7 +211,11 @@ impl<'a> Mode<'a> for Admit<'_> {
                 settings.latency_estimate,
             ),
             track_latency: settings.latency_estimate,
-            in_flight: hot.is_some_and(|hot| hot.count_in_flight()),
+            in_flight: self.tokens.inspect(|&tokens| {
+                if let Some(hot) = hot {
+                    hot.count_in_flight(u64::from(tokens));
+                }
+            }),
             settled: false,
         })
     }

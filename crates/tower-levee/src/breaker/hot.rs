@@ -11,6 +11,7 @@ use levee_core::breaker::{
     BreakerConfig, BreakerState, BreakerStatus, ISOLATED_RETRY_AFTER, Permit,
 };
 use levee_core::clock::Timestamp;
+use levee_core::pace::InFlight;
 
 use super::latency::LatencyHistogram;
 use crate::registry::Hot;
@@ -36,6 +37,7 @@ pub(crate) struct DomainHot {
     /// quota scopes needs them (`counting` is set): between two answers,
     /// what the provider has not counted yet.
     in_flight: AtomicU32,
+    in_flight_tokens: AtomicU64,
     counting: AtomicU32,
     /// Time to first byte, when the layer estimates it.
     pub(crate) latency: LatencyHistogram,
@@ -47,6 +49,7 @@ impl Hot for DomainHot {
         self.open_until.reset();
         self.latency.reset();
         self.in_flight.store(0, Ordering::Relaxed);
+        self.in_flight_tokens.store(0, Ordering::Relaxed);
         self.counting.store(0, Ordering::Relaxed);
     }
 }
@@ -88,24 +91,34 @@ impl DomainHot {
         (now < until).then(|| until.saturating_duration_since(now))
     }
 
-    /// Counts a call admitted in flight, if pacing needs it; whether it did.
+    /// Whether calls are counted in flight (pacing needs it).
     #[inline]
-    pub(crate) fn count_in_flight(&self) -> bool {
-        let counting = self.counting.load(Ordering::Relaxed) != 0;
-        if counting {
-            self.in_flight.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn is_counting(&self) -> bool {
+        self.counting.load(Ordering::Relaxed) != 0
+    }
+
+    /// Counts a call admitted in flight, with its estimated tokens.
+    pub(crate) fn count_in_flight(&self, tokens: u64) {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        if tokens > 0 {
+            self.in_flight_tokens.fetch_add(tokens, Ordering::Relaxed);
         }
-        counting
     }
 
     /// A counted call's answer arrived (or it ended without one).
-    pub(crate) fn landed(&self) {
+    pub(crate) fn landed(&self, tokens: u64) {
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if tokens > 0 {
+            self.in_flight_tokens.fetch_sub(tokens, Ordering::Relaxed);
+        }
     }
 
-    /// Calls counted in flight now.
-    pub(crate) fn in_flight(&self) -> u64 {
-        u64::from(self.in_flight.load(Ordering::Relaxed))
+    /// What is counted in flight now.
+    pub(crate) fn in_flight(&self) -> InFlight {
+        InFlight {
+            requests: u64::from(self.in_flight.load(Ordering::Relaxed)),
+            tokens: self.in_flight_tokens.load(Ordering::Relaxed),
+        }
     }
 
     /// Starts or stops counting calls in flight (pacing a scope near its

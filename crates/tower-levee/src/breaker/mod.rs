@@ -61,6 +61,7 @@
 
 mod admission;
 pub mod body;
+mod cost;
 mod deadline;
 pub mod error;
 mod event;
@@ -78,6 +79,7 @@ mod tracker;
 
 pub(crate) use self::admission::PeekCache;
 pub use self::body::ResponseBody;
+pub use self::cost::TokenCost;
 pub use self::error::{CircuitOpen, Parked, Throttled};
 pub use self::event::{EventSubscriber, ScopeEvent};
 pub use self::handle::{BreakerHandle, LimitLeft, Rejections, ScopeHealth, ScopeState};

@@ -13,6 +13,7 @@ use levee_core::classify::hints::RateLimits;
 use levee_core::classify::{Classification, Verdict};
 use levee_core::clock::{Clock, Timestamp};
 use levee_core::gate::{GateDecision, GateState};
+use levee_core::pace::InFlight;
 use levee_core::park::ParkState;
 use levee_core::transition::Transition;
 
@@ -226,7 +227,7 @@ impl Shared {
         scopes: &CallScopes,
         isolated: bool,
         limits: &RateLimits,
-        in_flight: u64,
+        in_flight: InFlight,
     ) {
         let now = self.clock.now();
         // The keys are named from the domain's, after its lock is given back.

@@ -27,8 +27,9 @@ pub(crate) struct Tracker {
     pub(crate) slow: SlowClock,
     /// Whether the time to first byte feeds the domain's latency estimate.
     pub(crate) track_latency: bool,
-    /// Whether the call is counted in flight (for pacing) until it lands.
-    pub(crate) in_flight: bool,
+    /// Counted in flight (for pacing) until it lands, with its estimated
+    /// tokens.
+    pub(crate) in_flight: Option<u32>,
     pub(crate) settled: bool,
 }
 
@@ -157,10 +158,10 @@ impl Tracker {
     /// The call's answer arrived (or it ended without one): no longer in
     /// flight.
     pub(crate) fn landed(&mut self) {
-        if std::mem::take(&mut self.in_flight)
+        if let Some(tokens) = self.in_flight.take()
             && let Some(hot) = self.domain.hot()
         {
-            hot.landed();
+            hot.landed(u64::from(tokens));
         }
     }
 
