@@ -206,6 +206,10 @@ impl LeveeStack {
                 .rewrite(move |req: &mut Request<Bytes>| {
                     req.extensions_mut().insert(scope.clone());
                 });
+            let target = match &t.pool {
+                Some(pool) => target.pool(pool.as_str()),
+                None => target,
+            };
             failover = failover.target(target);
         }
         let failover = failover.build().map_err(|e| format!("[[target]]: {e}"))?;

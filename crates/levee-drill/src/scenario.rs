@@ -85,6 +85,9 @@ pub struct Target {
     pub tpm: u64,
     /// Requests until the spend cap is exhausted (0 = none).
     pub spend_cap: u64,
+    /// The Levee stack's failover pool, if any: targets naming the same
+    /// pool share traffic by what each has left.
+    pub pool: Option<String>,
 }
 
 /// One scripted fault.
@@ -178,6 +181,7 @@ struct RawTarget {
     tpm: u64,
     #[serde(default)]
     spend_cap: u64,
+    pool: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -270,6 +274,7 @@ impl Scenario {
                 latency,
                 rpm: t.rpm,
                 tpm: t.tpm,
+                pool: t.pool,
                 spend_cap: t.spend_cap,
             });
         }

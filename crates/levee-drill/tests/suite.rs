@@ -383,3 +383,22 @@ fn token_limits_are_paced_on_the_token_headers() {
         "paced on the token limit"
     );
 }
+
+#[test]
+fn a_pool_of_the_storms_accounts_spreads_by_what_is_left_and_draws_no_429() {
+    let mut sc = builtin("throttle-storm", 60);
+    for t in &mut sc.targets {
+        t.pool = Some("accounts".into());
+    }
+    let r = run(&sc);
+    let levee = stack(&r, "levee");
+    assert!(levee.success_rate() >= 0.999);
+    assert!(
+        levee.upstream_rejected_calls as f64 / levee.requests as f64 <= 0.005,
+        "{} 429s",
+        levee.upstream_rejected_calls
+    );
+    // Every account served a share: none idles while another is drained.
+    assert_eq!(levee.upstream_calls_by_target.len(), 4);
+    assert!(levee.upstream_calls_by_target.values().all(|&n| n > 100));
+}

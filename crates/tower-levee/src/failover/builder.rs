@@ -1,7 +1,7 @@
 //! [`FailoverBuilder`]: the targets, in order, and the policy.
 
 use std::fmt;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -48,6 +48,8 @@ impl<B, RB: Body> Failover<B, RB> {
 pub struct FailoverBuilder<B, RB: Body> {
     targets: Vec<(TargetMeta, Entry<B, RB>)>,
     labels: Vec<Labels>,
+    /// Each target's pool name.
+    pools: Vec<Option<Arc<str>>>,
     max_targets: usize,
     max_retry_after: Duration,
     overload_window: Duration,
@@ -59,6 +61,7 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
         FailoverBuilder {
             targets: Vec::new(),
             labels: Vec::new(),
+            pools: Vec::new(),
             max_targets: usize::MAX,
             max_retry_after: DEFAULT_MAX_RETRY_AFTER,
             overload_window: DEFAULT_OVERLOAD_WINDOW,
@@ -87,6 +90,7 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
             rewrite,
             provider,
             region,
+            pool,
         } = target;
         let handle = breaker.handle();
         let stacked = breaker.layer(service);
@@ -95,11 +99,14 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
             None => BoxCloneSyncService::new(stacked),
         };
         self.labels.push((provider.clone(), region.clone()));
+        self.pools.push(pool);
         let meta = TargetMeta {
             name: intern(&name),
             provider,
             region,
             group: None,
+            pool: None,
+            left_permille: AtomicU32::new(1000),
             breaker: handle,
             peek: PeekCache::default(),
             bulkhead,
@@ -201,12 +208,33 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
             groups_of.push(group);
         }
         let groups = (0..group_keys.len()).map(|_| Group::default()).collect();
+        // Targets naming one pool share it, wherever they were added.
+        let mut pool_names: Vec<&Arc<str>> = Vec::new();
+        let mut pools: Vec<Vec<usize>> = Vec::new();
+        let mut pool_of = Vec::with_capacity(n);
+        for (i, name) in self.pools.iter().enumerate() {
+            let pool = name.as_ref().map(|name| {
+                let p = pool_names
+                    .iter()
+                    .position(|k| *k == name)
+                    .unwrap_or_else(|| {
+                        pool_names.push(name);
+                        pools.push(Vec::new());
+                        pools.len() - 1
+                    });
+                pools[p].push(i);
+                p
+            });
+            pool_of.push(pool);
+        }
         let (metas, entries): (Vec<_>, Vec<_>) = self
             .targets
             .into_iter()
             .zip(groups_of)
-            .map(|((mut meta, entry), group)| {
+            .zip(pool_of)
+            .map(|(((mut meta, entry), group), pool)| {
                 meta.group = group;
+                meta.pool = pool;
                 (meta, entry)
             })
             .unzip();
@@ -219,11 +247,13 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
             fallback_on: self.fallback_on,
             origin: Instant::now(),
             no_target: AtomicU64::new(0),
+            pools: pools.into_iter().map(Vec::into_boxed_slice).collect(),
+            clones: AtomicU64::new(0),
         };
-        Ok(Failover::from_common(Arc::new(Common {
-            meta: Arc::new(meta),
-            entries: entries.into(),
-        })))
+        Ok(Failover::from_common(Arc::new(Common::new(
+            Arc::new(meta),
+            entries.into(),
+        ))))
     }
 }
 

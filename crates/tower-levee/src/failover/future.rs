@@ -301,7 +301,8 @@ fn select<B: Clone, RB: Body>(
 ) -> Pick<B> {
     let meta = &*common.meta;
     while (progress.attempts as usize) < meta.max_targets {
-        let Some(index) = meta.next_candidate(progress.tried, progress.avoid) else {
+        let Some(index) = meta.next_candidate(progress.tried, progress.avoid, || common.draw())
+        else {
             break;
         };
         let Some(mut req) = request.take() else {
@@ -395,6 +396,7 @@ fn settle<B, RB: Body>(
     let target = &meta.targets[index];
     match output {
         Ok(mut response) => {
+            meta.note_limits(index, response.headers());
             let (verdict, reason) = match response.extensions().get::<Classification>() {
                 Some(c) => (c.verdict, Some(c.reason.as_str())),
                 None => (Verdict::Success, None),

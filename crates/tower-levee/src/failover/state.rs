@@ -2,13 +2,14 @@
 //! and the order in which a request visits them.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use http::{Request, Response};
 use http_body::Body;
 use levee_core::classify::Verdict;
+use levee_core::classify::hints::{self, RateLimits};
 use levee_core::clock::duration_nanos;
 use tokio::time::Instant;
 use tower::util::BoxCloneSyncService;
@@ -63,15 +64,38 @@ impl Advance<'_> {
 pub(crate) struct Common<B, RB: Body> {
     pub(crate) meta: Arc<Meta>,
     pub(crate) entries: Box<[Entry<B, RB>]>,
+    /// This clone's draws for choosing within a pool (a counter, mixed).
+    draws: AtomicU64,
+}
+
+impl<B, RB: Body> Common<B, RB> {
+    pub(crate) fn new(meta: Arc<Meta>, entries: Box<[Entry<B, RB>]>) -> Self {
+        // Each clone draws its own sequence, deterministic in clone order.
+        let base = meta.clones.fetch_add(1, Ordering::Relaxed) << 32;
+        Common {
+            meta,
+            entries,
+            draws: AtomicU64::new(base),
+        }
+    }
+
+    /// A pseudo-random number for a choice within a pool.
+    pub(crate) fn draw(&self) -> u64 {
+        splitmix64(self.draws.fetch_add(1, Ordering::Relaxed))
+    }
 }
 
 impl<B, RB: Body> Clone for Common<B, RB> {
     fn clone(&self) -> Self {
-        Common {
-            meta: self.meta.clone(),
-            entries: self.entries.clone(),
-        }
+        Common::new(self.meta.clone(), self.entries.clone())
     }
+}
+
+fn splitmix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
 pub(crate) struct Entry<B, RB: Body> {
@@ -98,6 +122,10 @@ pub(crate) struct Meta {
     pub(crate) fallback_on: Option<FallbackFn>,
     pub(crate) origin: Instant,
     pub(crate) no_target: AtomicU64,
+    /// Each pool's members, in failover order.
+    pub(crate) pools: Box<[Box<[usize]>]>,
+    /// Clones made, for each clone's draws.
+    pub(crate) clones: AtomicU64,
 }
 
 pub(crate) struct TargetMeta {
@@ -106,6 +134,11 @@ pub(crate) struct TargetMeta {
     pub(crate) region: Option<Arc<str>>,
     /// The provider × region group, for targets with a provider label.
     pub(crate) group: Option<usize>,
+    /// The pool the target shares traffic in, if any.
+    pub(crate) pool: Option<usize>,
+    /// What its provider last said is left of its tightest limit, in
+    /// thousandths (1000 until it says): its weight in its pool.
+    pub(crate) left_permille: AtomicU32,
     pub(crate) breaker: BreakerHandle,
     pub(crate) peek: PeekCache,
     pub(crate) bulkhead: Option<BulkheadLayer>,
@@ -149,21 +182,85 @@ impl Meta {
     /// provider/region is neither marked overloaded nor in `avoid` (groups
     /// that already failed for availability in this request); failing that,
     /// the first untried one.
-    pub(crate) fn next_candidate(&self, tried: u64, avoid: u64) -> Option<usize> {
+    pub(crate) fn next_candidate(
+        &self,
+        tried: u64,
+        avoid: u64,
+        draw: impl FnOnce() -> u64,
+    ) -> Option<usize> {
+        let eligible = |i: usize| {
+            let t = &self.targets[i];
+            tried & (1 << i) == 0
+                && !t
+                    .group
+                    .is_some_and(|g| avoid & (1 << g) != 0 || self.overloaded(g))
+        };
         let mut deferred = None;
-        for (i, t) in self.targets.iter().enumerate() {
+        for i in 0..self.targets.len() {
             if tried & (1 << i) != 0 {
                 continue;
             }
-            let passed_over = t
-                .group
-                .is_some_and(|g| avoid & (1 << g) != 0 || self.overloaded(g));
-            if !passed_over {
-                return Some(i);
+            if eligible(i) {
+                return Some(match self.targets[i].pool {
+                    Some(p) => self.pick_in_pool(&self.pools[p], eligible, draw),
+                    None => i,
+                });
             }
             deferred.get_or_insert(i);
         }
         deferred
+    }
+
+    /// A member of a pool, among those `eligible`, drawn with weights by
+    /// what each has left (the first eligible one wins a pool of one).
+    fn pick_in_pool(
+        &self,
+        members: &[usize],
+        eligible: impl Fn(usize) -> bool,
+        draw: impl FnOnce() -> u64,
+    ) -> usize {
+        let weight =
+            |i: usize| u64::from(self.targets[i].left_permille.load(Ordering::Relaxed)) + 1;
+        let total: u64 = members
+            .iter()
+            .filter(|&&i| eligible(i))
+            .map(|&i| weight(i))
+            .sum();
+        let mut at = draw() % total.max(1);
+        for &i in members.iter().filter(|&&i| eligible(i)) {
+            let w = weight(i);
+            if at < w {
+                return i;
+            }
+            at -= w;
+        }
+        members
+            .iter()
+            .copied()
+            .find(|&i| eligible(i))
+            .unwrap_or(members[0])
+    }
+
+    /// Notes what a pooled target's answer says is left of its limits.
+    pub(crate) fn note_limits(&self, index: usize, headers: &http::HeaderMap) {
+        let t = &self.targets[index];
+        if t.pool.is_none() {
+            return;
+        }
+        let limits = RateLimits::read_lazy(headers, &|| hints::reference_time(headers, None));
+        let tightest = limits
+            .iter()
+            .filter_map(|w| {
+                let (remaining, limit) = (w.remaining?, w.limit.filter(|&l| l > 0)?);
+                Some(remaining.saturating_mul(1000) / limit)
+            })
+            .min();
+        if let Some(share) = tightest {
+            t.left_permille.store(
+                u32::try_from(share.min(1000)).unwrap_or(1000),
+                Ordering::Relaxed,
+            );
+        }
     }
 
     /// Whether any target other than those in `tried` is left.

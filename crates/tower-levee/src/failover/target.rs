@@ -54,6 +54,7 @@ pub struct Target<S, B, C = ProviderClassifier> {
     pub(crate) rewrite: Option<Rewrite<B>>,
     pub(crate) provider: Option<Arc<str>>,
     pub(crate) region: Option<Arc<str>>,
+    pub(crate) pool: Option<Arc<str>>,
 }
 
 impl<S, B> Target<S, B> {
@@ -68,6 +69,7 @@ impl<S, B> Target<S, B> {
             rewrite: None,
             provider: None,
             region: None,
+            pool: None,
         }
     }
 }
@@ -84,6 +86,7 @@ impl<S, B, C> Target<S, B, C> {
             rewrite: self.rewrite,
             provider: self.provider,
             region: self.region,
+            pool: self.pool,
         }
     }
 
@@ -119,6 +122,20 @@ impl<S, B, C> Target<S, B, C> {
     /// The region label (`"us-east-1"`).
     pub fn region(mut self, region: impl Into<Arc<str>>) -> Self {
         self.region = Some(region.into());
+        self
+    }
+
+    /// Puts the target in a pool: targets naming the same pool share its
+    /// traffic by what each one's provider last said is left of its rate
+    /// limits (the lowest share of any limit, read from the response
+    /// headers, without a lock), instead of the first taking it all. The
+    /// pool takes its place in the failover order where its first member
+    /// was added; a pool of one is an ordinary target.
+    ///
+    /// Use it for accounts of one provider with separate limits: spread by
+    /// what is left, none is driven to its limit while another idles.
+    pub fn pool(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.pool = Some(name.into());
         self
     }
 
