@@ -182,6 +182,19 @@ impl PaceCheck {
     /// The share of a limit in use from which its allowance is recorded.
     pub const RECORD_SHARE: f64 = 0.5;
 
+    /// The check in one word, never 0 (for an atomic that says "none" with 0).
+    pub fn to_bits(self) -> u64 {
+        1 << 48 | u64::from(self.permille) << 32 | u64::from(self.count)
+    }
+
+    /// The check [`to_bits`](Self::to_bits) packed; `None` for 0.
+    pub fn from_bits(bits: u64) -> Option<Self> {
+        (bits != 0).then_some(PaceCheck {
+            permille: (bits >> 32) as u16,
+            count: bits as u32,
+        })
+    }
+
     /// Whether any limit in `limits` is near its reserve, or half used,
     /// counting what is `in_flight` that the provider had not counted yet.
     pub fn near(&self, limits: &RateLimits, in_flight: InFlight) -> bool {

@@ -362,3 +362,37 @@ fn a_streak_of_rejected_keys_gets_the_credential_cool_off_whichever_rule_trips()
     );
     assert!(t.until.unwrap().saturating_duration_since(h.now) >= Duration::from_secs(150));
 }
+
+#[test]
+fn a_custom_policy_opened_by_hand_hears_its_reset_with_the_next_outcome() {
+    let policy = Arc::new(Logged::default());
+    let cfg = BreakerConfig::builder()
+        .tripping(Tripping::Custom(policy.clone()))
+        .build()
+        .unwrap();
+    let mut h = Harness::new(cfg);
+    h.call(unavailable());
+    // Opened by hand: no key at hand, so the policy is told with the probe.
+    let cfg = h.cfg.clone();
+    h.state.open(&cfg, h.now, &mut h.rng, "maintenance");
+    h.advance(Duration::from_secs(3600));
+    h.call(Outcome::success());
+    // The hand-opened reset arrives with the probe's outcome; the probe's
+    // success then closes the breaker, which resets the policy again.
+    let log = policy.log.lock().unwrap().clone();
+    assert_eq!(log, ["failure org-a", "reset org-a", "reset org-a"]);
+}
+
+#[test]
+fn a_failure_below_either_threshold_keeps_the_key_from_idling() {
+    for failure in [unavailable(), rejected_key()] {
+        let mut h = Harness::new(BreakerConfig::default());
+        h.call(failure);
+        assert!(!h.state.is_idle(), "a failure is counted: not idle");
+        assert!(!h.state.is_isolated());
+        h.state.isolate(h.now);
+        assert!(h.state.is_isolated());
+        h.state.close(h.now);
+        assert!(!h.state.is_isolated() && h.state.is_idle());
+    }
+}

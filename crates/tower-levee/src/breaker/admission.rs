@@ -26,7 +26,7 @@ use super::scope::{
     CallScopes, KEY_SEPARATOR, KeyBuf, RequestHead, Scope, ScopeKeys, Scopes, default_scope,
 };
 use super::shared::{DomainHandle, Shared};
-use super::tracker::{SlowClock, Tracker};
+use super::tracker::{NOT_IN_FLIGHT, SlowClock, Tracker};
 use crate::error::BoxError;
 
 /// What differs between admitting a call and peeking at its admission.
@@ -87,20 +87,20 @@ fn named<'a>(shared: &Shared, head: &RequestHead<'a>) -> ScopeKeys<'a> {
 // === Call ===
 
 /// Admits a call for real, with the clone's [`DomainCache`].
-pub(crate) struct Admit<'c> {
+pub(crate) struct Admit<'c, 'a> {
     pub(crate) cache: &'c mut DomainCache,
     entry: usize,
-    /// The call's estimated tokens, read only when its domain counts calls
-    /// in flight for pacing.
-    tokens: Option<u32>,
+    /// The request's extensions: its [`TokenCost`], read only when its
+    /// domain counts calls in flight for pacing.
+    extensions: Option<&'a http::Extensions>,
 }
 
-impl<'c> Admit<'c> {
+impl<'c> Admit<'c, '_> {
     pub(crate) fn new(cache: &'c mut DomainCache) -> Self {
         Admit {
             cache,
             entry: 0,
-            tokens: None,
+            extensions: None,
         }
     }
 
@@ -150,17 +150,14 @@ pub(crate) fn admit_call(
     admit(shared, head, Admit::new(cache))
 }
 
-impl<'a> Mode<'a> for Admit<'_> {
+impl<'a> Mode<'a> for Admit<'_, 'a> {
     type Found = DomainHandle;
     type Admitted = Tracker;
 
     #[inline]
     fn resolve(&mut self, shared: &Shared, head: &RequestHead<'a>) -> (Scopes<'a>, DomainHandle) {
         let (scopes, domain) = self.find(shared, head);
-        if domain.hot().is_some_and(|hot| hot.is_counting()) {
-            let cost = head.extensions.get::<TokenCost>().map_or(0, |c| c.0);
-            self.tokens = Some(u32::try_from(cost).unwrap_or(u32::MAX));
-        }
+        self.extensions = Some(head.extensions);
         if tracing::level_enabled!(tracing::Level::DEBUG)
             && tracing::enabled!(target: "levee::breaker", tracing::Level::DEBUG)
         {
@@ -211,11 +208,21 @@ impl<'a> Mode<'a> for Admit<'_> {
                 settings.latency_estimate,
             ),
             track_latency: settings.latency_estimate,
-            in_flight: self.tokens.inspect(|&tokens| {
-                if let Some(hot) = hot {
+            in_flight: match hot {
+                Some(hot) if hot.is_counting() => {
+                    // Below NOT_IN_FLIGHT, whatever the estimate.
+                    let cost = self
+                        .extensions
+                        .and_then(|e| e.get::<TokenCost>())
+                        .map_or(0, |c| c.0);
+                    let tokens = u32::try_from(cost)
+                        .unwrap_or(u32::MAX)
+                        .min(NOT_IN_FLIGHT - 1);
                     hot.count_in_flight(u64::from(tokens));
+                    tokens
                 }
-            }),
+                _ => NOT_IN_FLIGHT,
+            },
             settled: false,
         })
     }

@@ -13,7 +13,6 @@ use http_body::Body;
 use levee_core::classify::{
     Classification, Classify, HeadDecision, ResponseView, StreamScanner, Verdict,
 };
-use levee_core::pace::PaceCheck;
 use pin_project_lite::pin_project;
 use tokio::time::Instant;
 
@@ -54,8 +53,9 @@ pub(crate) struct Call<C> {
     /// Whether an empty 2xx body is a failure (a `POST` to a layer that
     /// says so).
     pub(crate) expects_content: bool,
-    /// Pacing's first look at every response, if the layer paces.
-    pub(crate) pace: Option<PaceCheck>,
+    /// Whether the layer paces (its first look at each response is the
+    /// failure domain's, see `DomainHot::pace_check`).
+    pub(crate) pace: bool,
     pub(crate) tracker: Tracker,
 }
 
@@ -83,10 +83,8 @@ impl<C: Classify> Call<C> {
         self.tracker.first_byte();
         self.tracker.landed();
         // A 429 gates on its own wait (and counts as a throttle, not a pace).
-        if let Some(check) = self.pace
-            && status != StatusCode::TOO_MANY_REQUESTS
-        {
-            self.tracker.pace(headers, check);
+        if self.pace && status != StatusCode::TOO_MANY_REQUESTS {
+            self.tracker.pace(headers);
         }
         let slow = self.tracker.is_slow();
         match self.classifier.classify_head(status, headers) {

@@ -11,7 +11,7 @@ use levee_core::breaker::{
     BreakerConfig, BreakerState, BreakerStatus, ISOLATED_RETRY_AFTER, Permit,
 };
 use levee_core::clock::Timestamp;
-use levee_core::pace::InFlight;
+use levee_core::pace::{InFlight, PaceCheck};
 
 use super::latency::LatencyHistogram;
 use crate::registry::Hot;
@@ -39,6 +39,9 @@ pub(crate) struct DomainHot {
     in_flight: AtomicU32,
     in_flight_tokens: AtomicU64,
     counting: AtomicU32,
+    /// The layer's [`PaceCheck`], packed ([`PaceCheck::to_bits`]); 0 when
+    /// the layer does not pace. Set when the domain is made.
+    pace_check: AtomicU64,
     /// Time to first byte, when the layer estimates it.
     pub(crate) latency: LatencyHistogram,
 }
@@ -51,6 +54,7 @@ impl Hot for DomainHot {
         self.in_flight.store(0, Ordering::Relaxed);
         self.in_flight_tokens.store(0, Ordering::Relaxed);
         self.counting.store(0, Ordering::Relaxed);
+        self.pace_check.store(0, Ordering::Relaxed);
     }
 }
 
@@ -89,6 +93,17 @@ impl DomainHot {
         let until = self.open_until.get()?;
         let now = now();
         (now < until).then(|| until.saturating_duration_since(now))
+    }
+
+    /// Sets the layer's pacing check (when the domain is made).
+    pub(crate) fn set_pace_check(&self, check: Option<PaceCheck>) {
+        self.pace_check
+            .store(check.map_or(0, PaceCheck::to_bits), Ordering::Relaxed);
+    }
+
+    /// The layer's pacing check, if it paces.
+    pub(crate) fn pace_check(&self) -> Option<PaceCheck> {
+        PaceCheck::from_bits(self.pace_check.load(Ordering::Relaxed))
     }
 
     /// Whether calls are counted in flight (pacing needs it).

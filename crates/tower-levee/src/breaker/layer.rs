@@ -314,6 +314,7 @@ impl<C> BreakerLayerBuilder<C> {
             gate: self.gate,
             park: self.park,
             pace: self.pace,
+            pace_check: self.pace.check(),
             peek_limit: u32::try_from(self.peek_limit).map_err(|_| {
                 ConfigError::new(
                     "breaker_layer.peek_limit",

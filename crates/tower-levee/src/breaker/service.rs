@@ -101,7 +101,7 @@ where
                     peek_limit: settings.peek_limit,
                     expects_content: settings.empty_body_is_failure
                         && req.method() == http::Method::POST,
-                    pace: settings.pace.check(),
+                    pace: settings.pace_check.is_some(),
                     tracker,
                 };
                 ResponseFuture::called(self.inner.call(req), call)

@@ -7,7 +7,7 @@ use std::time::Duration;
 use levee_core::breaker::BreakerConfig;
 use levee_core::classify::Classification;
 use levee_core::gate::GateConfig;
-use levee_core::pace::PaceConfig;
+use levee_core::pace::{PaceCheck, PaceConfig};
 use levee_core::park::ParkConfig;
 
 use super::event::EventSubscriber;
@@ -31,6 +31,8 @@ pub(crate) struct Settings {
     pub(crate) gate: GateConfig,
     pub(crate) park: ParkConfig,
     pub(crate) pace: PaceConfig,
+    /// `pace.check()`, computed once.
+    pub(crate) pace_check: Option<PaceCheck>,
     pub(crate) peek_limit: u32,
     pub(crate) max_keys: usize,
     pub(crate) isolate_by_model: bool,

@@ -103,6 +103,7 @@ impl Shared {
             |hot| {
                 let state = BreakerState::new(config);
                 hot.publish(&state, config);
+                hot.set_pace_check(self.settings.pace_check);
                 DomainCell {
                     shared: self.weak.clone(),
                     state,

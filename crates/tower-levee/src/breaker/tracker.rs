@@ -7,11 +7,13 @@ use levee_core::breaker::Permit;
 use levee_core::classify::hints::{self, RateLimits};
 use levee_core::classify::{Classification, StreamScanner, Verdict};
 use levee_core::clock::ceil_millis;
-use levee_core::pace::PaceCheck;
 use tokio::time::Instant;
 
 use super::scope::CallScopes;
 use super::shared::{DomainHandle, Report};
+
+/// [`Tracker::in_flight`] of a call not counted in flight.
+pub(crate) const NOT_IN_FLIGHT: u32 = u32::MAX;
 
 /// What a call needs to report its outcome. No reference counts: the domain
 /// is a `Copy` handle and the scope keys are held inline. Every response
@@ -28,8 +30,8 @@ pub(crate) struct Tracker {
     /// Whether the time to first byte feeds the domain's latency estimate.
     pub(crate) track_latency: bool,
     /// Counted in flight (for pacing) until it lands, with its estimated
-    /// tokens.
-    pub(crate) in_flight: Option<u32>,
+    /// tokens; [`NOT_IN_FLIGHT`] when not counted.
+    pub(crate) in_flight: u32,
     pub(crate) settled: bool,
 }
 
@@ -131,14 +133,24 @@ impl Tracker {
     /// Reads a response's rate-limit headers and, when a limit is near its
     /// reserve (or half used), hands them to the call's quota scope, which
     /// records them and paces if it must. A healthy scope takes no lock.
-    pub(crate) fn pace(&self, headers: &HeaderMap, check: PaceCheck) {
-        let limits = RateLimits::read_lazy(headers, &|| hints::reference_time(headers, None));
-        if limits.is_empty() {
-            return;
+    #[inline]
+    pub(crate) fn pace(&self, headers: &HeaderMap) {
+        if RateLimits::present(headers) {
+            self.pace_on(headers);
         }
+    }
+
+    /// [`pace`](Self::pace) for a response that reports limits: out of
+    /// line, so a call to a provider that sends none inlines a name scan.
+    #[inline(never)]
+    fn pace_on(&self, headers: &HeaderMap) {
         let Some(hot) = self.domain.hot() else {
             return;
         };
+        let Some(check) = hot.pace_check() else {
+            return;
+        };
+        let limits = RateLimits::read_lazy(headers, &|| hints::reference_time(headers, None));
         // A provider that reports its limits is paced on them: calls to it
         // are counted in flight from now on, since the count of an answer
         // misses every call sent after it (about rate × latency of them).
@@ -158,7 +170,8 @@ impl Tracker {
     /// The call's answer arrived (or it ended without one): no longer in
     /// flight.
     pub(crate) fn landed(&mut self) {
-        if let Some(tokens) = self.in_flight.take()
+        let tokens = std::mem::replace(&mut self.in_flight, NOT_IN_FLIGHT);
+        if tokens != NOT_IN_FLIGHT
             && let Some(hot) = self.domain.hot()
         {
             hot.landed(u64::from(tokens));

@@ -149,6 +149,17 @@ impl RateLimits {
         Self::read_lazy(headers, &|| reference)
     }
 
+    /// Whether `headers` has any rate-limit header this reads: a test of
+    /// the names' prefixes, cheaper than building a reading.
+    pub fn present(headers: &HeaderMap) -> bool {
+        headers.keys().any(|name| {
+            let n = name.as_str().as_bytes();
+            n.starts_with(b"x-ratelimit-")
+                || n.starts_with(b"anthropic-ratelimit-")
+                || n.starts_with(b"x-tokenlimit-")
+        })
+    }
+
     /// [`read`](Self::read) with the reference computed only if a reset
     /// given as an instant needs it (most responses have none).
     pub fn read_lazy(headers: &HeaderMap, reference: &dyn Fn() -> SystemTime) -> Self {

@@ -1,0 +1,95 @@
+//! Instructions per call, for comparing two trees without the machine's
+//! noise: runs `N` calls of one case, so that `cachegrind` over two `N`s
+//! gives the per-call difference (`benches/percall.sh` does it for every
+//! case). Cases: the peer harness's inner service and URI.
+//!
+//! `cargo run --release -p benches --example percall -- CASE N` (`N` = 0
+//! prints the size of the case's response future).
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http::{Request, Response, Uri};
+use http_body_util::Empty;
+use tower::{Service, ServiceBuilder, ServiceExt};
+use tower_levee::breaker::BreakerLayer;
+use tower_levee::bulkhead::BulkheadLayer;
+use tower_levee::failover::{Failover, Target};
+use tower_levee::retry::RetryBudgetLayer;
+
+type Req = Request<Empty<Bytes>>;
+
+fn inner() -> impl Service<Req, Response = Response<Empty<Bytes>>, Error = Infallible, Future: Send>
++ Clone
++ Send
++ Sync
++ 'static {
+    tower::service_fn(|_req: Req| async { Ok::<_, Infallible>(Response::new(Empty::new())) })
+}
+
+static URI: std::sync::LazyLock<Uri> =
+    std::sync::LazyLock::new(|| Uri::from_static("https://api.openai.com/v1/chat/completions"));
+
+fn request() -> Req {
+    let mut req = Request::new(Empty::new());
+    *req.uri_mut() = URI.clone();
+    req
+}
+
+async fn run<S>(mut svc: S, n: u64)
+where
+    S: Service<Req>,
+    S::Error: std::fmt::Debug,
+{
+    if n == 0 {
+        let fut = svc.ready().await.unwrap().call(request());
+        println!("response future: {} bytes", std::mem::size_of_val(&fut));
+        return;
+    }
+    for _ in 0..n {
+        let res = svc.ready().await.unwrap().call(request()).await;
+        std::hint::black_box(res.is_ok());
+    }
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let case = args.next().expect("CASE");
+    let n: u64 = args.next().expect("N").parse().expect("N");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        match case.as_str() {
+            "bare" => run(inner(), n).await,
+            "breaker" => run(BreakerLayer::new().layer_service(inner()), n).await,
+            "bulkhead" => run(BulkheadLayer::named("llm", 1024).layer_service(inner()), n).await,
+            "retry" => run(RetryBudgetLayer::with_defaults().layer_service(inner()), n).await,
+            "stack" => {
+                let svc = ServiceBuilder::new()
+                    .layer(RetryBudgetLayer::with_defaults())
+                    .layer(BulkheadLayer::named("llm", 64))
+                    .layer(BreakerLayer::new())
+                    .service(inner());
+                run(svc, n).await
+            }
+            "failover1" | "failover2" => {
+                let mut b = Failover::builder().target(Target::new("openai", inner()));
+                if case == "failover2" {
+                    b = b.target(Target::new("anthropic", inner()));
+                }
+                run(b.build().unwrap(), n).await
+            }
+            other => panic!("unknown case {other}"),
+        }
+    });
+}
+
+/// `layer.layer(svc)` with the layer first, for one-line cases.
+trait LayerService<S>: tower::Layer<S> + Sized {
+    fn layer_service(self, svc: S) -> Self::Service {
+        self.layer(svc)
+    }
+}
+
+impl<L: tower::Layer<S>, S> LayerService<S> for L {}
