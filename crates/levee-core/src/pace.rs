@@ -6,7 +6,7 @@
 //! limit", [OpenAI](https://platform.openai.com/docs/guides/rate-limits)).
 //! Yet every response, successful or not, already says how much of each
 //! limit is left and when it is whole again
-//! ([`RateLimits`](crate::classify::hints::RateLimits)). An [`Allowance`]
+//! ([`RateLimits`]). An [`Allowance`]
 //! keeps that per quota scope, counts down the requests (and estimated
 //! tokens) sent since the provider last spoke, and says when the scope
 //! should pause: when what is left of a limit reaches the [reserve](PaceConfig),

@@ -521,7 +521,8 @@ async fn deployments_in_the_path_get_their_own_scopes_on_one_clone() {
         } else if path.contains("/deployments/dead/") {
             b = b.status(503);
         }
-        Ok(b.body(String::new()).unwrap())
+        // A success carries a body: an empty one is a failure of its own.
+        Ok(b.body("{}".to_owned()).unwrap())
     });
     let layer = BreakerLayer::builder()
         .isolate_by_model(true)

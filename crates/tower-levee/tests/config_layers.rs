@@ -54,6 +54,7 @@ fn custom() -> LeveeConfig {
                 ("o3".to_owned(), Duration::from_secs(240)),
             ]),
             latency_estimate: true,
+            empty_body_is_failure: false,
         },
         retry: RetryConfig {
             max_attempts: 5,

@@ -36,14 +36,14 @@ fn chaotic(seed: u64) -> Scripted {
         let mut rng = rng.lock().unwrap();
         let delay = Duration::from_millis(rng.u64(0..300));
         match rng.u32(0..1000) {
-            0..=699 => Reply1::After(delay, response(200, None, "")),
+            0..=699 => Reply1::After(delay, response(200, None, "{}")),
             700..=749 => Reply1::Now(response(429, None, "")),
             800..=869 => Reply1::After(delay, response(503, None, "")),
             870..=919 => Reply1::Now(response(400, None, "")),
             920 => Reply1::Now(response(429, None, QUOTA_BODY)),
             921..=922 => Reply1::Now(response(401, None, "")),
             923..=952 => Reply1::Error(Box::new(Reset)),
-            _ => Reply1::After(delay, response(200, None, "")),
+            _ => Reply1::After(delay, response(200, None, "{}")),
         }
     })
 }

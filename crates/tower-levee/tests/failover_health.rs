@@ -127,7 +127,7 @@ fn primary_and_backup(
         } else {
             503
         };
-        Reply1::Now(response(status, None, ""))
+        Reply1::Now(response(status, None, "{}"))
     });
     let svc = Failover::builder()
         .target(Target::new("primary", primary).breaker(breaker(GATE, PARK)))
@@ -214,7 +214,7 @@ async fn time_open_per_target_counts_from_the_trip_to_the_recovery() {
 #[tokio::test(start_paused = true)]
 async fn each_breaker_scope_shows_its_time_to_first_byte_when_estimated() {
     let primary =
-        Scripted::new(|_| Reply1::After(Duration::from_millis(800), response(200, None, "")));
+        Scripted::new(|_| Reply1::After(Duration::from_millis(800), response(200, None, "{}")));
     let estimated = tower_levee::BreakerLayer::builder()
         .latency_estimate(true)
         .build()

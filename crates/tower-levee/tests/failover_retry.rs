@@ -24,7 +24,7 @@ fn throttled_once(secs: &'static str) -> Scripted {
         if first.swap(false, std::sync::atomic::Ordering::SeqCst) {
             Reply1::Now(response(429, Some(secs), ""))
         } else {
-            Reply1::Now(response(200, None, ""))
+            Reply1::Now(response(200, None, "{}"))
         }
     })
 }

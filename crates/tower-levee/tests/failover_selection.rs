@@ -274,7 +274,7 @@ async fn each_target_sees_its_rewrite_and_is_admitted_by_its_own_scopes() {
         } else {
             200
         };
-        Reply1::Now(response(status, Some("5"), ""))
+        Reply1::Now(response(status, Some("5"), "{}"))
     });
     let layer = breaker(GATE, PARK);
     let mut svc = Failover::builder()
@@ -314,7 +314,7 @@ async fn each_target_sees_its_rewrite_and_is_admitted_by_its_own_scopes() {
 
 #[tokio::test(start_paused = true)]
 async fn a_full_bulkhead_sends_the_request_to_the_next_target() {
-    let slow = Scripted::new(|_| Reply1::After(Duration::from_secs(10), response(200, None, "")));
+    let slow = Scripted::new(|_| Reply1::After(Duration::from_secs(10), response(200, None, "{}")));
     let backup = Scripted::ok();
     let mut svc = Failover::builder()
         .target(target("slow", &slow).max_concurrent(1))

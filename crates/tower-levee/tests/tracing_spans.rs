@@ -172,7 +172,7 @@ impl Service<Request<String>> for Provider {
             let key = req.headers().get("x-api-key").unwrap().to_str().unwrap();
             (503, format!("upstream error for key {key}"))
         } else {
-            (200, String::new())
+            (200, "{}".to_owned())
         };
         let res = Response::builder().status(status).body(body).unwrap();
         Box::pin(async move { Ok(res) })

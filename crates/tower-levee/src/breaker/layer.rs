@@ -112,7 +112,7 @@ impl Default for BreakerLayerBuilder {
             slow_call_by_model: Vec::new(),
             slow_stream: None,
             latency_estimate: false,
-            empty_body_is_failure: false,
+            empty_body_is_failure: true,
             soft_failure: None,
             scope_fn: None,
             subscribers: Vec::new(),
@@ -231,8 +231,7 @@ impl<C> BreakerLayerBuilder<C> {
 
     /// Whether a `2xx` answer to a `POST` (a generation request) whose body
     /// is empty counts as an availability failure, `response:empty_body`
-    /// (default off, for now: many test doubles answer `200` with an empty
-    /// body): a model that answers nothing did not serve the call.
+    /// (default on): a model that answers nothing did not serve the call.
     /// The layer knows a body is empty without reading it when its exact
     /// size is 0 (`content-length: 0`, an empty body type), and when a
     /// peeked body ends with no byte; other bodies are not read for it.

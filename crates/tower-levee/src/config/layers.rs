@@ -38,6 +38,8 @@ validated_config! {
         pub slow_call_by_model: BTreeMap<String, Duration>,
         /// Estimate each failure domain's time to first byte (off).
         pub latency_estimate: bool,
+        /// An empty 2xx answer to a `POST` is an availability failure (on).
+        pub empty_body_is_failure: bool,
     }
 }
 
@@ -50,6 +52,7 @@ impl Default for BreakerLayerConfig {
             slow_stream: None,
             slow_call_by_model: BTreeMap::new(),
             latency_estimate: false,
+            empty_body_is_failure: true,
         }
     }
 }
@@ -86,7 +89,8 @@ impl BreakerLayerConfig {
             .peek_limit(self.peek_limit)
             .max_keys(self.max_keys)
             .isolate_by_model(self.isolate_by_model)
-            .latency_estimate(self.latency_estimate);
+            .latency_estimate(self.latency_estimate)
+            .empty_body_is_failure(self.empty_body_is_failure);
         if let Some(d) = self.slow_stream {
             if d.is_zero() {
                 return Err(ConfigError::new(

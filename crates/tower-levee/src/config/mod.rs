@@ -56,6 +56,7 @@
 //! | `breaker_layer.slow_stream` | none | a stream slower than this in all is a failure |
 //! | `breaker_layer.slow_call_by_model` | `{}` | `{ "gpt-4o" = "30s" }` |
 //! | `breaker_layer.latency_estimate` | false | p50/p90/p99 time to first byte per failure domain in the health snapshot |
+//! | `breaker_layer.empty_body_is_failure` | true | an empty 2xx answer to a `POST` is an availability failure |
 //! | `retry.max_attempts` | 3 | attempts in all, the first included |
 //! | `retry.backoff_base`, `backoff_cap` | `"500ms"`, `"8s"` | backoff without a hint |
 //! | `retry.max_wait` | `"60s"` | a longer hint is not waited out |

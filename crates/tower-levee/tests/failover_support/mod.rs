@@ -48,9 +48,11 @@ impl Scripted {
         }
     }
 
-    /// Always answers `status`, with `retry-after` when given.
+    /// Always answers `status`, with `retry-after` when given (and a body
+    /// on a success: an empty one is a failure of its own).
     pub fn status(status: u16, retry_after: Option<&'static str>) -> Self {
-        Scripted::new(move |_| Reply1::Now(response(status, retry_after, "")))
+        let body = if (200..300).contains(&status) { "{}" } else { "" };
+        Scripted::new(move |_| Reply1::Now(response(status, retry_after, body)))
     }
 
     pub fn ok() -> Self {
