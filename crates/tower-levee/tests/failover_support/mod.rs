@@ -51,7 +51,11 @@ impl Scripted {
     /// Always answers `status`, with `retry-after` when given (and a body
     /// on a success: an empty one is a failure of its own).
     pub fn status(status: u16, retry_after: Option<&'static str>) -> Self {
-        let body = if (200..300).contains(&status) { "{}" } else { "" };
+        let body = if (200..300).contains(&status) {
+            "{}"
+        } else {
+            ""
+        };
         Scripted::new(move |_| Reply1::Now(response(status, retry_after, body)))
     }
 
