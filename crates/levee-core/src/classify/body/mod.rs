@@ -216,14 +216,11 @@ pub(crate) fn field<'a>(
     key: &'static Needle,
     accept: impl Fn(&str) -> bool,
 ) -> Option<&'a str> {
-    let b = text.as_bytes();
-    key.find_all(text).find_map(|at| {
-        // `\"key\"` is text inside a string, not a key.
-        if at > 0 && b[at - 1] == b'\\' {
-            return None;
-        }
-        value_after(text, at + key.len()).filter(|v| accept(v))
-    })
+    // Inside a string a key's quotes are escaped (`\"key\"`), and the
+    // needle's closing quote never matches an escaped one: only real keys
+    // are found.
+    key.find_all(text)
+        .find_map(|at| value_after(text, at + key.len()).filter(|v| accept(v)))
 }
 
 /// The raw value of a `: <value>` that starts at byte `i` of `text` (just

@@ -92,3 +92,108 @@ fn dialect_names_round_trip_and_accept_aliases() {
     assert_eq!(Dialect::from_name("vertex-ai"), Some(Dialect::Vertex));
     assert_eq!(Dialect::from_name("nope"), None);
 }
+
+#[test]
+fn every_header_marker_names_its_dialect_over_a_generic_body() {
+    // A body without an envelope names no provider: only the header does.
+    let body = r#"{"message":"busy","code":"rate_limit_exceeded"}"#;
+    let cases = [
+        ("x-amzn-requestid", "bedrock"),
+        ("x-ms-region", "azure"),
+        ("azureml-model-deployment", "azure"),
+        ("apim-request-id", "azure"),
+        ("x-groq-region", "groq"),
+        ("anthropic-version", "anthropic"),
+        ("mistral-correlation-id", "mistral"),
+        ("openai-version", "openai"),
+        // Near misses name nothing.
+        ("x-amz-date", "generic"),
+        ("x-msedge-ref", "generic"),
+        ("openaiversion", "generic"),
+        ("mistralai", "generic"),
+        ("azure-region", "generic"),
+    ];
+    for (header, dialect) in cases {
+        assert_eq!(
+            classify(429, &[(header, "x")], body).reason.as_str(),
+            format!("{dialect}:rate_limit_exceeded"),
+            "{header}"
+        );
+    }
+}
+
+#[test]
+fn a_truncated_body_yields_its_code_even_with_spaces_around_the_colon() {
+    for body in [
+        r#"{"error":{"message":"no","type":"x","code":"insufficient_quota","par"#,
+        r#"{"error":{"message" : "no", "code" :  "insufficient_quota" , "par"#,
+        r#"{"error": {"message":"no","code":"insufficient_quota"#,
+    ] {
+        assert_is(
+            &classify(429, &[JSON], body),
+            Verdict::Quota,
+            None,
+            "openai:insufficient_quota",
+        );
+    }
+}
+
+#[test]
+fn an_escaped_key_inside_a_string_is_not_read_as_a_key() {
+    let body = r#"{"error":{"message":"upstream said {\"code\": \"weird\"}","code":"rate_limit_exceeded","param":"#;
+    let c = classify(429, &[JSON], body);
+    assert_eq!(c.verdict, Verdict::Throttled);
+    assert_eq!(c.reason.as_str(), "openai:rate_limit_exceeded");
+}
+
+#[test]
+fn a_truncated_body_reads_the_error_type_not_the_envelope_type() {
+    // Anthropic's envelope is `"type":"error"`; the error's own type says
+    // what happened. A 429 that sheds load is not a throttle.
+    let body = r#"{"type":"error","error":{"type":"overloaded_error","message":"try later"#;
+    let c = classify(429, &[JSON], body);
+    assert_eq!(c.verdict, Verdict::Availability, "{c:?}");
+}
+
+#[test]
+fn a_truncated_body_tells_mistral_google_and_openai_shapes_apart() {
+    let mistral =
+        r#"{"object":"error","message":"slow","type":"rate_limited","param":null,"code":"1300"#;
+    assert!(
+        classify(429, &[JSON], mistral)
+            .reason
+            .as_str()
+            .starts_with("mistral:"),
+        "{:?}",
+        classify(429, &[JSON], mistral)
+    );
+    // A numeric code alone is a gateway's, not Google's (which pairs it
+    // with an upper-case status).
+    let numeric = r#"{"error":{"message":"Provider returned error","code":402,"metadata":{"#;
+    let google = r#"{"error":{"code":429,"message":"slow","status":"RESOURCE_EXHAUSTED","det"#;
+    let n = classify(402, &[JSON], numeric);
+    let g = classify(429, &[JSON], google);
+    assert!(!n.reason.as_str().starts_with("gemini:"), "{n:?}");
+    assert!(g.reason.as_str().starts_with("gemini:"), "{g:?}");
+}
+
+#[test]
+fn a_signed_number_is_not_a_status() {
+    // `"+400"` parses as 400 in Rust, but a status is digits only: Bedrock's
+    // model error with an unreadable original status is the model failing.
+    let h = [("x-amzn-errortype", "ModelErrorException:http://internal")];
+    let as_digits = r#"{"message":"x","originalStatusCode":"400"}"#;
+    let signed = r#"{"message":"x","originalStatusCode":"+400"}"#;
+    assert_eq!(classify(424, &h, as_digits).verdict, Verdict::Request);
+    assert_eq!(classify(424, &h, signed).verdict, Verdict::Availability);
+}
+
+#[test]
+fn the_classifier_reports_its_limits() {
+    let c = ProviderClassifier::builder()
+        .max_wait(std::time::Duration::from_secs(7))
+        .quota_after(std::time::Duration::from_secs(90))
+        .build();
+    assert_eq!(c.max_wait(), std::time::Duration::from_secs(7));
+    assert_eq!(c.quota_after(), std::time::Duration::from_secs(90));
+}
