@@ -15,6 +15,7 @@ use super::super::provider::Limits;
 use super::super::rules::{self, Why};
 use super::super::text::needle;
 use super::super::verdict::{Classification, Verdict};
+use super::content;
 use super::eventstream::{AwsMessage, base64};
 
 /// What an event means for the stream's verdict.
@@ -38,9 +39,28 @@ pub(super) struct Ctx {
     /// The model finished (a `finish_reason`/`stop_reason`) though no
     /// terminal event came yet: an end of stream after this is not a cut.
     pub(super) finished: bool,
+    /// An event carried the model's output (see [`content`](super::content)).
+    pub(super) content: bool,
+    /// Events read so far (saturating).
+    pub(super) events: u32,
 }
 
 impl Ctx {
+    /// Counts one event.
+    #[inline]
+    pub(super) fn count_event(&mut self) {
+        self.events = self.events.saturating_add(1);
+    }
+
+    /// Notes whether an event carries output, until one did: from then on
+    /// the test is skipped.
+    #[inline]
+    fn note_content(&mut self, is_content: impl FnOnce() -> bool) {
+        if !self.content {
+            self.content = is_content();
+        }
+    }
+
     fn in_band(&self, facts: &ErrorFacts<'_>, aws: Option<&str>) -> Classification {
         let dialect = self.dialect.or(aws.map(|_| Dialect::Bedrock));
         let reference = &|| self.date.unwrap_or_else(SystemTime::now);
@@ -73,6 +93,8 @@ pub(super) fn sse_event(ctx: &mut Ctx, name: &[u8], data: &[u8]) -> Signal {
     if data == b"[DONE]" {
         return Signal::Terminal;
     }
+    ctx.count_event();
+    ctx.note_content(|| content::is_content(name, data));
     // The common event says nothing: tell so from the raw bytes, without
     // validating them as UTF-8 first (see `Payload::is_quiet`). What is
     // not plainly quiet is read again, from its valid UTF-8 only.
@@ -112,6 +134,7 @@ pub(super) fn json_doc(ctx: &mut Ctx, doc: &[u8]) -> Signal {
     if needle!("\"eventstream_frame\"").is_in(t) {
         return aws_frame(ctx, doc, t);
     }
+    ctx.note_content(|| content::is_content(b"", doc));
     if needle!("error").is_in(t)
         && let Some(c) = error_in(ctx, doc, false)
     {
@@ -234,7 +257,7 @@ impl Payload {
 
 /// The value of the first `"type"` key in the first 48 bytes: each event's
 /// own type comes first in its JSON. Found by its `y`, rare in JSON heads.
-fn head_type(t: &[u8]) -> Option<&[u8]> {
+pub(super) fn head_type(t: &[u8]) -> Option<&[u8]> {
     // Cut at 48 where that is a character boundary, else read it all.
     let head = match t.get(48) {
         Some(&c) if (c as i8) >= -0x40 => &t[..48],
@@ -343,6 +366,10 @@ pub(super) fn aws_message(ctx: &mut Ctx, m: &AwsMessage<'_>) -> Signal {
             .or(Some(MODEL_STREAM_ERROR));
         return Signal::Error(body::read(m.payload, |facts| ctx.in_band(facts, name)));
     }
+    ctx.note_content(|| {
+        m.event_type
+            .is_some_and(|t| content::is_delta_name(t.as_bytes()))
+    });
     match m.event_type {
         Some("metadata") => Signal::Terminal,
         Some("messageStop") => {

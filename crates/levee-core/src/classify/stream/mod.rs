@@ -15,6 +15,7 @@
 //! judged by its first 64 KiB), so memory stays bounded whatever the stream,
 //! and it gives the same answer however the bytes are split.
 
+mod content;
 mod event;
 mod eventstream;
 mod framing;
@@ -181,6 +182,42 @@ impl StreamScanner {
         self.format
     }
 
+    /// Whether an event carried the model's output yet: a token, a tool
+    /// call, a reasoning delta; not the bookkeeping that opens a stream
+    /// (OpenAI's role-only first chunk, Anthropic's `message_start` and
+    /// `ping`, the Responses API's `response.created`, Bedrock's
+    /// `messageStart`). Until then a failed stream showed its caller
+    /// nothing worth keeping, and another attempt can replace it unseen.
+    ///
+    /// Per dialect: an event named (SSE `event:`, JSON `type`, Bedrock's
+    /// `:event-type`) as a delta of the output (`content_block_delta`,
+    /// `response.output_text.delta` and every `response.*.delta`,
+    /// `content-delta`, `tool-call-delta`, `contentBlockDelta`; not
+    /// `message_delta`); or an unnamed event with a non-empty output field
+    /// (`content`, `text`, `refusal`, `reasoning`, `reasoning_content`,
+    /// `thinking`, Ollama's `response`, Bedrock models' `outputText`,
+    /// `generation`, `completion`) or a tool call (`tool_calls`,
+    /// `function_call`, Gemini's `functionCall`).
+    ///
+    /// ```
+    /// use levee_core::classify::{StreamFormat, StreamScanner};
+    ///
+    /// let mut s = StreamScanner::new(StreamFormat::Sse);
+    /// s.feed(b"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n");
+    /// assert!(!s.has_content());
+    /// s.feed(b"data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n");
+    /// assert!(s.has_content());
+    /// ```
+    pub fn has_content(&self) -> bool {
+        self.ctx.content
+    }
+
+    /// How many events were read so far (SSE events, JSON documents, AWS
+    /// frames), saturating at `u32::MAX`.
+    pub fn events(&self) -> u32 {
+        self.ctx.events
+    }
+
     /// The verdict, once known.
     pub fn verdict(&self) -> Option<&Classification> {
         match &self.state {
@@ -207,7 +244,10 @@ impl StreamScanner {
         } = self;
         let flow = match self.format {
             StreamFormat::Sse => sse.feed(ctx, lines, chunk),
-            StreamFormat::NdJson => docs.feed(chunk, |doc| event::json_doc(ctx, doc).into_flow()),
+            StreamFormat::NdJson => docs.feed(chunk, |doc| {
+                ctx.count_event();
+                event::json_doc(ctx, doc).into_flow()
+            }),
             StreamFormat::AwsEventStream => {
                 if *aws == AwsFraming::Unknown {
                     // By the stream's first byte alone, so that any split
@@ -219,11 +259,15 @@ impl StreamScanner {
                     };
                 }
                 match aws {
-                    AwsFraming::Text => {
-                        docs.feed(chunk, |doc| event::json_doc(ctx, doc).into_flow())
-                    }
+                    AwsFraming::Text => docs.feed(chunk, |doc| {
+                        ctx.count_event();
+                        event::json_doc(ctx, doc).into_flow()
+                    }),
                     AwsFraming::Binary => frames.feed(chunk, |message| match message {
-                        Ok(m) => event::aws_message(ctx, &m).into_flow(),
+                        Ok(m) => {
+                            ctx.count_event();
+                            event::aws_message(ctx, &m).into_flow()
+                        }
                         Err(corrupt) => ControlFlow::Break(Signal::Error(Classification::new(
                             Verdict::Availability,
                             corrupt,
@@ -518,6 +562,10 @@ mod tests {
         "{\"type\":\"message_stop\"}",
         "\"finish_reason\":\"stop\"",
         "\"finish_reason\":\"error\"",
+        "{\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}",
+        "event: content_block_delta",
+        "{\"type\":\"message_delta\",\"delta\":{\"text\":\"x\"}}",
+        "\"content\":",
         "{\"error\":{\"type\":\"overloaded_error\"}}",
         "{\"type\":\"error\",\"error\":{\"code\":429",
         "{",
@@ -527,8 +575,14 @@ mod tests {
         "é",
     ];
 
-    /// Every classification `feed` reports, then `finish`'s.
-    fn run(body: &[u8], cuts: &[usize], copy_events: bool) -> Vec<Option<Classification>> {
+    /// Every classification `feed` reports, then `finish`'s, and whether
+    /// output came and how many events (after the last chunk, before
+    /// `finish`).
+    fn run(
+        body: &[u8],
+        cuts: &[usize],
+        copy_events: bool,
+    ) -> (Vec<Option<Classification>>, bool, u32) {
         let mut s = StreamScanner::new(StreamFormat::Sse);
         s.sse.copy_events = copy_events;
         let mut from = 0;
@@ -541,8 +595,9 @@ mod tests {
                 c
             })
             .collect();
+        let (content, events) = (s.has_content(), s.events());
         seen.push(Some(s.finish()));
-        seen
+        (seen, content, events)
     }
 
     #[test]
@@ -577,6 +632,22 @@ mod tests {
             let mut cuts: Vec<usize> = cuts.iter().map(|i| i.index(body.len() + 1)).collect();
             cuts.sort_unstable();
             prop_assert_eq!(run(&body, &cuts, false), run(&body, &cuts, true));
+        }
+
+        /// Whether output came does not depend on how the stream is split
+        /// (up to the chunk that decides the verdict: later ones are not read).
+        #[test]
+        fn content_is_seen_however_the_stream_is_split(
+            pieces in prop::collection::vec(select(PIECES), 0..24),
+            cuts in prop::collection::vec(any::<Index>(), 0..6),
+        ) {
+            let body = pieces.concat().into_bytes();
+            let mut cuts: Vec<usize> = cuts.iter().map(|i| i.index(body.len() + 1)).collect();
+            cuts.sort_unstable();
+            let (whole, content, _) = run(&body, &[], false);
+            let (split, split_content, _) = run(&body, &cuts, false);
+            prop_assert_eq!(whole.last(), split.last());
+            prop_assert_eq!(content, split_content);
         }
     }
 }

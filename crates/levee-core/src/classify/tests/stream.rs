@@ -326,3 +326,109 @@ fn the_provider_classifiers_head_decision_is_the_defaults() {
         }
     }
 }
+
+// === first content ===
+
+/// Whether output came after each event of `events`, fed one at a time.
+fn content_after_each(format: StreamFormat, events: &[&str]) -> Vec<bool> {
+    let mut s = StreamScanner::new(format);
+    events
+        .iter()
+        .map(|e| {
+            s.feed(e.as_bytes());
+            s.has_content()
+        })
+        .collect()
+}
+
+#[test]
+fn openai_content_starts_at_the_first_non_empty_delta_not_the_role_chunk() {
+    let role = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\",\"refusal\":null},\"finish_reason\":null}]}\n\n";
+    let azure_filter = "data: {\"choices\":[],\"created\":0,\"id\":\"\",\"model\":\"\",\"object\":\"\",\"prompt_filter_results\":[{\"prompt_index\":0,\"content_filter_results\":{\"hate\":{\"filtered\":false,\"severity\":\"safe\"}}}]}\n\n";
+    let keepalive = ": OPENROUTER PROCESSING\n\n";
+    assert_eq!(
+        content_after_each(StreamFormat::Sse, &[keepalive, azure_filter, role, CHUNK]),
+        [false, false, false, true]
+    );
+    let tool = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"\"}}]},\"finish_reason\":null}]}\n\n";
+    assert_eq!(
+        content_after_each(StreamFormat::Sse, &[role, tool]),
+        [false, true]
+    );
+}
+
+#[test]
+fn anthropic_content_starts_at_the_first_content_block_delta() {
+    let events = [
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"claude-sonnet-4-5\"}}\n\n",
+        "event: ping\ndata: {\"type\": \"ping\"}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"Let me\"}}\n\n",
+    ];
+    assert_eq!(
+        content_after_each(StreamFormat::Sse, &events),
+        [false, false, false, true]
+    );
+}
+
+#[test]
+fn responses_api_content_starts_at_the_first_output_delta() {
+    let events = [
+        "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\",\"instructions\":\"Be brief\",\"output\":[],\"text\":{\"format\":{\"type\":\"text\"}}}}\n\n",
+        "event: response.in_progress\ndata: {\"type\":\"response.in_progress\",\"response\":{\"id\":\"resp_1\",\"output\":[]}}\n\n",
+        "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":\"message\",\"content\":[]}}\n\n",
+        "event: response.content_part.added\ndata: {\"type\":\"response.content_part.added\",\"part\":{\"type\":\"output_text\",\"text\":\"\"}}\n\n",
+        "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"Hi\"}\n\n",
+    ];
+    assert_eq!(
+        content_after_each(StreamFormat::Sse, &events),
+        [false, false, false, false, true]
+    );
+}
+
+#[test]
+fn gemini_cohere_and_ollama_content_is_read_from_their_chunks() {
+    let gemini = "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"Okay\"}],\"role\": \"model\"}}],\"modelVersion\": \"gemini-2.5-pro\"}\n\n";
+    assert_eq!(content_after_each(StreamFormat::Sse, &[gemini]), [true]);
+    // Gemini's streamGenerateContent without `alt=sse`: a JSON array.
+    let array = [
+        "[{\"candidates\": [{\"content\": {\"role\": \"model\"}}]}\n",
+        ",{\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"Hi\"}]}}]}",
+    ];
+    assert_eq!(
+        content_after_each(StreamFormat::NdJson, &array),
+        [false, true]
+    );
+    let cohere = [
+        "event: message-start\ndata: {\"type\":\"message-start\",\"id\":\"x\",\"delta\":{\"message\":{\"role\":\"assistant\",\"content\":[]}}}\n\n",
+        "event: content-start\ndata: {\"type\":\"content-start\",\"index\":0,\"delta\":{\"message\":{\"content\":{\"type\":\"text\",\"text\":\"\"}}}}\n\n",
+        "event: content-delta\ndata: {\"type\":\"content-delta\",\"index\":0,\"delta\":{\"message\":{\"content\":{\"text\":\"Hi\"}}}}\n\n",
+    ];
+    assert_eq!(
+        content_after_each(StreamFormat::Sse, &cohere),
+        [false, false, true]
+    );
+    let ollama = [
+        "{\"model\":\"llama3\",\"created_at\":\"2026-01-01T00:00:00Z\",\"message\":{\"role\":\"assistant\",\"content\":\"\"},\"done\":false}\n",
+        "{\"model\":\"llama3\",\"created_at\":\"2026-01-01T00:00:00Z\",\"message\":{\"role\":\"assistant\",\"content\":\"The\"},\"done\":false}\n",
+    ];
+    assert_eq!(
+        content_after_each(StreamFormat::NdJson, &ollama),
+        [false, true]
+    );
+}
+
+#[test]
+fn an_error_before_any_content_is_told_apart_from_one_after() {
+    let role = "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n";
+    let error = "data: {\"error\": {\"message\": \"The server had an error\", \"type\": \"server_error\"}}\n\n";
+    let mut before = StreamScanner::new(StreamFormat::Sse);
+    before.feed(role.as_bytes());
+    assert!(before.feed(error.as_bytes()).is_some());
+    assert!(!before.has_content());
+    assert_eq!(before.events(), 2);
+    let mut after = StreamScanner::new(StreamFormat::Sse);
+    after.feed(format!("{role}{CHUNK}{error}").as_bytes());
+    assert!(after.has_content());
+    assert_eq!(after.finish().verdict, Verdict::Availability);
+}

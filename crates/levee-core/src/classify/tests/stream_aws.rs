@@ -235,3 +235,41 @@ fn the_textual_form_reads_terminal_events_too() {
     let mut s = StreamScanner::new(StreamFormat::AwsEventStream);
     assert_eq!(s.feed(text.as_bytes()), Some(Classification::success()));
 }
+
+#[test]
+fn converse_content_starts_at_the_first_content_block_delta_however_split() {
+    let mut body = event("messageStart", r#"{"role":"assistant"}"#);
+    let before = body.len();
+    body.extend(event(
+        "contentBlockDelta",
+        r#"{"contentBlockIndex":0,"delta":{"text":"Okay"}}"#,
+    ));
+    for step in [1, 7, 64, body.len()] {
+        let mut s = StreamScanner::new(StreamFormat::AwsEventStream);
+        let mut fed = 0;
+        for piece in body.chunks(step) {
+            s.feed(piece);
+            fed += piece.len();
+            // Output comes only once the delta's frame is whole.
+            let whole_delta = fed == body.len();
+            assert_eq!(s.has_content(), whole_delta, "step {step}, fed {fed}");
+            if fed <= before {
+                assert!(!s.has_content());
+            }
+        }
+        assert_eq!(s.events(), 2);
+    }
+}
+
+#[test]
+fn invoke_model_content_is_read_from_the_models_own_event() {
+    let mut s = StreamScanner::new(StreamFormat::AwsEventStream);
+    s.feed(&chunk(
+        r#"{"type":"message_start","message":{"role":"assistant","content":[]}}"#,
+    ));
+    assert!(!s.has_content());
+    s.feed(&chunk(
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#,
+    ));
+    assert!(s.has_content());
+}
