@@ -17,48 +17,17 @@ use levee_core::breaker::{BreakerConfig, BreakerStatus};
 use tower::{ServiceBuilder, ServiceExt};
 use tower_levee::breaker::BreakerLayer;
 
-/// One binary event-stream message with string headers and real CRCs.
-fn frame(headers: &[(&str, &str)], payload: &str) -> Vec<u8> {
-    let mut h = Vec::new();
-    for (name, value) in headers {
-        h.push(name.len() as u8);
-        h.extend_from_slice(name.as_bytes());
-        h.push(7);
-        h.extend_from_slice(&(value.len() as u16).to_be_bytes());
-        h.extend_from_slice(value.as_bytes());
-    }
-    let total = (12 + h.len() + payload.len() + 4) as u32;
-    let mut f = total.to_be_bytes().to_vec();
-    f.extend_from_slice(&(h.len() as u32).to_be_bytes());
-    f.extend_from_slice(&crc32fast::hash(&f).to_be_bytes());
-    f.extend_from_slice(&h);
-    f.extend_from_slice(payload.as_bytes());
-    f.extend_from_slice(&crc32fast::hash(&f).to_be_bytes());
-    f
-}
-
-fn event(kind: &str, payload: &str) -> Vec<u8> {
-    frame(
-        &[(":message-type", "event"), (":event-type", kind)],
-        payload,
-    )
-}
+mod eventstream_support;
+use eventstream_support::{event, output_and_end, start, stream_error};
 
 /// A ConverseStream body: complete, or cut by a `modelStreamErrorException`.
 fn converse(fails: bool) -> Vec<u8> {
-    let mut b = event("messageStart", r#"{"role":"assistant"}"#);
-    b.extend(event("contentBlockDelta", r#"{"delta":{"text":"Hi"}}"#));
+    let mut b = start();
     if fails {
-        b.extend(frame(
-            &[
-                (":message-type", "exception"),
-                (":exception-type", "modelStreamErrorException"),
-            ],
-            r#"{"message":"An error occurred while streaming the response.","originalStatusCode":500}"#,
-        ));
+        b.extend(event("contentBlockDelta", r#"{"delta":{"text":"Hi"}}"#));
+        b.extend(stream_error());
     } else {
-        b.extend(event("messageStop", r#"{"stopReason":"end_turn"}"#));
-        b.extend(event("metadata", r#"{"usage":{"totalTokens":3}}"#));
+        b.extend(output_and_end());
     }
     b
 }

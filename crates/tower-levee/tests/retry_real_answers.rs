@@ -64,7 +64,7 @@ fn stack(
 ) -> (
     impl Service<
         Request<String>,
-        Response = Response<impl http_body::Body<Data = bytes::Bytes, Error = Infallible>>,
+        Response = Response<impl http_body::Body<Data = bytes::Bytes, Error = BoxError>>,
         Error = BoxError,
     >,
     Arc<RetryBudget>,
@@ -79,7 +79,7 @@ fn stack(
     (svc, budget, handle)
 }
 
-async fn body_of<B: http_body::Body<Data = bytes::Bytes, Error = Infallible>>(
+async fn body_of<B: http_body::Body<Data = bytes::Bytes, Error = BoxError>>(
     res: Response<B>,
 ) -> (u16, String, String) {
     let status = res.status().as_u16();

@@ -202,11 +202,7 @@ impl<'a> Mode<'a> for Admit<'_, 'a> {
             permit,
             scopes: CallScopes::new(&scopes),
             isolated: scopes.isolated(),
-            slow: SlowClock::start(
-                settings.slow_call(scopes.model()),
-                settings.slow_stream,
-                settings.latency_estimate,
-            ),
+            slow: SlowClock::start(settings.limits(scopes.model()), settings.latency_estimate),
             track_latency: settings.latency_estimate,
             in_flight: match hot {
                 Some(hot) if hot.is_counting() => {

@@ -4,8 +4,15 @@
 //! provider's error code; the peeked bytes are then replayed in front of the
 //! rest, so the caller still receives the whole body. A 2xx stream is
 //! watched frame by frame as it passes (no buffering) so that an in-band
-//! error or a cut stream reaches the breaker when the stream ends.
+//! error or a cut stream reaches the breaker when the stream ends, and so
+//! that a stream gone quiet past its first-content or stall timeout ends
+//! with a [`StreamTimeout`].
+//!
+//! A failover holds a watched stream back until its first output
+//! ([`ResponseBody::poll_hold`]): the frames read meanwhile are kept and
+//! replayed in front of the rest. Once they are, the hold costs nothing.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
@@ -15,7 +22,10 @@ use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-use super::tracker::Watch;
+use levee_core::classify::Verdict;
+
+use super::tracker::{Outcome, Watch};
+use crate::error::BoxError;
 
 pin_project! {
     /// The body of a response that went through a Levee layer.
@@ -30,8 +40,53 @@ pin_project! {
     enum Kind<B: Body> {
         Plain { #[pin] body: B },
         Replay { peeked: Box<Peeked<B>> },
-        Watched { #[pin] body: B, watch: Option<Box<Watch>> },
+        // Boxed with its watch in one allocation; the box also lets a held
+        // response move (a failover returns it) whatever the body type.
+        Watched { stream: Pin<Box<Watched<B>>> },
     }
+}
+
+pin_project! {
+    /// A 2xx stream under watch.
+    pub(crate) struct Watched<B> {
+        #[pin]
+        body: B,
+        // Reports the outcome when the stream decides, ends or times out;
+        // `None` after.
+        watch: Option<Watch>,
+        // What a hold read ahead, or how a timed-out stream ends; `None`
+        // once replayed.
+        held: Option<Box<Held>>,
+    }
+}
+
+/// Frames read ahead of the caller, and what follows them if the stream
+/// ended meanwhile.
+#[derive(Default)]
+struct Held {
+    frames: VecDeque<Frame<Bytes>>,
+    bytes: usize,
+    error: Option<BoxError>,
+    eof: bool,
+}
+
+/// How far a failover holds a stream back before its first output.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HoldLimits {
+    pub(crate) max_bytes: usize,
+    pub(crate) max_events: u32,
+}
+
+/// How a hold ended.
+#[derive(Debug)]
+pub(crate) enum Hold {
+    /// Output came, the stream ended well, the bounds were reached, or the
+    /// body is not a watched stream: hand the response on.
+    Release,
+    /// The stream failed before any output: this attempt failed as if the
+    /// provider had answered with an error (the breaker has counted it;
+    /// the outcome says when its scopes reopen if it closed them).
+    Failed(Outcome),
 }
 
 /// A body whose first bytes were read ahead (boxed: error path only).
@@ -57,12 +112,92 @@ impl<B: Body> ResponseBody<B> {
         }
     }
 
-    pub(crate) fn watched(body: B, watch: Box<Watch>) -> Self {
+    /// Whether this is a stream under watch that has not reported yet.
+    pub(crate) fn is_watched(&self) -> bool {
+        matches!(&self.kind, Kind::Watched { stream } if stream.watch.is_some())
+    }
+
+    pub(crate) fn watched(body: B, watch: Watch) -> Self {
         ResponseBody {
             kind: Kind::Watched {
-                body,
-                watch: Some(watch),
+                stream: Box::pin(Watched {
+                    body,
+                    watch: Some(watch),
+                    held: None,
+                }),
             },
+        }
+    }
+}
+
+impl<B> ResponseBody<B>
+where
+    B: Body,
+    B::Data: Buf + 'static,
+    B::Error: Into<BoxError>,
+{
+    /// Reads a watched stream ahead until its first output, keeping what it
+    /// reads for the caller. It fails when the stream errs, is cut or goes
+    /// quiet past a timeout before that; it releases at the first output,
+    /// at a successful end, past `limits`, and at once for a body that is
+    /// not a watched stream. Takes `&mut self`: a watched stream is boxed,
+    /// so the response can still move.
+    pub(crate) fn poll_hold(&mut self, cx: &mut Context<'_>, limits: HoldLimits) -> Poll<Hold> {
+        let Kind::Watched { stream } = &mut self.kind else {
+            return Poll::Ready(Hold::Release);
+        };
+        let mut s = stream.as_mut().project();
+        let held = s.held.get_or_insert_with(Default::default);
+        loop {
+            let Some(watch) = s.watch.as_mut() else {
+                return Poll::Ready(Hold::Release);
+            };
+            if watch.has_content()
+                || held.bytes >= limits.max_bytes
+                || watch.events() >= limits.max_events
+            {
+                return Poll::Ready(Hold::Release);
+            }
+            let ended = match s.body.as_mut().poll_frame(cx) {
+                Poll::Pending => {
+                    let timeout = ready!(watch.poll_timeout(cx));
+                    let c = s.watch.take().map(|w| w.time_out(&timeout));
+                    held.error = Some(Box::new(timeout));
+                    held.eof = true;
+                    c
+                }
+                Poll::Ready(Some(Ok(frame))) => {
+                    let frame = frame.map_data(into_bytes);
+                    let decided = match frame.data_ref() {
+                        Some(data) => {
+                            held.bytes += data.len();
+                            watch.feed(data)
+                        }
+                        None => None,
+                    };
+                    held.frames.push_back(frame);
+                    if decided.is_some() {
+                        *s.watch = None;
+                    }
+                    decided
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    held.error = Some(e.into());
+                    held.eof = true;
+                    s.watch.take().map(Watch::fail)
+                }
+                Poll::Ready(None) => {
+                    held.eof = true;
+                    s.watch.take().map(Watch::finish)
+                }
+            };
+            match ended {
+                None => continue,
+                Some((c, _)) if c.verdict == Verdict::Success => {
+                    return Poll::Ready(Hold::Release);
+                }
+                Some(outcome) => return Poll::Ready(Hold::Failed(outcome)),
+            }
         }
     }
 }
@@ -86,45 +221,23 @@ impl<B> Body for ResponseBody<B>
 where
     B: Body,
     B::Data: Buf + 'static,
+    B::Error: Into<BoxError>,
 {
     type Data = Bytes;
-    type Error = B::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.project().kind.project() {
             KindProj::Plain { body } => Poll::Ready(match ready!(body.poll_frame(cx)) {
                 Some(Ok(frame)) => Some(Ok(frame.map_data(into_bytes))),
-                Some(Err(e)) => Some(Err(e)),
+                Some(Err(e)) => Some(Err(e.into())),
                 None => None,
             }),
             KindProj::Replay { peeked } => peeked.poll_replay(cx),
-            KindProj::Watched { body, watch } => Poll::Ready(match ready!(body.poll_frame(cx)) {
-                Some(Ok(frame)) => {
-                    let frame = frame.map_data(into_bytes);
-                    // Watched as it passes: no copy, no buffering.
-                    if let (Some(w), Some(data)) = (watch.as_mut(), frame.data_ref())
-                        && w.feed(data)
-                    {
-                        *watch = None;
-                    }
-                    Some(Ok(frame))
-                }
-                Some(Err(e)) => {
-                    if let Some(w) = watch.take() {
-                        w.fail();
-                    }
-                    Some(Err(e))
-                }
-                None => {
-                    if let Some(w) = watch.take() {
-                        w.finish();
-                    }
-                    None
-                }
-            }),
+            KindProj::Watched { stream } => stream.as_mut().poll_watched(cx),
         }
     }
 
@@ -133,7 +246,10 @@ where
             Kind::Plain { body } => body.is_end_stream(),
             // Until the watch has reported, ask for the final `None` so the
             // end of the stream is seen.
-            Kind::Watched { body, watch } => watch.is_none() && body.is_end_stream(),
+            Kind::Watched { stream } => match &stream.held {
+                Some(held) => held.frames.is_empty() && held.error.is_none() && held.eof,
+                None => stream.watch.is_none() && stream.body.is_end_stream(),
+            },
             Kind::Replay { peeked } => {
                 peeked.buf.is_empty()
                     && peeked.trailers.is_none()
@@ -145,7 +261,20 @@ where
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
-            Kind::Plain { body } | Kind::Watched { body, .. } => body.size_hint(),
+            Kind::Plain { body } => body.size_hint(),
+            Kind::Watched { stream } => match &stream.held {
+                Some(held) if held.eof => SizeHint::with_exact(held.bytes_left()),
+                Some(held) => {
+                    let mut hint = SizeHint::new();
+                    let rest = stream.body.size_hint();
+                    hint.set_lower(rest.lower() + held.bytes_left());
+                    if let Some(upper) = rest.upper() {
+                        hint.set_upper(upper + held.bytes_left());
+                    }
+                    hint
+                }
+                None => stream.body.size_hint(),
+            },
             Kind::Replay { peeked } if peeked.eof => SizeHint::with_exact(peeked.buf.len() as u64),
             Kind::Replay { peeked } => {
                 let rest = peeked.body.size_hint();
@@ -157,6 +286,83 @@ where
                 hint
             }
         }
+    }
+}
+
+// === Watched ===
+
+impl<B> Watched<B>
+where
+    B: Body,
+    B::Data: Buf + 'static,
+    B::Error: Into<BoxError>,
+{
+    fn poll_watched(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let s = self.project();
+        if let Some(held) = s.held {
+            if let Some(frame) = held.frames.pop_front() {
+                return Poll::Ready(Some(Ok(frame)));
+            }
+            if let Some(e) = held.error.take() {
+                return Poll::Ready(Some(Err(e)));
+            }
+            if held.eof {
+                return Poll::Ready(None);
+            }
+            // Replayed: from here on the stream costs what it did unheld.
+            *s.held = None;
+        }
+        Poll::Ready(match s.body.poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                let frame = frame.map_data(into_bytes);
+                // Watched as it passes: no copy, no buffering.
+                if let (Some(w), Some(data)) = (s.watch.as_mut(), frame.data_ref())
+                    && w.feed(data).is_some()
+                {
+                    *s.watch = None;
+                }
+                Some(Ok(frame))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                if let Some(w) = s.watch.take() {
+                    w.fail();
+                }
+                Some(Err(e.into()))
+            }
+            Poll::Ready(None) => {
+                if let Some(w) = s.watch.take() {
+                    w.finish();
+                }
+                None
+            }
+            Poll::Pending => {
+                let Some(w) = s.watch.as_mut() else {
+                    return Poll::Pending;
+                };
+                let timeout = ready!(w.poll_timeout(cx));
+                if let Some(w) = s.watch.take() {
+                    w.time_out(&timeout);
+                }
+                // The stream ends here for the caller.
+                *s.held = Some(Box::new(Held {
+                    eof: true,
+                    ..Held::default()
+                }));
+                Some(Err(Box::new(timeout)))
+            }
+        })
+    }
+}
+
+impl Held {
+    fn bytes_left(&self) -> u64 {
+        self.frames
+            .iter()
+            .filter_map(|f| f.data_ref().map(|d| d.len() as u64))
+            .sum()
     }
 }
 
@@ -224,16 +430,23 @@ where
     pub(crate) fn bytes(&self) -> &[u8] {
         &self.buf[..self.buf.len().min(self.limit)]
     }
+}
 
+impl<B> Peeked<B>
+where
+    B: Body,
+    B::Data: Buf + 'static,
+    B::Error: Into<BoxError>,
+{
     fn poll_replay(
         &mut self,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         if !self.buf.is_empty() {
             return Poll::Ready(Some(Ok(Frame::data(self.buf.split().freeze()))));
         }
         if let Some(e) = self.error.take() {
-            return Poll::Ready(Some(Err(e)));
+            return Poll::Ready(Some(Err(e.into())));
         }
         if let Some(t) = self.trailers.take() {
             self.eof = true;
@@ -244,7 +457,7 @@ where
         }
         match ready!(self.body.as_mut().poll_frame(cx)) {
             Some(Ok(frame)) => Poll::Ready(Some(Ok(frame.map_data(into_bytes)))),
-            Some(Err(e)) => Poll::Ready(Some(Err(e))),
+            Some(Err(e)) => Poll::Ready(Some(Err(e.into()))),
             None => {
                 self.eof = true;
                 Poll::Ready(None)
@@ -305,7 +518,7 @@ pub(crate) mod tests {
         assert_eq!(into_bytes(Bytes::from_static(b"kept")), "kept");
     }
 
-    async fn collect(body: ResponseBody<Frames>) -> (Vec<u8>, Option<&'static str>) {
+    async fn collect(body: ResponseBody<Frames>) -> (Vec<u8>, Option<String>) {
         let mut out = Vec::new();
         let mut body = std::pin::pin!(body);
         while let Some(frame) = body.frame().await {
@@ -315,7 +528,7 @@ pub(crate) mod tests {
                         out.extend_from_slice(&d)
                     }
                 }
-                Err(e) => return (out, Some(e)),
+                Err(e) => return (out, Some(e.to_string())),
             }
         }
         (out, None)
@@ -341,7 +554,7 @@ pub(crate) mod tests {
         assert_eq!(p.bytes(), b"partial");
         let (bytes, err) = collect(ResponseBody::replay(p)).await;
         assert_eq!(bytes, b"partial");
-        assert_eq!(err, Some("connection reset"));
+        assert_eq!(err.as_deref(), Some("connection reset"));
     }
 
     #[tokio::test]

@@ -138,7 +138,11 @@ fn plain<B: Body>(
 
 /// Attaches a failure's classification, and when its scopes reopen if it
 /// closed them, to the response the caller receives.
-fn mark_failure(extensions: &mut http::Extensions, c: Classification, reopens: Option<Instant>) {
+pub(crate) fn mark_failure(
+    extensions: &mut http::Extensions,
+    c: Classification,
+    reopens: Option<Instant>,
+) {
     extensions.insert(c);
     if let Some(at) = reopens {
         extensions.insert(Reopening { at });

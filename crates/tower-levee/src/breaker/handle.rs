@@ -86,6 +86,12 @@ pub struct ScopeHealth {
     /// set `slow_call` at about 3× its p99.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub latency: Option<LatencyEstimate>,
+    /// A breaker's recent time from the call's start to a stream's first
+    /// output (the time to first token), when its layer estimates latency:
+    /// set [`first_content_timeout`](super::BreakerLayerBuilder::first_content_timeout)
+    /// above its p99.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub first_content: Option<LatencyEstimate>,
     /// What the provider last said is left of each of a quota scope's
     /// limits (gates; recorded once a limit is half used, see
     /// [`pace`](super::BreakerLayerBuilder::pace)).
@@ -134,6 +140,7 @@ impl ScopeHealth {
             open_time: None,
             reason: None,
             latency: None,
+            first_content: None,
             remaining: Vec::new(),
             closings: None,
         }
@@ -181,6 +188,7 @@ impl BreakerHandle {
                         .then(|| failure_causes(state.failure_breakdown()))
                         .flatten(),
                     latency: h.hot().and_then(|hot| hot.latency.estimate()),
+                    first_content: h.hot().and_then(|hot| hot.first_content.estimate()),
                     ..ScopeHealth::new(&key, status.state())
                 });
             }

@@ -44,6 +44,8 @@ pub(crate) struct DomainHot {
     pace_check: AtomicU64,
     /// Time to first byte, when the layer estimates it.
     pub(crate) latency: LatencyHistogram,
+    /// Time to a stream's first output, when the layer estimates it.
+    pub(crate) first_content: LatencyHistogram,
 }
 
 impl Hot for DomainHot {
@@ -51,6 +53,7 @@ impl Hot for DomainHot {
         self.word.store(0, Ordering::Release);
         self.open_until.reset();
         self.latency.reset();
+        self.first_content.reset();
         self.in_flight.store(0, Ordering::Relaxed);
         self.in_flight_tokens.store(0, Ordering::Relaxed);
         self.counting.store(0, Ordering::Relaxed);

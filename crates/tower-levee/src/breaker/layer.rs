@@ -90,6 +90,9 @@ pub struct BreakerLayerBuilder<C = ProviderClassifier> {
     isolate_by_model: bool,
     slow_call_by_model: Vec<(Box<str>, Duration)>,
     slow_stream: Option<Duration>,
+    first_content_timeout: Option<Duration>,
+    first_content_by_model: Vec<(Box<str>, Duration)>,
+    stall_timeout: Option<Duration>,
     latency_estimate: bool,
     empty_body_is_failure: bool,
     soft_failure: Option<SoftFailureFn>,
@@ -111,6 +114,9 @@ impl Default for BreakerLayerBuilder {
             isolate_by_model: false,
             slow_call_by_model: Vec::new(),
             slow_stream: None,
+            first_content_timeout: None,
+            first_content_by_model: Vec::new(),
+            stall_timeout: None,
             latency_estimate: false,
             empty_body_is_failure: true,
             soft_failure: None,
@@ -154,6 +160,9 @@ impl<C> BreakerLayerBuilder<C> {
             isolate_by_model: self.isolate_by_model,
             slow_call_by_model: self.slow_call_by_model,
             slow_stream: self.slow_stream,
+            first_content_timeout: self.first_content_timeout,
+            first_content_by_model: self.first_content_by_model,
+            stall_timeout: self.stall_timeout,
             latency_estimate: self.latency_estimate,
             empty_body_is_failure: self.empty_body_is_failure,
             soft_failure: self.soft_failure,
@@ -203,6 +212,51 @@ impl<C> BreakerLayerBuilder<C> {
         self
     }
 
+    /// The longest a streamed response may take, from the call's start, to
+    /// its first output (a token, a tool call, a reasoning delta; see
+    /// [`StreamScanner::has_content`]): the time to first token. Past it the
+    /// stream ends with a [`StreamTimeout`] and the breaker counts an
+    /// availability failure (`stream:first_content_timeout`); held by a
+    /// [`Failover`](crate::failover::Failover), the request goes to the
+    /// next target instead, unseen. Off by default. Pick it above the
+    /// model's normal p99 time to first token (the
+    /// [`latency_estimate`](Self::latency_estimate) shows it):
+    /// a reasoning model needs far more than a small fast one, see
+    /// [`first_content_timeout_for_model`](Self::first_content_timeout_for_model).
+    ///
+    /// [`StreamScanner::has_content`]: levee_core::classify::StreamScanner::has_content
+    /// [`StreamTimeout`]: crate::error::StreamTimeout
+    pub fn first_content_timeout(mut self, timeout: Duration) -> Self {
+        self.first_content_timeout = Some(timeout);
+        self
+    }
+
+    /// A first-content timeout for one model, overriding
+    /// [`first_content_timeout`](Self::first_content_timeout).
+    pub fn first_content_timeout_for_model(
+        mut self,
+        model: impl Into<Box<str>>,
+        timeout: Duration,
+    ) -> Self {
+        let model = model.into();
+        self.first_content_by_model.retain(|(m, _)| *m != model);
+        self.first_content_by_model.push((model, timeout));
+        self
+    }
+
+    /// The longest gap between two frames of a streamed response, from its
+    /// head on. Past it the stream ends with a
+    /// [`StreamTimeout`](crate::error::StreamTimeout) and the breaker counts
+    /// an availability failure (`stream:stall_timeout`); before the first
+    /// output, a [`Failover`](crate::failover::Failover) tries the next
+    /// target instead. Off by default. Providers send keep-alives while a
+    /// model thinks (Anthropic's `ping` events), so a stall is a dead
+    /// connection, not a slow model: tens of seconds is generous.
+    pub fn stall_timeout(mut self, timeout: Duration) -> Self {
+        self.stall_timeout = Some(timeout);
+        self
+    }
+
     /// Pacing from the providers' rate-limit headers (on by default, a
     /// reserve of 2% of each limit): a quota scope whose limit is at its
     /// reserve is gated until enough of it has refilled, before the provider
@@ -219,11 +273,14 @@ impl<C> BreakerLayerBuilder<C> {
     }
 
     /// Estimates each failure domain's time to first byte (p50, p90, p99 of
-    /// the last few thousand responses), shown by
+    /// the last few thousand responses), and its streams' time to first
+    /// output (the time to first token), shown by
     /// [`BreakerHandle::states`](super::BreakerHandle::states) and the
-    /// failover's health snapshot, so that `slow_call` can be set from data:
-    /// about 3× the p99. Off by default: it reads the clock when a
-    /// call is admitted and makes one shared atomic increment per response.
+    /// failover's health snapshot, so that `slow_call` and
+    /// [`first_content_timeout`](Self::first_content_timeout) can be set
+    /// from data: about 3× the p99. Off by default: it reads the clock when
+    /// a call is admitted and makes one shared atomic increment per
+    /// response (two for a stream).
     pub fn latency_estimate(mut self, on: bool) -> Self {
         self.latency_estimate = on;
         self
@@ -308,6 +365,28 @@ impl<C> BreakerLayerBuilder<C> {
                 format!("threshold for `{m}` must be above zero"),
             ));
         }
+        if self.first_content_timeout.is_some_and(|d| d.is_zero()) {
+            return Err(ConfigError::new(
+                "breaker_layer.first_content_timeout",
+                "must be above zero",
+            ));
+        }
+        if let Some((m, _)) = self
+            .first_content_by_model
+            .iter()
+            .find(|(_, d)| d.is_zero())
+        {
+            return Err(ConfigError::new(
+                "breaker_layer.first_content_timeout_for_model",
+                format!("timeout for `{m}` must be above zero"),
+            ));
+        }
+        if self.stall_timeout.is_some_and(|d| d.is_zero()) {
+            return Err(ConfigError::new(
+                "breaker_layer.stall_timeout",
+                "must be above zero",
+            ));
+        }
         let settings = Settings {
             breaker: self.breaker,
             gate: self.gate,
@@ -328,6 +407,9 @@ impl<C> BreakerLayerBuilder<C> {
             isolate_by_model: self.isolate_by_model,
             slow_call_by_model: self.slow_call_by_model,
             slow_stream: self.slow_stream,
+            first_content_timeout: self.first_content_timeout,
+            first_content_by_model: self.first_content_by_model,
+            stall_timeout: self.stall_timeout,
             latency_estimate: self.latency_estimate,
             empty_body_is_failure: self.empty_body_is_failure,
             soft_failure: self.soft_failure.map(Arc::new),

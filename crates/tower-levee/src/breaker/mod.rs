@@ -79,9 +79,11 @@ mod tracker;
 
 pub(crate) use self::admission::PeekCache;
 pub use self::body::ResponseBody;
+pub(crate) use self::body::{Hold, HoldLimits};
 pub use self::cost::TokenCost;
 pub use self::error::{CircuitOpen, Parked, Throttled};
 pub use self::event::{EventSubscriber, ScopeEvent};
+pub(crate) use self::future::mark_failure;
 pub use self::handle::{BreakerHandle, LimitLeft, Rejections, ScopeHealth, ScopeState};
 pub use self::latency::LatencyEstimate;
 pub use self::layer::{BreakerLayer, BreakerLayerBuilder};

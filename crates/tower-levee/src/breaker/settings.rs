@@ -38,6 +38,9 @@ pub(crate) struct Settings {
     pub(crate) isolate_by_model: bool,
     pub(crate) slow_call_by_model: Vec<(Box<str>, Duration)>,
     pub(crate) slow_stream: Option<Duration>,
+    pub(crate) first_content_timeout: Option<Duration>,
+    pub(crate) first_content_by_model: Vec<(Box<str>, Duration)>,
+    pub(crate) stall_timeout: Option<Duration>,
     pub(crate) latency_estimate: bool,
     pub(crate) empty_body_is_failure: bool,
     /// Behind a second `Arc`, a thin pointer: every call carries a clone.
@@ -48,17 +51,49 @@ pub(crate) struct Settings {
 }
 
 impl Settings {
-    /// The slow-call threshold for a call to `model`.
+    /// The time limits of a call to `model`.
     #[inline]
-    pub(crate) fn slow_call(&self, model: Option<&str>) -> Option<Duration> {
-        if self.slow_call_by_model.is_empty() {
-            return self.breaker.slow_call;
+    pub(crate) fn limits(&self, model: Option<&str>) -> Limits {
+        Limits {
+            first_byte: for_model(self.breaker.slow_call, &self.slow_call_by_model, model),
+            total: self.slow_stream,
+            first_content: for_model(
+                self.first_content_timeout,
+                &self.first_content_by_model,
+                model,
+            ),
+            stall: self.stall_timeout,
         }
-        model
-            .and_then(|m| self.slow_call_by_model.iter().find(|(k, _)| &**k == m))
-            .map(|(_, d)| *d)
-            .or(self.breaker.slow_call)
     }
+}
+
+/// A call's time limits, resolved for its model.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Limits {
+    /// Slow-call threshold on the time to first byte.
+    pub(crate) first_byte: Option<Duration>,
+    /// Slow threshold on a stream's whole duration.
+    pub(crate) total: Option<Duration>,
+    /// A stream's first-content timeout, from the call's start.
+    pub(crate) first_content: Option<Duration>,
+    /// A stream's longest gap between events.
+    pub(crate) stall: Option<Duration>,
+}
+
+/// `model`'s own value in `by_model`, else `default`.
+#[inline]
+fn for_model(
+    default: Option<Duration>,
+    by_model: &[(Box<str>, Duration)],
+    model: Option<&str>,
+) -> Option<Duration> {
+    if by_model.is_empty() {
+        return default;
+    }
+    model
+        .and_then(|m| by_model.iter().find(|(k, _)| &**k == m))
+        .map(|(_, d)| *d)
+        .or(default)
 }
 
 impl fmt::Debug for Settings {
@@ -73,6 +108,9 @@ impl fmt::Debug for Settings {
             .field("isolate_by_model", &self.isolate_by_model)
             .field("slow_call_by_model", &self.slow_call_by_model)
             .field("slow_stream", &self.slow_stream)
+            .field("first_content_timeout", &self.first_content_timeout)
+            .field("first_content_by_model", &self.first_content_by_model)
+            .field("stall_timeout", &self.stall_timeout)
             .field("latency_estimate", &self.latency_estimate)
             .field("empty_body_is_failure", &self.empty_body_is_failure)
             .field("soft_failure", &self.soft_failure.as_ref().map(|_| ".."))

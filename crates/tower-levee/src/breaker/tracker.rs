@@ -1,5 +1,8 @@
 //! Reporting one call's outcome, from its future or from its response body.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use http::HeaderMap;
@@ -7,10 +10,12 @@ use levee_core::breaker::Permit;
 use levee_core::classify::hints::{self, RateLimits};
 use levee_core::classify::{Classification, StreamScanner, Verdict};
 use levee_core::clock::ceil_millis;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 use super::scope::CallScopes;
+use super::settings::Limits;
 use super::shared::{DomainHandle, Report};
+use crate::error::{StreamTimeout, StreamTimeoutKind};
 
 /// [`Tracker::in_flight`] of a call not counted in flight.
 pub(crate) const NOT_IN_FLIGHT: u32 = u32::MAX;
@@ -35,32 +40,44 @@ pub(crate) struct Tracker {
     pub(crate) settled: bool,
 }
 
-/// When a call started and its slow thresholds, in whole milliseconds
-/// (rounded up; 0 = none). The clock is read only when a threshold is set
-/// or the layer keeps a latency estimate.
+/// When a call started, its slow thresholds and its stream timeouts, in
+/// whole milliseconds (rounded up; 0 = none). The clock is read only when
+/// one is set or the layer keeps a latency estimate.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct SlowClock {
     started: Option<Instant>,
     first_byte_ms: u32,
     total_ms: u32,
+    first_content_ms: u32,
+    stall_ms: u32,
 }
 
 impl SlowClock {
-    /// A clock for a call with these thresholds: started now if either is
-    /// set, or if the call's latency is measured anyway (`measured`).
+    /// A clock for a call with these limits: started now if any is set, or
+    /// if the call's latency is measured anyway (`measured`).
     #[inline]
-    pub(crate) fn start(
-        first_byte: Option<Duration>,
-        total: Option<Duration>,
-        measured: bool,
-    ) -> Self {
-        if first_byte.is_none() && total.is_none() && !measured {
+    pub(crate) fn start(limits: Limits, measured: bool) -> Self {
+        let Limits {
+            first_byte,
+            total,
+            first_content,
+            stall,
+        } = limits;
+        if first_byte.is_none()
+            && total.is_none()
+            && first_content.is_none()
+            && stall.is_none()
+            && !measured
+        {
             return SlowClock::default();
         }
+        let ms = |d: Option<Duration>| d.map_or(0, threshold_ms);
         SlowClock {
             started: Some(Instant::now()),
-            first_byte_ms: first_byte.map_or(0, threshold_ms),
-            total_ms: total.map_or(0, threshold_ms),
+            first_byte_ms: ms(first_byte),
+            total_ms: ms(total),
+            first_content_ms: ms(first_content),
+            stall_ms: ms(stall),
         }
     }
 
@@ -88,6 +105,17 @@ impl Tracker {
             && let Some(hot) = self.domain.hot()
         {
             hot.latency.record(started.elapsed());
+        }
+    }
+
+    /// Feeds the time to a stream's first output to the domain's estimate,
+    /// when the layer keeps one.
+    fn first_content(&self) {
+        if self.track_latency
+            && let Some(started) = self.slow.started
+            && let Some(hot) = self.domain.hot()
+        {
+            hot.first_content.record(started.elapsed());
         }
     }
 
@@ -211,53 +239,160 @@ impl Drop for Tracker {
 
 // === Watch ===
 
+/// A stream's reported outcome, and when its scopes admit a call again if
+/// it left one refusing.
+pub(crate) type Outcome = (Classification, Option<Instant>);
+
 /// A streamed 2xx response under watch: the scanner reads every frame as it
-/// passes, and the outcome is reported when the stream decides or ends.
+/// passes, and the outcome is reported when the stream decides, ends, or
+/// goes quiet past a timeout.
 pub(crate) struct Watch {
     scanner: StreamScanner,
     tracker: Tracker,
     slow_first_byte: bool,
+    /// Whether output came (and its time was recorded).
+    content: bool,
+    /// The stream's timeouts, when the call has any.
+    timer: Option<StreamTimer>,
+}
+
+/// A stream's first-content and stall timeouts, on one sleep.
+struct StreamTimer {
+    sleep: Pin<Box<Sleep>>,
+    started: Instant,
+    first_content: Option<Duration>,
+    stall: Option<Duration>,
+    /// Which timeout the sleep is set for; `None` when neither applies
+    /// any more (output came, and there is no stall timeout).
+    armed: Option<StreamTimeoutKind>,
+}
+
+impl StreamTimer {
+    fn new(clock: &SlowClock) -> Option<Self> {
+        let started = clock.started?;
+        let ms = |ms: u32| (ms != 0).then(|| Duration::from_millis(u64::from(ms)));
+        let (first_content, stall) = (ms(clock.first_content_ms), ms(clock.stall_ms));
+        if first_content.is_none() && stall.is_none() {
+            return None;
+        }
+        let mut timer = StreamTimer {
+            sleep: Box::pin(tokio::time::sleep_until(started)),
+            started,
+            first_content,
+            stall,
+            armed: None,
+        };
+        timer.rearm(false);
+        Some(timer)
+    }
+
+    /// Sets the sleep for the next deadline: the first-content one until
+    /// output comes, or the stall one from now, whichever is first.
+    fn rearm(&mut self, content: bool) {
+        let first_content = self
+            .first_content
+            .filter(|_| !content)
+            .map(|d| (self.started + d, StreamTimeoutKind::FirstContent));
+        let stall = self
+            .stall
+            .map(|d| (Instant::now() + d, StreamTimeoutKind::Stall));
+        let next = match (first_content, stall) {
+            (Some(f), Some(s)) => Some(if s.0 < f.0 { s } else { f }),
+            (f, s) => f.or(s),
+        };
+        self.armed = next.map(|(deadline, kind)| {
+            self.sleep.as_mut().reset(deadline);
+            kind
+        });
+    }
+
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<StreamTimeout> {
+        let Some(kind) = self.armed else {
+            return Poll::Pending;
+        };
+        ready!(self.sleep.as_mut().poll(cx));
+        let after = match kind {
+            StreamTimeoutKind::FirstContent => self.first_content,
+            _ => self.stall,
+        };
+        Poll::Ready(StreamTimeout::new(kind, after.unwrap_or_default()))
+    }
 }
 
 impl Watch {
-    pub(crate) fn new(
-        scanner: StreamScanner,
-        tracker: Tracker,
-        slow_first_byte: bool,
-    ) -> Box<Self> {
-        Box::new(Watch {
+    pub(crate) fn new(scanner: StreamScanner, tracker: Tracker, slow_first_byte: bool) -> Self {
+        let timer = StreamTimer::new(&tracker.slow);
+        Watch {
             scanner,
             tracker,
             slow_first_byte,
-        })
+            content: false,
+            timer,
+        }
     }
 
     fn slow(&self) -> bool {
         self.slow_first_byte || self.tracker.is_slow_in_total()
     }
 
-    /// Feeds one data frame; `true` once the outcome is reported.
-    pub(crate) fn feed(&mut self, data: &[u8]) -> bool {
-        match self.scanner.feed(data) {
-            Some(c) => {
-                let slow = self.slow();
-                self.tracker.settle(&c, slow);
-                true
-            }
-            None => false,
+    /// Whether the model's output has started.
+    pub(crate) fn has_content(&self) -> bool {
+        self.content
+    }
+
+    /// Events read so far.
+    pub(crate) fn events(&self) -> u32 {
+        self.scanner.events()
+    }
+
+    /// Feeds one data frame; the outcome once it is reported (the watch
+    /// has done its work then).
+    #[inline]
+    pub(crate) fn feed(&mut self, data: &[u8]) -> Option<Outcome> {
+        let decided = self.scanner.feed(data);
+        // Both are skipped once output came and when no timeout is set.
+        if !self.content && self.scanner.has_content() {
+            self.content = true;
+            self.tracker.first_content();
+        }
+        if let Some(timer) = &mut self.timer
+            && (timer.stall.is_some() || timer.armed.is_some() && self.content)
+        {
+            timer.rearm(self.content);
+        }
+        let c = decided?;
+        let slow = self.slow();
+        let reopens = self.tracker.settle(&c, slow);
+        Some((c, reopens))
+    }
+
+    /// A timeout that passed while the stream was quiet, if one did.
+    pub(crate) fn poll_timeout(&mut self, cx: &mut Context<'_>) -> Poll<StreamTimeout> {
+        match &mut self.timer {
+            Some(timer) => timer.poll(cx),
+            None => Poll::Pending,
         }
     }
 
+    /// The stream went quiet past `timeout`: an availability failure.
+    pub(crate) fn time_out(mut self, timeout: &StreamTimeout) -> Outcome {
+        let c = Classification::new(Verdict::Availability, timeout.reason());
+        let reopens = self.tracker.settle(&c, true);
+        (c, reopens)
+    }
+
     /// The stream ended (`None` from the body).
-    pub(crate) fn finish(mut self: Box<Self>) {
+    pub(crate) fn finish(mut self) -> Outcome {
         let c = self.scanner.finish();
         let slow = self.slow();
-        self.tracker.settle(&c, slow);
+        let reopens = self.tracker.settle(&c, slow);
+        (c, reopens)
     }
 
     /// The body failed mid-stream: the stream was cut.
-    pub(crate) fn fail(mut self: Box<Self>) {
+    pub(crate) fn fail(mut self) -> Outcome {
         let c = Classification::new(Verdict::Availability, "stream:body_error");
-        self.tracker.settle(&c, false);
+        let reopens = self.tracker.settle(&c, false);
+        (c, reopens)
     }
 }

@@ -7,7 +7,8 @@
 //! carrying a `retry_after`. [`Rejection`] finds one anywhere in an error's
 //! source chain and reads them all the same way; [`is_rejection`] says
 //! whether there is one. Anything else came from the provider or the
-//! transport: [`transport_failure`] says which kind of transport failure.
+//! transport: [`transport_failure`] says which kind of transport failure
+//! (a [`StreamTimeout`], a stream gone quiet, is a timeout).
 //!
 //! [`CircuitOpen`]: crate::breaker::CircuitOpen
 //! [`Throttled`]: crate::breaker::Throttled
@@ -17,9 +18,11 @@
 
 mod refusal;
 mod rejection;
+mod stream;
 mod transport;
 
 pub(crate) use self::refusal::rejection_response;
 pub use self::refusal::{BoxError, RefusalKind};
 pub use self::rejection::{Rejection, is_rejection};
+pub use self::stream::{StreamTimeout, StreamTimeoutKind};
 pub use self::transport::transport_failure;

@@ -5,14 +5,20 @@ use std::io;
 
 use levee_core::classify::TransportFailure;
 
+use super::stream::StreamTimeout;
+
 /// Reads what kind of transport failure an inner service's error is, walking
 /// its source chain: a timeout (`tower::timeout::error::Elapsed`,
-/// `tokio::time::error::Elapsed`, `io::ErrorKind::TimedOut`), a connect error,
+/// `tokio::time::error::Elapsed`, a [`StreamTimeout`],
+/// `io::ErrorKind::TimedOut`), a connect error,
 /// a reset, or anything else.
 pub fn transport_failure(err: &(dyn Error + 'static)) -> TransportFailure {
     let mut cur: Option<&(dyn Error + 'static)> = Some(err);
     while let Some(e) = cur {
-        if e.is::<tower::timeout::error::Elapsed>() || e.is::<tokio::time::error::Elapsed>() {
+        if e.is::<tower::timeout::error::Elapsed>()
+            || e.is::<tokio::time::error::Elapsed>()
+            || e.is::<StreamTimeout>()
+        {
             return TransportFailure::Timeout;
         }
         if let Some(io) = e.downcast_ref::<io::Error>() {

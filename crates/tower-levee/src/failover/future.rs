@@ -6,6 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
+use bytes::Buf;
 use http::{Request, Response};
 use http_body::Body;
 use levee_core::classify::{Classification, Verdict};
@@ -16,7 +17,7 @@ use tower_service::Service;
 use super::error::{NoTargetAvailable, Refusal, RefusalKind};
 use super::state::{Common, TargetService};
 use super::target::ServedBy;
-use crate::breaker::{Reopening, RequestHead, ResponseBody};
+use crate::breaker::{Hold, Reopening, RequestHead, ResponseBody, mark_failure};
 use crate::error::{BoxError, Rejection, is_rejection, transport_failure};
 
 type Output<RB> = Result<Response<ResponseBody<RB>>, BoxError>;
@@ -65,6 +66,8 @@ pin_project! {
         Ready { service: TargetService<B, RB>, request: Option<Request<B>>, index: usize },
         // A target call in flight (it holds the permit and probe slot).
         Calling { #[pin] future: TargetFuture<RB>, index: usize },
+        // A target's stream, read ahead until its first output.
+        Holding { response: Option<Response<ResponseBody<RB>>>, index: usize },
         Done,
     }
 }
@@ -182,6 +185,8 @@ impl<B, RB> Future for ResponseFuture<B, RB>
 where
     B: Clone,
     RB: Body,
+    RB::Data: Buf + 'static,
+    RB::Error: Into<BoxError>,
 {
     type Output = Output<RB>;
 
@@ -195,7 +200,13 @@ where
     }
 }
 
-impl<B: Clone, RB: Body> ResponseFutureProj<'_, B, RB> {
+impl<B, RB> ResponseFutureProj<'_, B, RB>
+where
+    B: Clone,
+    RB: Body,
+    RB::Data: Buf + 'static,
+    RB::Error: Into<BoxError>,
+{
     /// The failover loop, one poll.
     fn poll_loop(&mut self, cx: &mut Context<'_>) -> Poll<Output<RB>> {
         let this = self;
@@ -265,30 +276,76 @@ impl<B: Clone, RB: Body> ResponseFutureProj<'_, B, RB> {
                     let index = *index;
                     (index, ready!(future.poll(cx)))
                 }
+                StateProj::Holding { response, index } => {
+                    let index = *index;
+                    let held = response.as_mut().expect("polled after completion");
+                    let limits = this.common.meta.hold.expect("held only when holding");
+                    let hold = ready!(held.body_mut().poll_hold(cx, limits));
+                    let mut response = response.take().expect("checked above");
+                    let settled = match hold {
+                        Hold::Release => {
+                            this.common.meta.served(index);
+                            Settled::Return(Ok(response))
+                        }
+                        Hold::Failed((c, reopens)) => {
+                            let verdict = c.verdict;
+                            mark_failure(response.extensions_mut(), c, reopens);
+                            failed_answer(this.common, this.progress, index, verdict, response)
+                        }
+                    };
+                    match end_or_advance(this.state.as_mut(), this.last, this.progress, settled) {
+                        Some(output) => return Poll::Ready(output),
+                        None => continue,
+                    }
+                }
                 StateProj::Done => panic!("failover ResponseFuture polled after completion"),
             };
-            match settle(this.common, this.progress, index, output) {
-                Settled::Return(output) => {
-                    // A refusal that ends the request still loses to a real
-                    // answer an earlier target gave.
-                    let output = match output {
-                        Err(e) if is_rejection(&*e) => match this.last.take() {
-                            Some(last) => this.progress.last_answer(last),
-                            None => Err(e),
-                        },
-                        output => output,
-                    };
-                    this.state.set(State::Done);
-                    return Poll::Ready(output);
-                }
-                Settled::Advance(last) => {
-                    if last.is_some() {
-                        *this.last = last;
-                    }
-                    this.state.set(State::Select);
-                }
+            let settled = settle(this.common, this.progress, index, output);
+            if let Settled::Hold(response) = settled {
+                this.state.set(State::Holding {
+                    response: Some(response),
+                    index,
+                });
+                continue;
+            }
+            if let Some(output) =
+                end_or_advance(this.state.as_mut(), this.last, this.progress, settled)
+            {
+                return Poll::Ready(output);
             }
         }
+    }
+}
+
+/// Ends the request with a settled answer, or moves on to the next target.
+fn end_or_advance<B, RB: Body>(
+    mut state: Pin<&mut State<B, RB>>,
+    last: &mut Option<Output<RB>>,
+    progress: &mut Progress,
+    settled: Settled<RB>,
+) -> Option<Output<RB>> {
+    match settled {
+        Settled::Return(output) => {
+            // A refusal that ends the request still loses to a real
+            // answer an earlier target gave.
+            let output = match output {
+                Err(e) if is_rejection(&*e) => match last.take() {
+                    Some(last) => progress.last_answer(last),
+                    None => Err(e),
+                },
+                output => output,
+            };
+            state.set(State::Done);
+            Some(output)
+        }
+        Settled::Advance(answer) => {
+            if answer.is_some() {
+                *last = answer;
+            }
+            state.set(State::Select);
+            None
+        }
+        Settled::Hold(_) => unreachable!("a hold is started by the loop"),
     }
 }
 
@@ -384,6 +441,8 @@ enum Settled<RB: Body> {
     Return(Output<RB>),
     /// Try the next target, keeping this answer (if any) in case none takes it.
     Advance(Option<Output<RB>>),
+    /// A stream that succeeded so far: read it ahead to its first output.
+    Hold(Response<ResponseBody<RB>>),
 }
 
 fn settle<B, RB: Body>(
@@ -397,31 +456,24 @@ fn settle<B, RB: Body>(
     match output {
         Ok(mut response) => {
             meta.note_limits(index, response.headers());
-            let (verdict, reason) = match response.extensions().get::<Classification>() {
-                Some(c) => (c.verdict, Some(c.reason.as_str())),
-                None => (Verdict::Success, None),
-            };
-            let advance = verdict != Verdict::Success && meta.advances(index, verdict, None);
-            let reason = advance.then(|| format!("{verdict}: {}", reason.unwrap_or("")));
+            let verdict = response
+                .extensions()
+                .get::<Classification>()
+                .map_or(Verdict::Success, |c| c.verdict);
             response.extensions_mut().insert(ServedBy {
                 target: target.name,
                 index,
                 attempt: progress.attempts,
                 fallback: index != 0,
             });
-            match reason {
-                None => {
-                    if verdict == Verdict::Success {
-                        meta.served(index);
-                    }
-                    Settled::Return(Ok(response))
+            if verdict == Verdict::Success {
+                if meta.hold.is_some() && response.body().is_watched() {
+                    return Settled::Hold(response);
                 }
-                Some(reason) => {
-                    progress.failed(response.extensions().get::<Reopening>());
-                    note_failure(common, progress, index, verdict, reason);
-                    Settled::Advance(Some(Ok(response)))
-                }
+                meta.served(index);
+                return Settled::Return(Ok(response));
             }
+            failed_answer(common, progress, index, verdict, response)
         }
         Err(e) if is_rejection(&*e) => {
             // Refused below (a full bulkhead, or state that changed since the
@@ -446,6 +498,27 @@ fn settle<B, RB: Body>(
             Settled::Advance(Some(Err(e)))
         }
     }
+}
+
+/// A target's answer that failed: the request moves on (keeping the
+/// answer in case no other target takes it) unless the policy keeps it here.
+fn failed_answer<B, RB: Body>(
+    common: &Common<B, RB>,
+    progress: &mut Progress,
+    index: usize,
+    verdict: Verdict,
+    response: Response<ResponseBody<RB>>,
+) -> Settled<RB> {
+    if !common.meta.advances(index, verdict, None) {
+        return Settled::Return(Ok(response));
+    }
+    let reason = match response.extensions().get::<Classification>() {
+        Some(c) => format!("{verdict}: {}", c.reason.as_str()),
+        None => format!("{verdict}: "),
+    };
+    progress.failed(response.extensions().get::<Reopening>());
+    note_failure(common, progress, index, verdict, reason);
+    Settled::Advance(Some(Ok(response)))
 }
 
 fn note_failure<B, RB: Body>(
@@ -513,6 +586,7 @@ impl<B, RB: Body> fmt::Debug for ResponseFuture<B, RB> {
             State::Finished { .. } => "finished",
             State::Ready { .. } => "ready",
             State::Calling { .. } => "calling",
+            State::Holding { .. } => "holding",
             State::Done => "done",
         };
         f.debug_struct("ResponseFuture")

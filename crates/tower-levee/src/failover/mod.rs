@@ -158,6 +158,7 @@ mod builder;
 pub mod error;
 pub mod future;
 mod health;
+mod hold;
 mod service;
 mod state;
 mod target;
@@ -167,6 +168,7 @@ pub use self::builder::{
 };
 pub use self::error::{NoTargetAvailable, Refusal, RefusalKind};
 pub use self::health::{BulkheadHealth, FailoverHandle, HealthSnapshot, TargetHealth};
+pub use self::hold::StreamHold;
 pub use self::service::Failover;
 pub use self::state::Advance;
 pub use self::target::{Rewrite, ServedBy, Target};

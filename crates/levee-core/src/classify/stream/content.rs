@@ -24,6 +24,7 @@
 //!   output.
 
 use super::super::text::Needle;
+use super::head::head_type;
 
 /// Whether an event named `name` (empty for none) with JSON `data` carries
 /// the model's output.
@@ -31,7 +32,7 @@ pub(super) fn is_content(name: &[u8], data: &[u8]) -> bool {
     if !name.is_empty() {
         return is_delta_name(name);
     }
-    match super::event::head_type(data) {
+    match head_type(data) {
         Some(ty) => is_delta_name(ty),
         None => has_output_field(data),
     }

@@ -19,6 +19,7 @@ mod content;
 mod event;
 mod eventstream;
 mod framing;
+mod head;
 
 use std::ops::ControlFlow;
 

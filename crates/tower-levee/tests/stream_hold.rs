@@ -1,0 +1,344 @@
+//! A failover holds a stream back until its first output; a breaker ends a
+//! stream that goes quiet. Paused time, in memory: each test decides when
+//! every frame arrives.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body::{Body, Frame};
+use http_body_util::BodyExt;
+use levee_core::breaker::{BreakerConfig, Cooldown};
+use levee_core::classify::{TransportFailure, Verdict};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tower::{Service, ServiceBuilder, ServiceExt};
+use tower_levee::breaker::{BreakerHandle, BreakerLayer, Scope};
+use tower_levee::error::{StreamTimeout, StreamTimeoutKind, transport_failure};
+use tower_levee::failover::{Failover, ServedBy, StreamHold, Target};
+
+const ROLE: &str =
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n";
+const HEL: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n";
+const STOP: &str =
+    "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n";
+const DONE: &str = "data: [DONE]\n\n";
+const PING: &str = "event: ping\ndata: {\"type\": \"ping\"}\n\n";
+const OVERLOADED: &str = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
+
+/// A response body fed through a channel.
+struct ChannelBody(mpsc::UnboundedReceiver<Result<Bytes, &'static str>>);
+
+impl Body for ChannelBody {
+    type Data = Bytes;
+    type Error = &'static str;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, &'static str>>> {
+        self.0.poll_recv(cx).map(|o| o.map(|r| r.map(Frame::data)))
+    }
+}
+
+type Feed = mpsc::UnboundedSender<Result<Bytes, &'static str>>;
+
+/// An SSE provider: each call's body starts with `first` and then stays
+/// open, its sender kept for the test (`feeds`), or ends (`close`).
+#[derive(Clone)]
+struct Provider {
+    calls: Arc<AtomicUsize>,
+    first: &'static [&'static str],
+    close: bool,
+    feeds: Arc<Mutex<Vec<Feed>>>,
+}
+
+impl Provider {
+    fn new(first: &'static [&'static str], close: bool) -> Self {
+        Provider {
+            calls: Arc::default(),
+            first,
+            close,
+            feeds: Arc::default(),
+        }
+    }
+
+    fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    /// The sender of the latest call's body.
+    fn feed(&self) -> Feed {
+        self.feeds.lock().unwrap().last().unwrap().clone()
+    }
+}
+
+impl Service<Request<()>> for Provider {
+    type Response = Response<ChannelBody>;
+    type Error = Infallible;
+    type Future = std::future::Ready<Result<Response<ChannelBody>, Infallible>>;
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+    fn call(&mut self, _: Request<()>) -> Self::Future {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let (tx, rx) = mpsc::unbounded_channel();
+        for c in self.first {
+            tx.send(Ok(Bytes::from_static(c.as_bytes()))).unwrap();
+        }
+        if !self.close {
+            self.feeds.lock().unwrap().push(tx);
+        }
+        std::future::ready(Ok(Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(ChannelBody(rx))
+            .unwrap()))
+    }
+}
+
+fn request(model: &'static str) -> Request<()> {
+    let mut req = Request::post("https://api.openai.com/v1/chat/completions")
+        .body(())
+        .unwrap();
+    req.extensions_mut().insert(Scope::new().model(model));
+    req
+}
+
+fn failover(
+    primary: (&Provider, BreakerLayer),
+    backup: &Provider,
+    hold: StreamHold,
+) -> Failover<(), ChannelBody> {
+    Failover::builder()
+        .target(Target::new("primary", primary.0.clone()).breaker(primary.1))
+        .target(Target::new("backup", backup.clone()))
+        .stream_hold(hold)
+        .build()
+        .unwrap()
+}
+
+async fn read(res: Response<tower_levee::body::ResponseBody<ChannelBody>>) -> Bytes {
+    res.into_body().collect().await.unwrap().to_bytes()
+}
+
+fn served(res: &Response<tower_levee::body::ResponseBody<ChannelBody>>) -> &'static str {
+    res.extensions().get::<ServedBy>().unwrap().target
+}
+
+const OK: &[&str] = &[ROLE, HEL, STOP, DONE];
+
+#[tokio::test(start_paused = true)]
+async fn no_output_within_the_first_content_timeout_fails_over_at_the_timeout_per_model() {
+    let primary = Provider::new(&[ROLE], false);
+    let backup = Provider::new(OK, true);
+    let layer = BreakerLayer::builder()
+        .first_content_timeout(Duration::from_secs(20))
+        .first_content_timeout_for_model("o3", Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let handle = layer.handle();
+    let svc = failover((&primary, layer), &backup, StreamHold::default());
+
+    for (model, timeout) in [("gpt-4o", 20), ("o3", 60)] {
+        let started = Instant::now();
+        let res = svc.clone().oneshot(request(model)).await.unwrap();
+        // Headers came at once; the primary's first output never did.
+        assert_eq!(started.elapsed(), Duration::from_secs(timeout));
+        assert_eq!(served(&res), "backup");
+        assert_eq!(read(res).await, Bytes::from(OK.concat()));
+    }
+    assert_eq!(handle.upstream_failures(Verdict::Availability), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn output_before_the_timeout_is_released_at_once_and_streams_on() {
+    let primary = Provider::new(&[ROLE], false);
+    let backup = Provider::new(OK, true);
+    let layer = BreakerLayer::builder()
+        .first_content_timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let handle = layer.handle();
+    let svc = failover((&primary, layer), &backup, StreamHold::default());
+    let call = tokio::spawn(svc.oneshot(request("gpt-4o")));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(!call.is_finished(), "held until the first output");
+    primary
+        .feed()
+        .send(Ok(Bytes::from_static(HEL.as_bytes())))
+        .unwrap();
+    let res = call.await.unwrap().unwrap();
+    assert_eq!(served(&res), "primary");
+    let feed = primary.feed();
+    feed.send(Ok(Bytes::from_static(STOP.as_bytes()))).unwrap();
+    feed.send(Ok(Bytes::from_static(DONE.as_bytes()))).unwrap();
+    drop(feed);
+    primary.feeds.lock().unwrap().clear();
+    // Past the first-content timeout: output came, it no longer applies.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(read(res).await, Bytes::from(OK.concat()));
+    assert_eq!(handle.upstream_failures(Verdict::Availability), 0);
+    assert_eq!(backup.calls(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_caller_dropping_a_held_stream_gives_its_probe_slot_back() {
+    let primary = Provider::new(&[ROLE], false);
+    let backup = Provider::new(OK, true);
+    let layer = BreakerLayer::builder()
+        .breaker(
+            BreakerConfig::builder()
+                .threshold(1)
+                .half_open_probes(1)
+                .cooldown(Cooldown::Custom(Arc::new(|_| Duration::from_secs(10))))
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap();
+    let handle: BreakerHandle = layer.handle();
+    let svc = failover((&primary, layer), &backup, StreamHold::default());
+
+    // One failure before output opens the primary's breaker.
+    let call = tokio::spawn(svc.clone().oneshot(request("gpt-4o")));
+    tokio::task::yield_now().await;
+    primary
+        .feed()
+        .send(Ok(Bytes::from_static(OVERLOADED.as_bytes())))
+        .unwrap();
+    assert_eq!(served(&call.await.unwrap().unwrap()), "backup");
+    assert_eq!(handle.upstream_failures(Verdict::Availability), 1);
+
+    // Cooled off: the next call is the one probe. Its stream is held (no
+    // output yet) when the caller gives up.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let held = tokio::spawn(svc.clone().oneshot(request("gpt-4o")));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(primary.calls(), 2);
+    held.abort();
+    assert!(held.await.unwrap_err().is_cancelled());
+
+    // The slot came back: the primary is probed again, not skipped.
+    let call = tokio::spawn(svc.clone().oneshot(request("gpt-4o")));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(primary.calls(), 3, "the probe slot was given back");
+    primary
+        .feed()
+        .send(Ok(Bytes::from_static(HEL.as_bytes())))
+        .unwrap();
+    assert_eq!(served(&call.await.unwrap().unwrap()), "primary");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_that_stalls_after_output_ends_with_a_stream_timeout_and_counts() {
+    let provider = Provider::new(&[ROLE, HEL], false);
+    let layer = BreakerLayer::builder()
+        .stall_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let handle = layer.handle();
+    let svc = ServiceBuilder::new().layer(layer).service(provider.clone());
+    let res = svc.oneshot(request("gpt-4o")).await.unwrap();
+    let started = Instant::now();
+    let mut body = res.into_body();
+    let mut got = Vec::new();
+    let err = loop {
+        match body.frame().await {
+            Some(Ok(f)) => got.extend_from_slice(&f.into_data().unwrap()),
+            Some(Err(e)) => break e,
+            None => panic!("a stalled stream ends with an error"),
+        }
+    };
+    assert_eq!(got, [ROLE, HEL].concat().as_bytes());
+    assert_eq!(started.elapsed(), Duration::from_secs(5));
+    let timeout = err.downcast_ref::<StreamTimeout>().unwrap();
+    assert_eq!(timeout.kind(), StreamTimeoutKind::Stall);
+    assert_eq!(transport_failure(&*err), TransportFailure::Timeout);
+    // The body has ended for the caller.
+    assert!(body.frame().await.is_none());
+    assert_eq!(handle.upstream_failures(Verdict::Availability), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_that_keeps_sending_is_never_stalled() {
+    let provider = Provider::new(&[ROLE, HEL], false);
+    let layer = BreakerLayer::builder()
+        .stall_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let handle = layer.handle();
+    let svc = ServiceBuilder::new().layer(layer).service(provider.clone());
+    let res = svc.oneshot(request("gpt-4o")).await.unwrap();
+    let feed = provider.feed();
+    provider.feeds.lock().unwrap().clear();
+    tokio::spawn(async move {
+        // Twenty events 4 s apart: 80 s in all, no gap of 5 s.
+        for _ in 0..20 {
+            tokio::time::sleep(Duration::from_secs(4)).await;
+            feed.send(Ok(Bytes::from_static(HEL.as_bytes()))).unwrap();
+        }
+        feed.send(Ok(Bytes::from_static(DONE.as_bytes()))).unwrap();
+    });
+    let bytes = read(res).await;
+    assert!(bytes.ends_with(DONE.as_bytes()));
+    assert_eq!(handle.upstream_failures(Verdict::Availability), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_past_the_hold_bound_is_released_as_it_is() {
+    let primary = Provider::new(&[PING, PING, PING, PING], false);
+    let backup = Provider::new(OK, true);
+    let hold = StreamHold {
+        max_events: 3,
+        ..StreamHold::default()
+    };
+    let svc = failover((&primary, BreakerLayer::new()), &backup, hold);
+    let res = svc.oneshot(request("gpt-4o")).await.unwrap();
+    // Released after three events without output: what follows is the
+    // caller's, an error included.
+    assert_eq!(served(&res), "primary");
+    let feed = primary.feed();
+    primary.feeds.lock().unwrap().clear();
+    feed.send(Ok(Bytes::from_static(OVERLOADED.as_bytes())))
+        .unwrap();
+    drop(feed);
+    assert_eq!(
+        read(res).await,
+        Bytes::from([PING, PING, PING, PING, OVERLOADED].concat())
+    );
+    assert_eq!(backup.calls(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_that_ends_well_without_output_is_served() {
+    let primary = Provider::new(&[ROLE, STOP, DONE], true);
+    let backup = Provider::new(OK, true);
+    let svc = failover(
+        (&primary, BreakerLayer::new()),
+        &backup,
+        StreamHold::default(),
+    );
+    let res = svc.oneshot(request("gpt-4o")).await.unwrap();
+    assert_eq!(served(&res), "primary");
+    assert_eq!(read(res).await, Bytes::from([ROLE, STOP, DONE].concat()));
+    assert_eq!(backup.calls(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_the_hold_off_a_stream_is_handed_on_at_its_head() {
+    let primary = Provider::new(&[ROLE], false);
+    let backup = Provider::new(OK, true);
+    let svc = failover((&primary, BreakerLayer::new()), &backup, StreamHold::off());
+    let res = svc.oneshot(request("gpt-4o")).await.unwrap();
+    assert_eq!(served(&res), "primary");
+    primary
+        .feed()
+        .send(Ok(Bytes::from_static(OVERLOADED.as_bytes())))
+        .unwrap();
+    primary.feeds.lock().unwrap().clear();
+    assert_eq!(read(res).await, Bytes::from([ROLE, OVERLOADED].concat()));
+}
