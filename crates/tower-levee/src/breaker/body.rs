@@ -6,10 +6,10 @@
 //! watched frame by frame as it passes (no buffering) so that an in-band
 //! error or a cut stream reaches the breaker when the stream ends, and so
 //! that a stream gone quiet past its first-content or stall timeout ends
-//! with a [`StreamTimeout`].
+//! with a [`StreamTimeout`](crate::error::StreamTimeout).
 //!
 //! A failover holds a watched stream back until its first output
-//! ([`ResponseBody::poll_hold`]): the frames read meanwhile are kept and
+//! (`ResponseBody::poll_hold`): the frames read meanwhile are kept and
 //! replayed in front of the rest. Once they are, the hold costs nothing.
 
 use std::collections::VecDeque;
