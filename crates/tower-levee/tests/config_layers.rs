@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use levee_core::breaker::{BreakerConfig, Cooldown};
 use levee_core::budget::BudgetConfig;
-use tower_levee::config::{BreakerLayerConfig, BulkheadConfig, LeveeConfig, RetryConfig};
+use tower_levee::config::{
+    BreakerLayerConfig, BulkheadConfig, FailoverConfig, LeveeConfig, RetryConfig,
+};
 
 fn round_trip<T>(value: &T) -> (T, T)
 where
@@ -53,6 +55,12 @@ fn custom() -> LeveeConfig {
                 ("gpt-4o".to_owned(), Duration::from_secs(30)),
                 ("o3".to_owned(), Duration::from_secs(240)),
             ]),
+            first_content_timeout: Some(Duration::from_secs(20)),
+            first_content_timeout_by_model: BTreeMap::from([(
+                "o3".to_owned(),
+                Duration::from_secs(120),
+            )]),
+            stall_timeout: Some(Duration::from_secs(45)),
             latency_estimate: true,
             empty_body_is_failure: false,
         },
@@ -68,6 +76,14 @@ fn custom() -> LeveeConfig {
             name: "anthropic".into(),
             max_concurrent: 16,
             max_wait: Some(Duration::from_millis(50)),
+        },
+        failover: FailoverConfig {
+            max_targets_per_request: Some(2),
+            max_retry_after: Duration::from_secs(60),
+            overload_window: Duration::from_secs(10),
+            stream_hold: true,
+            stream_hold_max_bytes: 8192,
+            stream_hold_max_events: 16,
         },
     }
 }
@@ -86,6 +102,8 @@ fn every_layer_config_round_trips() {
         assert_eq!((&t, &j), (&config.retry, &config.retry));
         let (t, j) = round_trip(&config.bulkhead);
         assert_eq!((&t, &j), (&config.bulkhead, &config.bulkhead));
+        let (t, j) = round_trip(&config.failover);
+        assert_eq!((&t, &j), (&config.failover, &config.failover));
     }
 }
 
@@ -232,6 +250,34 @@ fn bad_values_fail_at_load_naming_field_and_value() {
         (
             "[bulkhead]\nmax_concurrent = 1.5",
             &["bulkhead.max_concurrent", "1.5"],
+        ),
+        (
+            "[breaker_layer]\nstall_timeout = \"0s\"",
+            &["breaker_layer.stall_timeout", "0s"],
+        ),
+        (
+            "[breaker_layer]\nfirst_content_timeout = \"0s\"",
+            &["breaker_layer.first_content_timeout", "0s"],
+        ),
+        (
+            "[breaker_layer]\nfirst_content_timeout_by_model = { \"o3\" = \"0s\" }",
+            &["breaker_layer.first_content_timeout_by_model", "o3", "0s"],
+        ),
+        (
+            "[failover]\nstream_hold_max_bytes = 0",
+            &["failover.stream_hold_max_bytes", "got 0"],
+        ),
+        (
+            "[failover]\nstream_hold_max_events = 0",
+            &["failover.stream_hold_max_events", "got 0"],
+        ),
+        (
+            "[failover]\nmax_targets_per_request = 0",
+            &["failover.max_targets_per_request", "got 0"],
+        ),
+        (
+            "[failover]\noverload_window = \"soon\"",
+            &["failover.overload_window", "soon"],
         ),
     ];
     for (text, needles) in cases {

@@ -342,3 +342,24 @@ async fn with_the_hold_off_a_stream_is_handed_on_at_its_head() {
     primary.feeds.lock().unwrap().clear();
     assert_eq!(read(res).await, Bytes::from([ROLE, OVERLOADED].concat()));
 }
+
+#[cfg(feature = "serde")]
+#[tokio::test(start_paused = true)]
+async fn a_config_file_turns_the_hold_off() {
+    let config: tower_levee::config::FailoverConfig =
+        toml::from_str("stream_hold = false\nmax_targets_per_request = 1").unwrap();
+    let primary = Provider::new(&[ROLE], false);
+    let backup = Provider::new(OK, true);
+    let builder = Failover::builder()
+        .target(Target::new("primary", primary.clone()))
+        .target(Target::new("backup", backup.clone()));
+    let svc = config.apply(builder).unwrap().build().unwrap();
+    let res = svc.oneshot(request("gpt-4o")).await.unwrap();
+    assert_eq!(served(&res), "primary");
+    primary
+        .feed()
+        .send(Ok(Bytes::from_static(OVERLOADED.as_bytes())))
+        .unwrap();
+    primary.feeds.lock().unwrap().clear();
+    assert_eq!(read(res).await, Bytes::from([ROLE, OVERLOADED].concat()));
+}

@@ -1,4 +1,4 @@
-//! The layer configs: breaker layer settings, retry, bulkhead.
+//! The layer configs: breaker layer settings, failover, retry, bulkhead.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,6 +11,9 @@ use levee_core::config_error::ConfigError;
 use super::validated_config;
 use crate::breaker::{BreakerLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_PEEK_LIMIT};
 use crate::bulkhead::BulkheadLayer;
+use crate::failover::{
+    DEFAULT_MAX_RETRY_AFTER, DEFAULT_OVERLOAD_WINDOW, FailoverBuilder, StreamHold,
+};
 use crate::retry::{Policy, RetryBudget, RetryBudgetLayer};
 
 /// `bulkhead.max_concurrent` when the file names none.
@@ -36,6 +39,16 @@ validated_config! {
         /// Slow-call thresholds per model, overriding `breaker.slow_call`.
         #[serde(with = "duration_map")]
         pub slow_call_by_model: BTreeMap<String, Duration>,
+        /// A stream's longest time, from the call's start, to its first
+        /// output (none).
+        #[serde(default, with = "duration::option", skip_serializing_if = "Option::is_none")]
+        pub first_content_timeout: Option<Duration>,
+        /// First-content timeouts per model, overriding `first_content_timeout`.
+        #[serde(with = "duration_map")]
+        pub first_content_timeout_by_model: BTreeMap<String, Duration>,
+        /// A stream's longest gap between two frames (none).
+        #[serde(default, with = "duration::option", skip_serializing_if = "Option::is_none")]
+        pub stall_timeout: Option<Duration>,
         /// Estimate each failure domain's time to first byte (off).
         pub latency_estimate: bool,
         /// An empty 2xx answer to a `POST` is an availability failure (on).
@@ -51,6 +64,9 @@ impl Default for BreakerLayerConfig {
             isolate_by_model: false,
             slow_stream: None,
             slow_call_by_model: BTreeMap::new(),
+            first_content_timeout: None,
+            first_content_timeout_by_model: BTreeMap::new(),
+            stall_timeout: None,
             latency_estimate: false,
             empty_body_is_failure: true,
         }
@@ -109,7 +125,108 @@ impl BreakerLayerConfig {
             }
             builder = builder.slow_call_for_model(model.as_str(), *d);
         }
+        let positive = |field: &'static str, d: Duration| {
+            if d.is_zero() {
+                Err(ConfigError::new(field, "must be greater than zero, got 0s"))
+            } else {
+                Ok(d)
+            }
+        };
+        if let Some(d) = self.first_content_timeout {
+            builder =
+                builder.first_content_timeout(positive("breaker_layer.first_content_timeout", d)?);
+        }
+        for (model, d) in &self.first_content_timeout_by_model {
+            if d.is_zero() {
+                return Err(ConfigError::new(
+                    "breaker_layer.first_content_timeout_by_model",
+                    format!("timeout for `{model}` must be greater than zero, got 0s"),
+                ));
+            }
+            builder = builder.first_content_timeout_for_model(model.as_str(), *d);
+        }
+        if let Some(d) = self.stall_timeout {
+            builder = builder.stall_timeout(positive("breaker_layer.stall_timeout", d)?);
+        }
         Ok(builder)
+    }
+}
+
+// === FailoverConfig ===
+
+validated_config! {
+    section = "failover";
+    /// The failover's settings (its targets are built in code).
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct FailoverConfig {
+        /// The most targets one request is sent to (all).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub max_targets_per_request: Option<usize>,
+        /// The cap on `NoTargetAvailable::retry_after` (300 s).
+        #[serde(with = "duration")]
+        pub max_retry_after: Duration,
+        /// How close two availability failures of one provider and region
+        /// must be for the group to count as overloaded (30 s).
+        #[serde(with = "duration")]
+        pub overload_window: Duration,
+        /// Hold streams back until their first output (on).
+        pub stream_hold: bool,
+        /// The most bytes held before a stream is released as it is (65536).
+        pub stream_hold_max_bytes: usize,
+        /// The most events held before a stream is released as it is (64).
+        pub stream_hold_max_events: u32,
+    }
+}
+
+impl Default for FailoverConfig {
+    fn default() -> Self {
+        let hold = StreamHold::default();
+        FailoverConfig {
+            max_targets_per_request: None,
+            max_retry_after: DEFAULT_MAX_RETRY_AFTER,
+            overload_window: DEFAULT_OVERLOAD_WINDOW,
+            stream_hold: hold.enabled,
+            stream_hold_max_bytes: hold.max_bytes,
+            stream_hold_max_events: hold.max_events,
+        }
+    }
+}
+
+impl FailoverConfig {
+    /// Checks every field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_targets_per_request == Some(0) {
+            return Err(ConfigError::new(
+                "failover.max_targets_per_request",
+                "must be at least 1, got 0",
+            ));
+        }
+        self.hold().validate()
+    }
+
+    /// The stream hold these fields describe.
+    pub fn hold(&self) -> StreamHold {
+        StreamHold {
+            enabled: self.stream_hold,
+            max_bytes: self.stream_hold_max_bytes,
+            max_events: self.stream_hold_max_events,
+        }
+    }
+
+    /// Applies these settings to `builder` (its `build` checks them again).
+    pub fn apply<B, RB: http_body::Body>(
+        &self,
+        builder: FailoverBuilder<B, RB>,
+    ) -> Result<FailoverBuilder<B, RB>, ConfigError> {
+        self.validate()?;
+        let builder = builder
+            .max_retry_after(self.max_retry_after)
+            .overload_window(self.overload_window)
+            .stream_hold(self.hold());
+        Ok(match self.max_targets_per_request {
+            Some(n) => builder.max_targets_per_request(n),
+            None => builder,
+        })
     }
 }
 

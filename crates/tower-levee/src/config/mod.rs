@@ -2,7 +2,8 @@
 //!
 //! A [`LeveeConfig`] holds everything one dependency's stack needs — the
 //! breaker, throttle gate and park table, the breaker layer's own settings,
-//! the retry layer with its budget, the bulkhead — and deserialises from
+//! the retry layer with its budget, the bulkhead, the failover's settings —
+//! and deserialises from
 //! TOML, JSON or YAML through serde. Durations are written the human way
 //! (`"30s"`, `"250ms"`, `"2m"`); every field is optional (a missing one
 //! takes the default below); an unknown field is an error; and every value
@@ -55,6 +56,9 @@
 //! | `breaker_layer.isolate_by_model` | false | a breaker per model |
 //! | `breaker_layer.slow_stream` | none | a stream slower than this in all is a failure |
 //! | `breaker_layer.slow_call_by_model` | `{}` | `{ "gpt-4o" = "30s" }` |
+//! | `breaker_layer.first_content_timeout` | none | a stream with no output (a token, a tool call) this long after the call started ends; a failover tries the next target |
+//! | `breaker_layer.first_content_timeout_by_model` | `{}` | `{ "o3" = "120s" }` |
+//! | `breaker_layer.stall_timeout` | none | a stream with no frame for this long ends; before its first output a failover tries the next target |
 //! | `breaker_layer.latency_estimate` | false | p50/p90/p99 time to first byte per failure domain in the health snapshot |
 //! | `breaker_layer.empty_body_is_failure` | true | an empty 2xx answer to a `POST` is an availability failure |
 //! | `retry.max_attempts` | 3 | attempts in all, the first included |
@@ -65,6 +69,11 @@
 //! | `bulkhead.name` | `"bulkhead"` | the compartment's name |
 //! | `bulkhead.max_concurrent` | 64 | calls in flight |
 //! | `bulkhead.max_wait` | none | queue this long when full (none: fail fast) |
+//! | `failover.max_targets_per_request` | all | targets one request is sent to |
+//! | `failover.max_retry_after` | `"300s"` | the cap on `NoTargetAvailable`'s `retry_after` |
+//! | `failover.overload_window` | `"30s"` | two availability failures of one provider and region this close: the group is tried last |
+//! | `failover.stream_hold` | true | hold a stream back until its first output, so one that fails before it fails over unseen |
+//! | `failover.stream_hold_max_bytes`, `stream_hold_max_events` | 65536, 64 | past these with no output, a stream is released as it is |
 //!
 //! # What is not in a file
 //!
@@ -76,7 +85,9 @@
 
 mod layers;
 
-pub use layers::{BreakerLayerConfig, BulkheadConfig, DEFAULT_MAX_CONCURRENT, RetryConfig};
+pub use layers::{
+    BreakerLayerConfig, BulkheadConfig, DEFAULT_MAX_CONCURRENT, FailoverConfig, RetryConfig,
+};
 pub use levee_core::config::duration;
 
 use levee_core::breaker::BreakerConfig;
@@ -107,6 +118,8 @@ pub struct LeveeConfig {
     pub retry: RetryConfig,
     /// The bulkhead.
     pub bulkhead: BulkheadConfig,
+    /// The failover's settings.
+    pub failover: FailoverConfig,
 }
 
 impl LeveeConfig {
@@ -118,7 +131,8 @@ impl LeveeConfig {
         self.pace.validate()?;
         self.breaker_layer.validate()?;
         self.retry.validate()?;
-        self.bulkhead.validate()
+        self.bulkhead.validate()?;
+        self.failover.validate()
     }
 
     /// A [`BreakerLayerBuilder`] with the breaker, gate, park and

@@ -55,13 +55,13 @@ impl StreamHold {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.max_bytes == 0 {
             return Err(ConfigError::new(
-                "failover.stream_hold.max_bytes",
+                "failover.stream_hold_max_bytes",
                 "must be at least 1 byte, got 0",
             ));
         }
         if self.max_events == 0 {
             return Err(ConfigError::new(
-                "failover.stream_hold.max_events",
+                "failover.stream_hold_max_events",
                 "must be at least 1, got 0",
             ));
         }
