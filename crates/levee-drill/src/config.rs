@@ -34,6 +34,16 @@ pub struct LeveeConfig {
     /// The per-attempt timeout (default: a third of the caller's timeout).
     #[serde(default, with = "opt_dur")]
     pub attempt_timeout: Option<Duration>,
+    /// A stream's longest time to its first output, from the call's start
+    /// (default: none). Before it, a stream is held; past it, the request
+    /// goes to the next target.
+    #[serde(default, with = "opt_dur")]
+    pub first_content_timeout: Option<Duration>,
+    /// A stream's longest gap between frames (default: none).
+    #[serde(default, with = "opt_dur")]
+    pub stall_timeout: Option<Duration>,
+    /// Whether the failover holds a stream until its first output (default on).
+    pub stream_hold: Option<bool>,
 }
 
 /// `[levee.breaker]` keys.

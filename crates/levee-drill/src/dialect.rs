@@ -5,10 +5,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Response, StatusCode};
-use http_body_util::Full;
 
-/// The response body type of the simulated provider.
-pub type SimBody = Full<Bytes>;
+pub use crate::body::SimBody;
 
 fn respond(status: u16, headers: &[(&str, String)], body: String) -> Response<SimBody> {
     respond_bytes(status, headers, Bytes::from(body))
@@ -20,7 +18,7 @@ fn respond_bytes(status: u16, headers: &[(&str, String)], body: Bytes) -> Respon
     for (k, v) in headers {
         b = b.header(*k, v.as_str());
     }
-    b.body(Full::new(body))
+    b.body(SimBody::full(body))
         .expect("static header names and values are valid")
 }
 
@@ -52,33 +50,63 @@ pub fn success(dialect: &str, model: &str, stream: bool) -> Response<SimBody> {
         };
         return respond(200, &[json()], body);
     }
-    let (ct, body): (&str, Bytes) = match dialect {
+    let (ct, head, output) = stream_parts(dialect, model);
+    respond_bytes(
+        200,
+        &[("content-type", ct.into())],
+        [head, output].concat().into(),
+    )
+}
+
+/// A successful stream whose head and opening events arrive at once and
+/// whose output (the first token on) comes `delay` later.
+pub fn success_slow_first_token(dialect: &str, model: &str, delay: Duration) -> Response<SimBody> {
+    let (ct, head, output) = stream_parts(dialect, model);
+    let mut r = respond_bytes(200, &[("content-type", ct.into())], Bytes::new());
+    *r.body_mut() = SimBody::paced([(Duration::ZERO, head), (delay, output)]);
+    r
+}
+
+/// A successful stream in `dialect`: its content type, the events that
+/// open it before any output (OpenAI's role chunk, Anthropic's
+/// `message_start`, Bedrock's `messageStart`; Gemini has none), and the
+/// output with the end.
+fn stream_parts(dialect: &str, model: &str) -> (&'static str, Bytes, Bytes) {
+    match dialect {
         "anthropic" => (
             "text/event-stream",
             Bytes::from(format!(
-                "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"{model}\"}}}}\n\n\
-             event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"Okay\"}}}}\n\n\
-             event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"end_turn\"}}}}\n\n\
-             event: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n"
+                "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"{model}\"}}}}\n\n"
             )),
+            Bytes::from_static(
+                b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Okay\"}}\n\n\
+             event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"}}\n\n\
+             event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+            ),
         ),
         "gemini" => (
             "text/event-stream",
+            Bytes::new(),
             Bytes::from(format!(
                 "data: {{\"candidates\": [{{\"content\": {{\"parts\": [{{\"text\": \"Okay\"}}],\"role\": \"model\"}},\"finishReason\": \"STOP\"}}],\"modelVersion\": \"{model}\"}}\n\n"
             )),
         ),
-        "bedrock" => ("application/vnd.amazon.eventstream", converse_stream(None)),
+        "bedrock" => {
+            let (head, output) = converse_stream(None);
+            ("application/vnd.amazon.eventstream", head, output)
+        }
         _ => (
             "text/event-stream",
+            Bytes::from(format!(
+                "data: {{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"model\":\"{model}\",\"choices\":[{{\"index\":0,\"delta\":{{\"role\":\"assistant\",\"content\":\"\"}},\"finish_reason\":null}}]}}\n\n"
+            )),
             Bytes::from(format!(
                 "data: {{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"model\":\"{model}\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"Okay\"}},\"finish_reason\":null}}]}}\n\n\
              data: {{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"model\":\"{model}\",\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"stop\"}}]}}\n\n\
              data: [DONE]\n\n"
             )),
         ),
-    };
-    respond_bytes(200, &[("content-type", ct.into())], body)
+    }
 }
 
 /// A stream that starts well and then carries the provider's in-band error.
@@ -100,7 +128,7 @@ pub fn midstream_error(dialect: &str, model: &str) -> Response<SimBody> {
         ),
         "bedrock" => (
             "application/vnd.amazon.eventstream",
-            converse_stream(Some(
+            converse_body(Some(
                 r#"{"message":"An error occurred while streaming the response. Retry your request.","originalStatusCode":500,"originalMessage":"upstream error"}"#,
             )),
         ),
@@ -115,10 +143,17 @@ pub fn midstream_error(dialect: &str, model: &str) -> Response<SimBody> {
     respond_bytes(200, &[("content-type", ct.into())], body)
 }
 
-/// A Bedrock `ConverseStream` body in the binary event-stream framing:
-/// the model's answer ending in `messageStop` and `metadata`, or cut by the
-/// exception whose JSON is `exception`.
-fn converse_stream(exception: Option<&str>) -> Bytes {
+/// [`converse_stream`] in one piece.
+fn converse_body(exception: Option<&str>) -> Bytes {
+    let (head, output) = converse_stream(exception);
+    [head, output].concat().into()
+}
+
+/// A Bedrock `ConverseStream` body in the binary event-stream framing, its
+/// `messageStart` apart from the rest: the model's answer ending in
+/// `messageStop` and `metadata`, or cut by the exception whose JSON is
+/// `exception`.
+fn converse_stream(exception: Option<&str>) -> (Bytes, Bytes) {
     let event = |kind: &str, payload: &str| {
         aws_frame(
             &[
@@ -129,11 +164,11 @@ fn converse_stream(exception: Option<&str>) -> Bytes {
             payload,
         )
     };
-    let mut body = event("messageStart", r#"{"role":"assistant"}"#);
-    body.extend(event(
+    let head = event("messageStart", r#"{"role":"assistant"}"#);
+    let mut body = event(
         "contentBlockDelta",
         r#"{"contentBlockIndex":0,"delta":{"text":"Okay"}}"#,
-    ));
+    );
     match exception {
         Some(payload) => body.extend(aws_frame(
             &[
@@ -152,7 +187,7 @@ fn converse_stream(exception: Option<&str>) -> Bytes {
             ));
         }
     }
-    Bytes::from(body)
+    (Bytes::from(head), Bytes::from(body))
 }
 
 /// One binary AWS event-stream message: prelude (total length, headers

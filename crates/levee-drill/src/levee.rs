@@ -15,7 +15,7 @@ use levee_core::park::ParkConfig;
 use tokio::time::Instant;
 use tower::{Layer, ServiceExt};
 use tower_levee::breaker::{Scope, TokenCost};
-use tower_levee::failover::{Failover, NoTargetAvailable, ServedBy, Target};
+use tower_levee::failover::{Failover, NoTargetAvailable, ServedBy, StreamHold, Target};
 use tower_levee::retry::{Deadline, Retry, RetryOutcome, Stop};
 use tower_levee::{BoxError, BreakerLayer, BulkheadLayer, RetryBudget, RetryBudgetLayer};
 
@@ -147,7 +147,14 @@ impl LeveeStack {
             .iter()
             .map(|t| (t.name.clone(), t.account.clone()))
             .collect();
-        let breaker = BreakerLayer::builder()
+        let mut breaker = BreakerLayer::builder();
+        if let Some(t) = cfg.first_content_timeout {
+            breaker = breaker.first_content_timeout(t);
+        }
+        if let Some(t) = cfg.stall_timeout {
+            breaker = breaker.stall_timeout(t);
+        }
+        let breaker = breaker
             .breaker(breaker_config(cfg)?)
             .gate(gate.build().map_err(|e| format!("[levee.gate]: {e}"))?)
             .park(park.build().map_err(|e| format!("[levee.park]: {e}"))?)
@@ -186,7 +193,11 @@ impl LeveeStack {
             .map_err(|e| format!("[levee.breaker]: {e}"))?;
         let attempt_timeout = cfg.attempt_timeout.unwrap_or(sc.load.timeout / 3);
         let max_concurrent = cfg.bulkhead.max_concurrent.unwrap_or(256);
-        let mut failover = Failover::builder();
+        let mut failover = Failover::builder().stream_hold(if cfg.stream_hold.unwrap_or(true) {
+            StreamHold::default()
+        } else {
+            StreamHold::off()
+        });
         for (i, t) in sc.targets.iter().enumerate() {
             // No stream check below the breaker: its own stream watch sees
             // the body as the caller reads it.

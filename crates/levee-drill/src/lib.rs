@@ -17,6 +17,7 @@
 //! Also here: [`classify_cmd`] (`levee-drill classify`) and [`samples`]
 //! (`levee-drill samples`).
 
+pub mod body;
 pub mod classify_cmd;
 pub mod config;
 pub mod dialect;

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response};
-use http_body_util::{BodyExt, Full};
+use http::Request;
+use http_body_util::Full;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::client::legacy::Client;
@@ -20,6 +20,7 @@ use tokio::net::TcpListener;
 use tower::Service;
 use tower_levee::BoxError;
 
+use crate::body::SimBody;
 use crate::provider::{Provider, SimFuture};
 use crate::scenario::Scenario;
 
@@ -31,7 +32,7 @@ pub struct Remote {
 }
 
 impl Remote {
-    /// Sends one call for target `idx` and reads the whole answer.
+    /// Sends one call for target `idx`.
     pub(crate) fn send(&self, idx: usize) -> SimFuture {
         let client = self.client.clone();
         let uri = format!("http://{}/t/{idx}/v1/chat/completions", self.addr);
@@ -45,15 +46,8 @@ impl Remote {
                 };
                 Box::new(io::Error::new(kind, e))
             })?;
-            let (parts, body) = res.into_parts();
-            let bytes = body
-                .collect()
-                .await
-                .map_err(|e| -> BoxError {
-                    Box::new(io::Error::new(io::ErrorKind::UnexpectedEof, e))
-                })?
-                .to_bytes();
-            Ok(Response::from_parts(parts, Full::new(bytes)))
+            // Passed on as it streams: a slow first token is slow here too.
+            Ok(res.map(SimBody::remote))
         })
     }
 }
@@ -109,6 +103,7 @@ pub fn scaled(sc: &Scenario, scale: f64) -> Scenario {
         f.from = d(f.from);
         f.to = d(f.to);
         f.period = d(f.period);
+        f.delay = d(f.delay);
     }
     s
 }

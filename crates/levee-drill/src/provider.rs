@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use levee_core::classify::{StreamScanner, Verdict};
 use tokio::time::Instant;
 use tower::Service;
@@ -136,6 +136,7 @@ impl Provider {
         let mut latency = target.latency.mul_f64(jitter);
         let quick = Duration::from_millis(30);
         let mut midstream = false;
+        let mut first_token: Option<Duration> = None;
         let mut answer = None;
         for f in self.active(&target.name, t) {
             answer = match f.kind.as_str() {
@@ -164,6 +165,10 @@ impl Provider {
                 }
                 "midstream_error" => {
                     midstream = true;
+                    None
+                }
+                "slow_first_token" => {
+                    first_token = Some(f.delay);
                     None
                 }
                 _ => None,
@@ -257,6 +262,16 @@ impl Provider {
                         )),
                         latency / 2,
                     )
+                }
+            } else if let Some(delay) = first_token {
+                if sc.load.stream {
+                    // The head at once, the first token `delay` later.
+                    Answer::Respond(
+                        limits(dialect::success_slow_first_token(d, model, delay)),
+                        quick,
+                    )
+                } else {
+                    Answer::Respond(limits(dialect::success(d, model, false)), delay)
                 }
             } else {
                 Answer::Respond(limits(dialect::success(d, model, sc.load.stream)), latency)
@@ -383,7 +398,7 @@ where
                 });
                 return Err(e);
             }
-            Ok(Response::from_parts(parts, Full::new(bytes)))
+            Ok(Response::from_parts(parts, SimBody::full(bytes)))
         })
     }
 }

@@ -14,7 +14,7 @@ pub use crate::config::{
 pub const STACKS: [&str; 3] = ["unprotected", "naive", "levee"];
 
 /// The fault kinds a scenario can script.
-pub const FAULT_KINDS: [&str; 10] = [
+pub const FAULT_KINDS: [&str; 11] = [
     "outage",
     "overload",
     "hang",
@@ -25,6 +25,7 @@ pub const FAULT_KINDS: [&str; 10] = [
     "revoke_key",
     "midstream_error",
     "flap",
+    "slow_first_token",
 ];
 
 /// The dialects the simulated provider speaks.
@@ -107,6 +108,8 @@ pub struct Fault {
     pub factor: f64,
     /// The half-period of a flap.
     pub period: Duration,
+    /// How long after the head a slow first token comes.
+    pub delay: Duration,
 }
 
 impl Fault {
@@ -194,6 +197,7 @@ struct RawFault {
     status: Option<u16>,
     factor: Option<f64>,
     period: Option<String>,
+    delay: Option<String>,
 }
 
 fn dur(field: &str, s: &str) -> Result<Duration, ScenarioError> {
@@ -325,6 +329,10 @@ impl Scenario {
             if period.is_zero() {
                 return Err(err(&field("period"), "must be above zero"));
             }
+            let delay = f
+                .delay
+                .as_deref()
+                .map_or(Ok(Duration::from_secs(20)), |s| dur(&field("delay"), s))?;
             faults.push(Fault {
                 target: f.target,
                 kind: f.kind,
@@ -333,6 +341,7 @@ impl Scenario {
                 status: f.status,
                 factor,
                 period,
+                delay,
             });
         }
         let levee = raw.levee;

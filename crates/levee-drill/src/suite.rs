@@ -3,7 +3,7 @@
 use crate::scenario::{Scenario, ScenarioError};
 
 /// The built-in scenarios: (file name, TOML text).
-pub const SUITE: [(&str, &str); 9] = [
+pub const SUITE: [(&str, &str); 10] = [
     (
         "hard-outage.toml",
         include_str!("../scenarios/hard-outage.toml"),
@@ -33,6 +33,10 @@ pub const SUITE: [(&str, &str); 9] = [
     (
         "token-limits.toml",
         include_str!("../scenarios/token-limits.toml"),
+    ),
+    (
+        "slow-first-token.toml",
+        include_str!("../scenarios/slow-first-token.toml"),
     ),
 ];
 

@@ -310,25 +310,66 @@ fn every_levee_key_parses_and_reaches_the_stack() {
 }
 
 #[test]
-fn midstream_errors_trip_levees_breaker_through_its_stream_watch() {
+fn midstream_errors_before_output_fail_over_unseen_and_trip_the_primarys_breaker() {
     let r = run(&builtin("midstream-errors", 60));
     assert_accounted(&r);
     let levee = stack(&r, "levee");
-    let unprotected = stack(&r, "unprotected");
     let open = levee
         .transitions
         .iter()
         .find(|t| t.target == "primary" && t.to == "open")
         .expect("the primary's breaker opens");
     println!(
-        "levee: opened at {} ms ({}), {:.2}% served; unprotected {:.2}%",
+        "levee: opened at {} ms ({}), {:.2}% served",
         open.t_ms,
         open.reason,
         levee.success_rate() * 100.0,
-        unprotected.success_rate() * 100.0
     );
     assert!(open.reason.contains("overloaded_error"), "{}", open.reason);
-    assert!(levee.success_rate() > 0.97 && unprotected.success_rate() < 0.8);
+    assert!(levee.success_rate() >= 0.999, "held streams fail over");
+    for other in ["unprotected", "naive"] {
+        assert!(
+            levee.success_rate() > stack(&r, other).success_rate(),
+            "above {other}"
+        );
+    }
+
+    // Without the hold, a stream that failed after its 200 is the caller's.
+    let mut unheld = builtin("midstream-errors", 60);
+    unheld.stacks = vec!["levee".into()];
+    unheld.levee = toml::from_str("stream_hold = false").expect("levee table");
+    let r = run(&unheld);
+    let unheld = stack(&r, "levee");
+    assert!(
+        unheld.success_rate() < 0.99 && unheld.failed.upstream > 0,
+        "{:.2}%",
+        unheld.success_rate() * 100.0
+    );
+}
+
+#[test]
+fn a_slow_first_token_costs_levee_its_first_content_timeout_and_the_others_the_wait() {
+    let sc = builtin("slow-first-token", 120);
+    let r = run(&sc);
+    assert_accounted(&r);
+    let timeout = sc.levee.first_content_timeout.expect("set by the scenario");
+    // The backup's normal latency, jitter included (±20%).
+    let backup = sc.targets[1].latency.mul_f64(1.2);
+    let levee = stack(&r, "levee");
+    assert!(levee.success_rate() >= 0.999);
+    assert!(
+        Duration::from_millis(levee.latency_ms.p99) <= timeout + backup,
+        "levee p99 {} ms",
+        levee.latency_ms.p99
+    );
+    for other in ["unprotected", "naive"] {
+        let s = stack(&r, other);
+        assert!(
+            Duration::from_millis(s.latency_ms.p99) >= Duration::from_secs(20),
+            "{other} waits the first token out: p99 {} ms",
+            s.latency_ms.p99
+        );
+    }
 }
 
 #[test]

@@ -55,9 +55,14 @@
 //! otherwise. If targets were called and all failed, the caller gets the last
 //! real answer instead of a synthetic one, as from the retry layer.
 //!
-//! A response is returned once its head arrives: a stream that fails
-//! mid-body (which the breaker still records) cannot be failed over, since
-//! the caller already has it.
+//! # Streams
+//!
+//! A streamed `2xx` is held back until the model's first output (a token,
+//! a tool call; see [`StreamHold`]). A stream that errs in-band, is cut, or
+//! goes quiet past its target's first-content or stall timeout before then
+//! fails over like a `503`, unseen: the caller reads only the stream that
+//! served. After the first output the stream is the caller's, and an error
+//! in it passes through (the breaker still counts it).
 //!
 //! Failover never queues and never sleeps (fail fast rather than queue
 //! blind). The one retry layer above it decides; it retries a
