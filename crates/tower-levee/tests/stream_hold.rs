@@ -363,3 +363,39 @@ async fn a_config_file_turns_the_hold_off() {
     primary.feeds.lock().unwrap().clear();
     assert_eq!(read(res).await, Bytes::from([ROLE, OVERLOADED].concat()));
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_time_to_first_output_joins_the_latency_estimate() {
+    let provider = Provider::new(&[ROLE], false);
+    let layer = BreakerLayer::builder()
+        .latency_estimate(true)
+        .build()
+        .unwrap();
+    let handle = layer.handle();
+    let svc = ServiceBuilder::new().layer(layer).service(provider.clone());
+    for _ in 0..10 {
+        let res = svc.clone().oneshot(request("gpt-4o")).await.unwrap();
+        let feed = provider.feed();
+        provider.feeds.lock().unwrap().clear();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            for chunk in [HEL, STOP, DONE] {
+                feed.send(Ok(Bytes::from_static(chunk.as_bytes()))).unwrap();
+            }
+        });
+        read(res).await;
+    }
+    let domain = handle
+        .states()
+        .into_iter()
+        .find(|s| s.mechanism == "breaker")
+        .unwrap();
+    // The head came at once; the first output 3 s later.
+    let (ttfb, ttfc) = (domain.latency.unwrap(), domain.first_content.unwrap());
+    assert!(ttfb.p99 < Duration::from_millis(2), "{ttfb:?}");
+    assert!(
+        ttfc.p50 >= Duration::from_secs(2) && ttfc.p50 <= Duration::from_secs(5),
+        "{ttfc:?}"
+    );
+    assert_eq!(ttfc.samples, 10);
+}

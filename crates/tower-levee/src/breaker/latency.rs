@@ -115,7 +115,7 @@ fn representative(i: usize) -> Duration {
 pub struct LatencyEstimate {
     /// Responses counted, recent ones weighing more (halved every 2,048).
     pub samples: u64,
-    /// Median time to first byte.
+    /// Median.
     #[cfg_attr(
         feature = "serde",
         serde(rename = "p50_ms", serialize_with = "crate::millis::duration")
