@@ -167,6 +167,10 @@ fn stream(chunks: Vec<&'static str>, cut: bool) -> Response<ProviderBody> {
             }
         }
         if cut {
+            // Let the server flush what was sent: a cut before the first
+            // output is a failed attempt that Levee replaces unseen, and
+            // this answer is the cut after it, which reaches the caller.
+            tokio::time::sleep(Duration::from_millis(5)).await;
             let _ = tx.send(Err(std::io::Error::other("cut"))).await;
         }
     });

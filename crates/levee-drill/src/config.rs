@@ -42,7 +42,7 @@ pub struct LeveeConfig {
     /// A stream's longest gap between frames (default: none).
     #[serde(default, with = "opt_dur")]
     pub stall_timeout: Option<Duration>,
-    /// Whether the failover holds a stream until its first output (default on).
+    /// Whether each breaker holds a stream until its first output (default on).
     pub stream_hold: Option<bool>,
 }
 

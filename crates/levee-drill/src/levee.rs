@@ -14,8 +14,8 @@ use levee_core::gate::GateConfig;
 use levee_core::park::ParkConfig;
 use tokio::time::Instant;
 use tower::{Layer, ServiceExt};
-use tower_levee::breaker::{Scope, TokenCost};
-use tower_levee::failover::{Failover, NoTargetAvailable, ServedBy, StreamHold, Target};
+use tower_levee::breaker::{Scope, StreamHold, TokenCost};
+use tower_levee::failover::{Failover, NoTargetAvailable, ServedBy, Target};
 use tower_levee::retry::{Deadline, Retry, RetryOutcome, Stop};
 use tower_levee::{BoxError, BreakerLayer, BulkheadLayer, RetryBudget, RetryBudgetLayer};
 
@@ -147,7 +147,11 @@ impl LeveeStack {
             .iter()
             .map(|t| (t.name.clone(), t.account.clone()))
             .collect();
-        let mut breaker = BreakerLayer::builder();
+        let mut breaker = BreakerLayer::builder().stream_hold(if cfg.stream_hold.unwrap_or(true) {
+            StreamHold::default()
+        } else {
+            StreamHold::off()
+        });
         if let Some(t) = cfg.first_content_timeout {
             breaker = breaker.first_content_timeout(t);
         }
@@ -193,11 +197,7 @@ impl LeveeStack {
             .map_err(|e| format!("[levee.breaker]: {e}"))?;
         let attempt_timeout = cfg.attempt_timeout.unwrap_or(sc.load.timeout / 3);
         let max_concurrent = cfg.bulkhead.max_concurrent.unwrap_or(256);
-        let mut failover = Failover::builder().stream_hold(if cfg.stream_hold.unwrap_or(true) {
-            StreamHold::default()
-        } else {
-            StreamHold::off()
-        });
+        let mut failover = Failover::builder();
         for (i, t) in sc.targets.iter().enumerate() {
             // No stream check below the breaker: its own stream watch sees
             // the body as the caller reads it.

@@ -61,6 +61,9 @@ fn custom() -> LeveeConfig {
                 Duration::from_secs(120),
             )]),
             stall_timeout: Some(Duration::from_secs(45)),
+            stream_hold: true,
+            stream_hold_max_bytes: 8192,
+            stream_hold_max_events: 16,
             latency_estimate: true,
             empty_body_is_failure: false,
         },
@@ -81,9 +84,6 @@ fn custom() -> LeveeConfig {
             max_targets_per_request: Some(2),
             max_retry_after: Duration::from_secs(60),
             overload_window: Duration::from_secs(10),
-            stream_hold: true,
-            stream_hold_max_bytes: 8192,
-            stream_hold_max_events: 16,
         },
     }
 }
@@ -264,12 +264,12 @@ fn bad_values_fail_at_load_naming_field_and_value() {
             &["breaker_layer.first_content_timeout_by_model", "o3", "0s"],
         ),
         (
-            "[failover]\nstream_hold_max_bytes = 0",
-            &["failover.stream_hold_max_bytes", "got 0"],
+            "[breaker_layer]\nstream_hold_max_bytes = 0",
+            &["breaker_layer.stream_hold_max_bytes", "got 0"],
         ),
         (
-            "[failover]\nstream_hold_max_events = 0",
-            &["failover.stream_hold_max_events", "got 0"],
+            "[breaker_layer]\nstream_hold_max_events = 0",
+            &["breaker_layer.stream_hold_max_events", "got 0"],
         ),
         (
             "[failover]\nmax_targets_per_request = 0",

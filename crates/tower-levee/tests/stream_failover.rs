@@ -1,7 +1,8 @@
 //! Streams that fail before their first output fail over unseen: a hyper
 //! server on 127.0.0.1 plays scripted streams chunk by chunk, the hyper-util
-//! client reads them through a failover of two targets. The caller receives
-//! only the stream that served, byte for byte.
+//! client reads them through a failover of two targets, each breaker layer
+//! holding its streams until their first output. The caller receives only
+//! the stream that served, byte for byte.
 
 use std::collections::HashMap;
 use std::convert::Infallible;

@@ -1,4 +1,5 @@
-//! A failover holds a stream back until its first output; a breaker ends a
+//! The breaker layer holds a stream back until its first output, so that a
+//! retry or a failover above replaces one that fails before it; it ends a
 //! stream that goes quiet. Paused time, in memory: each test decides when
 //! every frame arrives.
 
@@ -18,9 +19,10 @@ use levee_core::classify::{TransportFailure, Verdict};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tower::{Service, ServiceBuilder, ServiceExt};
+use tower_levee::breaker::StreamHold;
 use tower_levee::breaker::{BreakerHandle, BreakerLayer, Scope};
 use tower_levee::error::{StreamTimeout, StreamTimeoutKind, transport_failure};
-use tower_levee::failover::{Failover, ServedBy, StreamHold, Target};
+use tower_levee::failover::{Failover, ServedBy, Target};
 
 const ROLE: &str =
     "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n";
@@ -108,17 +110,16 @@ fn request(model: &'static str) -> Request<()> {
     req
 }
 
-fn failover(
-    primary: (&Provider, BreakerLayer),
-    backup: &Provider,
-    hold: StreamHold,
-) -> Failover<(), ChannelBody> {
+fn failover(primary: (&Provider, BreakerLayer), backup: &Provider) -> Failover<(), ChannelBody> {
     Failover::builder()
         .target(Target::new("primary", primary.0.clone()).breaker(primary.1))
         .target(Target::new("backup", backup.clone()))
-        .stream_hold(hold)
         .build()
         .unwrap()
+}
+
+fn holding(hold: StreamHold) -> BreakerLayer {
+    BreakerLayer::builder().stream_hold(hold).build().unwrap()
 }
 
 async fn read(res: Response<tower_levee::body::ResponseBody<ChannelBody>>) -> Bytes {
@@ -141,7 +142,7 @@ async fn no_output_within_the_first_content_timeout_fails_over_at_the_timeout_pe
         .build()
         .unwrap();
     let handle = layer.handle();
-    let svc = failover((&primary, layer), &backup, StreamHold::default());
+    let svc = failover((&primary, layer), &backup);
 
     for (model, timeout) in [("gpt-4o", 20), ("o3", 60)] {
         let started = Instant::now();
@@ -163,7 +164,7 @@ async fn output_before_the_timeout_is_released_at_once_and_streams_on() {
         .build()
         .unwrap();
     let handle = layer.handle();
-    let svc = failover((&primary, layer), &backup, StreamHold::default());
+    let svc = failover((&primary, layer), &backup);
     let call = tokio::spawn(svc.oneshot(request("gpt-4o")));
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(!call.is_finished(), "held until the first output");
@@ -201,7 +202,7 @@ async fn a_caller_dropping_a_held_stream_gives_its_probe_slot_back() {
         .build()
         .unwrap();
     let handle: BreakerHandle = layer.handle();
-    let svc = failover((&primary, layer), &backup, StreamHold::default());
+    let svc = failover((&primary, layer), &backup);
 
     // One failure before output opens the primary's breaker.
     let call = tokio::spawn(svc.clone().oneshot(request("gpt-4o")));
@@ -296,7 +297,7 @@ async fn a_stream_past_the_hold_bound_is_released_as_it_is() {
         max_events: 3,
         ..StreamHold::default()
     };
-    let svc = failover((&primary, BreakerLayer::new()), &backup, hold);
+    let svc = failover((&primary, holding(hold)), &backup);
     let res = svc.oneshot(request("gpt-4o")).await.unwrap();
     // Released after three events without output: what follows is the
     // caller's, an error included.
@@ -317,11 +318,7 @@ async fn a_stream_past_the_hold_bound_is_released_as_it_is() {
 async fn a_stream_that_ends_well_without_output_is_served() {
     let primary = Provider::new(&[ROLE, STOP, DONE], true);
     let backup = Provider::new(OK, true);
-    let svc = failover(
-        (&primary, BreakerLayer::new()),
-        &backup,
-        StreamHold::default(),
-    );
+    let svc = failover((&primary, BreakerLayer::new()), &backup);
     let res = svc.oneshot(request("gpt-4o")).await.unwrap();
     assert_eq!(served(&res), "primary");
     assert_eq!(read(res).await, Bytes::from([ROLE, STOP, DONE].concat()));
@@ -332,7 +329,7 @@ async fn a_stream_that_ends_well_without_output_is_served() {
 async fn with_the_hold_off_a_stream_is_handed_on_at_its_head() {
     let primary = Provider::new(&[ROLE], false);
     let backup = Provider::new(OK, true);
-    let svc = failover((&primary, BreakerLayer::new()), &backup, StreamHold::off());
+    let svc = failover((&primary, holding(StreamHold::off())), &backup);
     let res = svc.oneshot(request("gpt-4o")).await.unwrap();
     assert_eq!(served(&res), "primary");
     primary
@@ -346,14 +343,16 @@ async fn with_the_hold_off_a_stream_is_handed_on_at_its_head() {
 #[cfg(feature = "serde")]
 #[tokio::test(start_paused = true)]
 async fn a_config_file_turns_the_hold_off() {
-    let config: tower_levee::config::FailoverConfig =
-        toml::from_str("stream_hold = false\nmax_targets_per_request = 1").unwrap();
+    let config: tower_levee::config::BreakerLayerConfig =
+        toml::from_str("stream_hold = false").unwrap();
+    let layer = config
+        .apply(BreakerLayer::builder())
+        .unwrap()
+        .build()
+        .unwrap();
     let primary = Provider::new(&[ROLE], false);
     let backup = Provider::new(OK, true);
-    let builder = Failover::builder()
-        .target(Target::new("primary", primary.clone()))
-        .target(Target::new("backup", backup.clone()));
-    let svc = config.apply(builder).unwrap().build().unwrap();
+    let svc = failover((&primary, layer), &backup);
     let res = svc.oneshot(request("gpt-4o")).await.unwrap();
     assert_eq!(served(&res), "primary");
     primary
@@ -362,6 +361,38 @@ async fn a_config_file_turns_the_hold_off() {
         .unwrap();
     primary.feeds.lock().unwrap().clear();
     assert_eq!(read(res).await, Bytes::from([ROLE, OVERLOADED].concat()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_quick_start_stack_retries_a_stream_that_failed_before_its_output() {
+    // Retry → breaker, no failover: the first stream errs after its role
+    // chunk, the retry's stream serves; the caller reads only the second.
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let counted = attempts.clone();
+    let provider = tower::service_fn(move |_: Request<()>| {
+        let first = counted.fetch_add(1, Ordering::SeqCst) == 0;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let chunks: &[&str] = if first { &[ROLE, OVERLOADED] } else { OK };
+        for c in chunks {
+            tx.send(Ok(Bytes::from_static(c.as_bytes()))).unwrap();
+        }
+        async move {
+            Ok::<_, Infallible>(
+                Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(ChannelBody(rx))
+                    .unwrap(),
+            )
+        }
+    });
+    let budget = Arc::new(tower_levee::RetryBudget::default());
+    let svc = ServiceBuilder::new()
+        .layer(tower_levee::RetryBudgetLayer::new(budget).seed(3))
+        .layer(BreakerLayer::new())
+        .service(provider);
+    let res = svc.oneshot(request("gpt-4o")).await.unwrap();
+    assert_eq!(attempts.load(Ordering::SeqCst), 2);
+    assert_eq!(read(res).await, Bytes::from(OK.concat()));
 }
 
 #[tokio::test(start_paused = true)]
@@ -374,16 +405,17 @@ async fn the_time_to_first_output_joins_the_latency_estimate() {
     let handle = layer.handle();
     let svc = ServiceBuilder::new().layer(layer).service(provider.clone());
     for _ in 0..10 {
-        let res = svc.clone().oneshot(request("gpt-4o")).await.unwrap();
+        // Held until its first output: the call returns once it comes.
+        let call = tokio::spawn(svc.clone().oneshot(request("gpt-4o")));
+        tokio::task::yield_now().await;
         let feed = provider.feed();
         provider.feeds.lock().unwrap().clear();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_secs(3)).await;
-            for chunk in [HEL, STOP, DONE] {
-                feed.send(Ok(Bytes::from_static(chunk.as_bytes()))).unwrap();
-            }
-        });
-        read(res).await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        for chunk in [HEL, STOP, DONE] {
+            feed.send(Ok(Bytes::from_static(chunk.as_bytes()))).unwrap();
+        }
+        drop(feed);
+        read(call.await.unwrap().unwrap()).await;
     }
     let domain = handle
         .states()

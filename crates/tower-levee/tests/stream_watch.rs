@@ -113,13 +113,16 @@ where
             Error = tower::BoxError,
         >,
 {
-    let res = svc.ready().await.unwrap().call(req()).await.unwrap();
+    // The breaker holds a stream until its first content, so the provider's
+    // frames are sent before the response is awaited, as they would arrive.
+    let call = svc.ready().await.unwrap().call(req());
     let feed = feeds.recv().await.unwrap();
     send(&feed, chunks);
     if let Some(e) = end {
         feed.send(Err(e)).unwrap();
     }
     drop(feed);
+    let res = call.await.unwrap();
     // A cut stream ends in an error: the bytes are checked by the other tests.
     read_all(res.into_body()).await.unwrap_or_default()
 }
@@ -218,10 +221,10 @@ async fn a_long_stream_holds_its_probe_slot_until_it_ends() {
     let mut svc = ServiceBuilder::new().layer(layer).service(inner.clone());
     handle.open("api.anthropic.com");
     tokio::time::advance(Duration::from_secs(11)).await;
-    let probe = svc.ready().await.unwrap().call(req()).await.unwrap();
+    let probe = svc.ready().await.unwrap().call(req());
     let feed = feeds.recv().await.unwrap();
-    let mut body = probe.into_body();
     send(&feed, &[START, DELTA]);
+    let mut body = probe.await.unwrap().into_body();
     for _ in 0..30 {
         // Half a minute of streaming: the slot stays taken.
         tokio::time::advance(Duration::from_secs(1)).await;
@@ -262,9 +265,10 @@ async fn dropping_a_streamed_body_early_is_neutral_and_frees_the_probe() {
     let mut svc = ServiceBuilder::new().layer(layer).service(inner);
     handle.open("api.anthropic.com");
     tokio::time::advance(Duration::from_secs(11)).await;
-    let probe = svc.ready().await.unwrap().call(req()).await.unwrap();
-    let _feed = feeds.recv().await.unwrap();
-    drop(probe);
+    let probe = svc.ready().await.unwrap().call(req());
+    let feed = feeds.recv().await.unwrap();
+    send(&feed, &[START, DELTA]);
+    drop(probe.await.unwrap());
     assert_eq!(
         handle.breaker_status("api.anthropic.com"),
         Some(BreakerStatus::HalfOpen)
@@ -274,13 +278,10 @@ async fn dropping_a_streamed_body_early_is_neutral_and_frees_the_probe() {
         0,
         "not a failure"
     );
-    let _next = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(req())
-        .await
-        .expect("the slot was handed back");
+    let next = svc.ready().await.unwrap().call(req());
+    let feed = feeds.try_recv().expect("the slot was handed back");
+    send(&feed, &[START, DELTA]);
+    next.await.unwrap();
 }
 
 #[tokio::test(start_paused = true)]
@@ -402,9 +403,10 @@ async fn a_stream_slower_in_total_than_the_threshold_counts_as_a_failure() {
         .unwrap();
     let handle = layer.handle();
     let mut svc = ServiceBuilder::new().layer(layer).service(inner);
-    let res = svc.ready().await.unwrap().call(req()).await.unwrap();
+    let call = svc.ready().await.unwrap().call(req());
     let feed = feeds.recv().await.unwrap();
     send(&feed, &[START, DELTA]);
+    let res = call.await.unwrap();
     tokio::time::advance(Duration::from_secs(61)).await;
     send(&feed, &[STOP]);
     drop(feed);
@@ -468,10 +470,11 @@ proptest! {
                 let layer = BreakerLayer::builder().breaker(BreakerConfig::builder().threshold(1).build().unwrap()).build().unwrap();
                 let handle = layer.handle();
                 let mut svc = ServiceBuilder::new().layer(layer).service(inner);
-                let res = svc.ready().await.unwrap().call(req()).await.unwrap();
+                let call = svc.ready().await.unwrap().call(req());
                 let feed = feeds.recv().await.unwrap();
                 for f in frames { feed.send(Ok(f)).unwrap(); }
                 drop(feed);
+                let res = call.await.unwrap();
                 let bytes = read_all(res.into_body()).await.unwrap();
                 (handle.breaker_status("api.anthropic.com"), bytes)
             })

@@ -8,7 +8,7 @@
 //! that a stream gone quiet past its first-content or stall timeout ends
 //! with a [`StreamTimeout`](crate::error::StreamTimeout).
 //!
-//! A failover holds a watched stream back until its first output
+//! The layer holds a watched stream back until its first output
 //! (`ResponseBody::poll_hold`): the frames read meanwhile are kept and
 //! replayed in front of the rest. Once they are, the hold costs nothing.
 
@@ -24,6 +24,7 @@ use pin_project_lite::pin_project;
 
 use levee_core::classify::Verdict;
 
+use super::hold::HoldLimits;
 use super::tracker::{Outcome, Watch};
 use crate::error::BoxError;
 
@@ -70,13 +71,6 @@ struct Held {
     eof: bool,
 }
 
-/// How far a failover holds a stream back before its first output.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct HoldLimits {
-    pub(crate) max_bytes: usize,
-    pub(crate) max_events: u32,
-}
-
 /// How a hold ended.
 #[derive(Debug)]
 pub(crate) enum Hold {
@@ -110,11 +104,6 @@ impl<B: Body> ResponseBody<B> {
         ResponseBody {
             kind: Kind::Replay { peeked },
         }
-    }
-
-    /// Whether this is a stream under watch that has not reported yet.
-    pub(crate) fn is_watched(&self) -> bool {
-        matches!(&self.kind, Kind::Watched { stream } if stream.watch.is_some())
     }
 
     pub(crate) fn watched(body: B, watch: Watch) -> Self {
@@ -153,7 +142,7 @@ where
                 return Poll::Ready(Hold::Release);
             };
             if watch.has_content()
-                || held.bytes >= limits.max_bytes
+                || held.bytes >= limits.max_bytes.get() as usize
                 || watch.events() >= limits.max_events
             {
                 return Poll::Ready(Hold::Release);

@@ -16,7 +16,8 @@ use levee_core::classify::{
 use pin_project_lite::pin_project;
 use tokio::time::Instant;
 
-use super::body::{Peeked, ResponseBody};
+use super::body::{Hold, Peeked, ResponseBody};
+use super::hold::HoldLimits;
 use super::reopening::Reopening;
 use super::settings::SoftFailureFn;
 use super::tracker::{Tracker, Watch};
@@ -40,6 +41,8 @@ pin_project! {
         // Boxed: a non-2xx is the slow path, and the response parts would
         // otherwise double the size of every future.
         Peeking { peeking: Option<Box<(http::response::Parts, Box<Peeked<B>>)>> },
+        // A stream read ahead to its first output (boxed: streams only).
+        Holding { held: Option<Box<Response<ResponseBody<B>>>>, limits: HoldLimits },
         Done,
     }
 }
@@ -56,6 +59,8 @@ pub(crate) struct Call<C> {
     /// Whether the layer paces (its first look at each response is the
     /// failure domain's, see `DomainHot::pace_check`).
     pub(crate) pace: bool,
+    /// How far a stream is read ahead before it is handed on.
+    pub(crate) hold: Option<HoldLimits>,
     pub(crate) tracker: Tracker,
 }
 
@@ -171,6 +176,7 @@ where
     E: Into<BoxError>,
     B: Body,
     B::Data: Buf + 'static,
+    B::Error: Into<BoxError>,
     C: Classify,
 {
     type Output = Result<Response<ResponseBody<B>>, BoxError>;
@@ -222,13 +228,27 @@ where
                             // body carries the tracker (and any probe slot).
                             let call = this.call.take().expect("checked above");
                             let watch = Watch::new(scanner, call.tracker, slow);
-                            this.state.set(State::Done);
-                            return Poll::Ready(match result {
+                            let response = match result {
                                 Ok(response) => {
-                                    Ok(response.map(|body| ResponseBody::watched(body, watch)))
+                                    response.map(|body| ResponseBody::watched(body, watch))
                                 }
-                                Err(e) => Err(e.into()),
-                            });
+                                Err(e) => {
+                                    this.state.set(State::Done);
+                                    return Poll::Ready(Err(e.into()));
+                                }
+                            };
+                            match call.hold {
+                                // Read ahead to its first output before it
+                                // is handed on.
+                                Some(limits) => this.state.set(State::Holding {
+                                    held: Some(Box::new(response)),
+                                    limits,
+                                }),
+                                None => {
+                                    this.state.set(State::Done);
+                                    return Poll::Ready(Ok(response));
+                                }
+                            }
                         }
                         // Only a response is routed to a peek; an error
                         // would go on as it is.
@@ -272,6 +292,18 @@ where
                     this.state.set(State::Done);
                     return Poll::Ready(Ok(response));
                 }
+                StateProj::Holding { held, limits } => {
+                    let response = held.as_mut().expect("polled after completion");
+                    let hold = ready!(response.body_mut().poll_hold(cx, *limits));
+                    let mut response = *held.take().expect("checked above");
+                    // Failed before any output: an answer that failed, as a
+                    // 503 is, for a retry or a failover above to replace.
+                    if let Hold::Failed((c, reopens)) = hold {
+                        mark_failure(response.extensions_mut(), c, reopens);
+                    }
+                    this.state.set(State::Done);
+                    return Poll::Ready(Ok(response));
+                }
                 StateProj::Done => panic!("ResponseFuture polled after completion"),
             }
         }
@@ -284,6 +316,7 @@ impl<F, B: Body, C> fmt::Debug for ResponseFuture<F, B, C> {
             State::Rejected { .. } => "rejected",
             State::Calling { .. } => "calling",
             State::Peeking { .. } => "peeking",
+            State::Holding { .. } => "holding",
             State::Done => "done",
         };
         f.debug_struct("ResponseFuture")

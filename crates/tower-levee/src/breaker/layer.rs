@@ -15,6 +15,7 @@ use tower_layer::Layer;
 use super::admission::DomainCache;
 use super::event::{EventSubscriber, ScopeEvent};
 use super::handle::BreakerHandle;
+use super::hold::StreamHold;
 use super::scope::{RequestHead, ScopeFn, ScopeKeys};
 use super::service::Breaker;
 use super::settings::{DEFAULT_MAX_KEYS, DEFAULT_PEEK_LIMIT, Settings, SoftFailureFn};
@@ -93,6 +94,7 @@ pub struct BreakerLayerBuilder<C = ProviderClassifier> {
     first_content_timeout: Option<Duration>,
     first_content_by_model: Vec<(Box<str>, Duration)>,
     stall_timeout: Option<Duration>,
+    stream_hold: StreamHold,
     latency_estimate: bool,
     empty_body_is_failure: bool,
     soft_failure: Option<SoftFailureFn>,
@@ -117,6 +119,7 @@ impl Default for BreakerLayerBuilder {
             first_content_timeout: None,
             first_content_by_model: Vec::new(),
             stall_timeout: None,
+            stream_hold: StreamHold::default(),
             latency_estimate: false,
             empty_body_is_failure: true,
             soft_failure: None,
@@ -163,6 +166,7 @@ impl<C> BreakerLayerBuilder<C> {
             first_content_timeout: self.first_content_timeout,
             first_content_by_model: self.first_content_by_model,
             stall_timeout: self.stall_timeout,
+            stream_hold: self.stream_hold,
             latency_estimate: self.latency_estimate,
             empty_body_is_failure: self.empty_body_is_failure,
             soft_failure: self.soft_failure,
@@ -215,13 +219,13 @@ impl<C> BreakerLayerBuilder<C> {
     /// The longest a streamed response may take, from the call's start, to
     /// its first output (a token, a tool call, a reasoning delta; see
     /// [`StreamScanner::has_content`]): the time to first token. Past it the
-    /// stream ends with a [`StreamTimeout`] and the breaker counts an
-    /// availability failure (`stream:first_content_timeout`); held by a
-    /// [`Failover`](crate::failover::Failover), the request goes to the
-    /// next target instead, unseen. Off by default. Pick it above the
-    /// model's normal p99 time to first token (the
-    /// [`latency_estimate`](Self::latency_estimate) shows it):
-    /// a reasoning model needs far more than a small fast one, see
+    /// held stream (see [`stream_hold`](Self::stream_hold)) is a failed
+    /// answer that a retry or a failover above replaces unseen; with the
+    /// hold off, the stream ends with a [`StreamTimeout`]. Either way the
+    /// breaker counts an availability failure (`stream:first_content_timeout`).
+    /// Off by default. Pick it above the model's normal p99 time to first
+    /// token (the [`latency_estimate`](Self::latency_estimate) shows it): a
+    /// reasoning model needs far more than a small fast one, see
     /// [`first_content_timeout_for_model`](Self::first_content_timeout_for_model).
     ///
     /// [`StreamScanner::has_content`]: levee_core::classify::StreamScanner::has_content
@@ -245,15 +249,23 @@ impl<C> BreakerLayerBuilder<C> {
     }
 
     /// The longest gap between two frames of a streamed response, from its
-    /// head on. Past it the stream ends with a
-    /// [`StreamTimeout`](crate::error::StreamTimeout) and the breaker counts
-    /// an availability failure (`stream:stall_timeout`); before the first
-    /// output, a [`Failover`](crate::failover::Failover) tries the next
-    /// target instead. Off by default. Providers send keep-alives while a
+    /// head on. Past it, before the first output, the held stream is a
+    /// failed answer; after, the stream ends with a
+    /// [`StreamTimeout`](crate::error::StreamTimeout). Either way the
+    /// breaker counts an availability failure (`stream:stall_timeout`). Off by default. Providers send keep-alives while a
     /// model thinks (Anthropic's `ping` events), so a stall is a dead
     /// connection, not a slow model: tens of seconds is generous.
     pub fn stall_timeout(mut self, timeout: Duration) -> Self {
         self.stall_timeout = Some(timeout);
+        self
+    }
+
+    /// How a streamed answer is held back until its first output, so that
+    /// a stream failing before it is a failed answer that a retry or a
+    /// failover above replaces unseen (on by default, up to 64 KiB and 64
+    /// events; see [`StreamHold`]).
+    pub fn stream_hold(mut self, hold: StreamHold) -> Self {
+        self.stream_hold = hold;
         self
     }
 
@@ -381,6 +393,7 @@ impl<C> BreakerLayerBuilder<C> {
                 format!("timeout for `{m}` must be above zero"),
             ));
         }
+        self.stream_hold.validate()?;
         if self.stall_timeout.is_some_and(|d| d.is_zero()) {
             return Err(ConfigError::new(
                 "breaker_layer.stall_timeout",
@@ -410,6 +423,7 @@ impl<C> BreakerLayerBuilder<C> {
             first_content_timeout: self.first_content_timeout,
             first_content_by_model: self.first_content_by_model,
             stall_timeout: self.stall_timeout,
+            hold: self.stream_hold.limits(),
             latency_estimate: self.latency_estimate,
             empty_body_is_failure: self.empty_body_is_failure,
             soft_failure: self.soft_failure.map(Arc::new),

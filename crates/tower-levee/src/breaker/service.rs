@@ -77,6 +77,7 @@ where
     S::Error: Into<BoxError>,
     RB: Body,
     RB::Data: Buf + 'static,
+    RB::Error: Into<BoxError>,
     C: Classify + Clone,
 {
     type Response = Response<ResponseBody<RB>>;
@@ -102,6 +103,7 @@ where
                     expects_content: settings.empty_body_is_failure
                         && req.method() == http::Method::POST,
                     pace: settings.pace_check.is_some(),
+                    hold: settings.hold,
                     tracker,
                 };
                 ResponseFuture::called(self.inner.call(req), call)

@@ -11,6 +11,7 @@ use levee_core::pace::{PaceCheck, PaceConfig};
 use levee_core::park::ParkConfig;
 
 use super::event::EventSubscriber;
+use super::hold::HoldLimits;
 use super::scope::ScopeFn;
 
 /// The default bound on how much of a non-2xx body is read to classify it.
@@ -41,6 +42,8 @@ pub(crate) struct Settings {
     pub(crate) first_content_timeout: Option<Duration>,
     pub(crate) first_content_by_model: Vec<(Box<str>, Duration)>,
     pub(crate) stall_timeout: Option<Duration>,
+    /// How far a stream is read ahead before it is handed on; `None`: not.
+    pub(crate) hold: Option<HoldLimits>,
     pub(crate) latency_estimate: bool,
     pub(crate) empty_body_is_failure: bool,
     /// Behind a second `Arc`, a thin pointer: every call carries a clone.
@@ -111,6 +114,7 @@ impl fmt::Debug for Settings {
             .field("first_content_timeout", &self.first_content_timeout)
             .field("first_content_by_model", &self.first_content_by_model)
             .field("stall_timeout", &self.stall_timeout)
+            .field("hold", &self.hold)
             .field("latency_estimate", &self.latency_estimate)
             .field("empty_body_is_failure", &self.empty_body_is_failure)
             .field("soft_failure", &self.soft_failure.as_ref().map(|_| ".."))

@@ -9,11 +9,9 @@ use levee_core::config::duration;
 use levee_core::config_error::ConfigError;
 
 use super::validated_config;
-use crate::breaker::{BreakerLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_PEEK_LIMIT};
+use crate::breaker::{BreakerLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_PEEK_LIMIT, StreamHold};
 use crate::bulkhead::BulkheadLayer;
-use crate::failover::{
-    DEFAULT_MAX_RETRY_AFTER, DEFAULT_OVERLOAD_WINDOW, FailoverBuilder, StreamHold,
-};
+use crate::failover::{DEFAULT_MAX_RETRY_AFTER, DEFAULT_OVERLOAD_WINDOW, FailoverBuilder};
 use crate::retry::{Policy, RetryBudget, RetryBudgetLayer};
 
 /// `bulkhead.max_concurrent` when the file names none.
@@ -49,6 +47,12 @@ validated_config! {
         /// A stream's longest gap between two frames (none).
         #[serde(default, with = "duration::option", skip_serializing_if = "Option::is_none")]
         pub stall_timeout: Option<Duration>,
+        /// Hold streams back until their first output (on).
+        pub stream_hold: bool,
+        /// The most bytes held before a stream is handed on as it is (65536).
+        pub stream_hold_max_bytes: usize,
+        /// The most events held before a stream is handed on as it is (64).
+        pub stream_hold_max_events: u32,
         /// Estimate each failure domain's time to first byte (off).
         pub latency_estimate: bool,
         /// An empty 2xx answer to a `POST` is an availability failure (on).
@@ -67,6 +71,9 @@ impl Default for BreakerLayerConfig {
             first_content_timeout: None,
             first_content_timeout_by_model: BTreeMap::new(),
             stall_timeout: None,
+            stream_hold: StreamHold::default().enabled,
+            stream_hold_max_bytes: StreamHold::DEFAULT_MAX_BYTES,
+            stream_hold_max_events: StreamHold::DEFAULT_MAX_EVENTS,
             latency_estimate: false,
             empty_body_is_failure: true,
         }
@@ -148,7 +155,18 @@ impl BreakerLayerConfig {
         if let Some(d) = self.stall_timeout {
             builder = builder.stall_timeout(positive("breaker_layer.stall_timeout", d)?);
         }
-        Ok(builder)
+        let hold = self.hold();
+        hold.validate()?;
+        Ok(builder.stream_hold(hold))
+    }
+
+    /// The stream hold these fields describe.
+    pub fn hold(&self) -> StreamHold {
+        StreamHold {
+            enabled: self.stream_hold,
+            max_bytes: self.stream_hold_max_bytes,
+            max_events: self.stream_hold_max_events,
+        }
     }
 }
 
@@ -169,25 +187,15 @@ validated_config! {
         /// must be for the group to count as overloaded (30 s).
         #[serde(with = "duration")]
         pub overload_window: Duration,
-        /// Hold streams back until their first output (on).
-        pub stream_hold: bool,
-        /// The most bytes held before a stream is released as it is (65536).
-        pub stream_hold_max_bytes: usize,
-        /// The most events held before a stream is released as it is (64).
-        pub stream_hold_max_events: u32,
     }
 }
 
 impl Default for FailoverConfig {
     fn default() -> Self {
-        let hold = StreamHold::default();
         FailoverConfig {
             max_targets_per_request: None,
             max_retry_after: DEFAULT_MAX_RETRY_AFTER,
             overload_window: DEFAULT_OVERLOAD_WINDOW,
-            stream_hold: hold.enabled,
-            stream_hold_max_bytes: hold.max_bytes,
-            stream_hold_max_events: hold.max_events,
         }
     }
 }
@@ -201,16 +209,7 @@ impl FailoverConfig {
                 "must be at least 1, got 0",
             ));
         }
-        self.hold().validate()
-    }
-
-    /// The stream hold these fields describe.
-    pub fn hold(&self) -> StreamHold {
-        StreamHold {
-            enabled: self.stream_hold,
-            max_bytes: self.stream_hold_max_bytes,
-            max_events: self.stream_hold_max_events,
-        }
+        Ok(())
     }
 
     /// Applies these settings to `builder` (its `build` checks them again).
@@ -221,8 +220,7 @@ impl FailoverConfig {
         self.validate()?;
         let builder = builder
             .max_retry_after(self.max_retry_after)
-            .overload_window(self.overload_window)
-            .stream_hold(self.hold());
+            .overload_window(self.overload_window);
         Ok(match self.max_targets_per_request {
             Some(n) => builder.max_targets_per_request(n),
             None => builder,

@@ -56,9 +56,11 @@
 //! | `breaker_layer.isolate_by_model` | false | a breaker per model |
 //! | `breaker_layer.slow_stream` | none | a stream slower than this in all is a failure |
 //! | `breaker_layer.slow_call_by_model` | `{}` | `{ "gpt-4o" = "30s" }` |
-//! | `breaker_layer.first_content_timeout` | none | a stream with no output (a token, a tool call) this long after the call started ends; a failover tries the next target |
+//! | `breaker_layer.first_content_timeout` | none | a stream with no output (a token, a tool call) this long after the call started is a failed answer; a retry or failover replaces it |
 //! | `breaker_layer.first_content_timeout_by_model` | `{}` | `{ "o3" = "120s" }` |
-//! | `breaker_layer.stall_timeout` | none | a stream with no frame for this long ends; before its first output a failover tries the next target |
+//! | `breaker_layer.stall_timeout` | none | a stream with no frame for this long ends; before its first output it is a failed answer a retry or failover replaces |
+//! | `breaker_layer.stream_hold` | true | hold a stream back until its first output, so that one failing before it is a failed answer a retry or failover replaces unseen |
+//! | `breaker_layer.stream_hold_max_bytes`, `stream_hold_max_events` | 65536, 64 | past these with no output, a stream is handed on as it is |
 //! | `breaker_layer.latency_estimate` | false | p50/p90/p99 time to first byte per failure domain in the health snapshot |
 //! | `breaker_layer.empty_body_is_failure` | true | an empty 2xx answer to a `POST` is an availability failure |
 //! | `retry.max_attempts` | 3 | attempts in all, the first included |
@@ -72,8 +74,7 @@
 //! | `failover.max_targets_per_request` | all | targets one request is sent to |
 //! | `failover.max_retry_after` | `"300s"` | the cap on `NoTargetAvailable`'s `retry_after` |
 //! | `failover.overload_window` | `"30s"` | two availability failures of one provider and region this close: the group is tried last |
-//! | `failover.stream_hold` | true | hold a stream back until its first output, so one that fails before it fails over unseen |
-//! | `failover.stream_hold_max_bytes`, `stream_hold_max_events` | 65536, 64 | past these with no output, a stream is released as it is |
+
 //!
 //! # What is not in a file
 //!

@@ -15,7 +15,6 @@ use tower::util::BoxCloneSyncService;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::hold::StreamHold;
 use super::service::Failover;
 use super::state::{Advance, Common, Entry, FallbackFn, Group, Meta, TargetMeta};
 use super::target::{Target, intern};
@@ -55,7 +54,6 @@ pub struct FailoverBuilder<B, RB: Body> {
     max_retry_after: Duration,
     overload_window: Duration,
     fallback_on: Option<FallbackFn>,
-    stream_hold: StreamHold,
 }
 
 impl<B, RB: Body> FailoverBuilder<B, RB> {
@@ -68,7 +66,6 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
             max_retry_after: DEFAULT_MAX_RETRY_AFTER,
             overload_window: DEFAULT_OVERLOAD_WINDOW,
             fallback_on: None,
-            stream_hold: StreamHold::default(),
         }
     }
 
@@ -83,7 +80,7 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
         B: Send + 'static,
         RB: Send + 'static,
         RB::Data: Buf + Send + 'static,
-        RB::Error: Send,
+        RB::Error: Into<BoxError> + Send,
     {
         let Target {
             name,
@@ -163,14 +160,6 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
         self
     }
 
-    /// How streamed answers are held back until their first output, so that
-    /// a stream failing before it fails over unseen (on by default, up to
-    /// 64 KiB and 64 events; see [`StreamHold`]).
-    pub fn stream_hold(mut self, hold: StreamHold) -> Self {
-        self.stream_hold = hold;
-        self
-    }
-
     /// Validates and builds the failover.
     pub fn build(self) -> Result<Failover<B, RB>, ConfigError> {
         let n = self.targets.len();
@@ -197,7 +186,6 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
                 format!("target {i} repeats the name `{}`", t.name),
             ));
         }
-        self.stream_hold.validate()?;
         if self.max_targets == 0 {
             return Err(ConfigError::new(
                 "failover.max_targets_per_request",
@@ -261,7 +249,6 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
             no_target: AtomicU64::new(0),
             pools: pools.into_iter().map(Vec::into_boxed_slice).collect(),
             clones: AtomicU64::new(0),
-            hold: self.stream_hold.limits(),
         };
         Ok(Failover::from_common(Arc::new(Common::new(
             Arc::new(meta),

@@ -6,7 +6,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
-use bytes::Buf;
 use http::{Request, Response};
 use http_body::Body;
 use levee_core::classify::{Classification, Verdict};
@@ -17,7 +16,7 @@ use tower_service::Service;
 use super::error::{NoTargetAvailable, Refusal, RefusalKind};
 use super::state::{Common, TargetService};
 use super::target::ServedBy;
-use crate::breaker::{Hold, Reopening, RequestHead, ResponseBody, mark_failure};
+use crate::breaker::{Reopening, RequestHead, ResponseBody};
 use crate::error::{BoxError, Rejection, is_rejection, transport_failure};
 
 type Output<RB> = Result<Response<ResponseBody<RB>>, BoxError>;
@@ -66,8 +65,6 @@ pin_project! {
         Ready { service: TargetService<B, RB>, request: Option<Request<B>>, index: usize },
         // A target call in flight (it holds the permit and probe slot).
         Calling { #[pin] future: TargetFuture<RB>, index: usize },
-        // A target's stream, read ahead until its first output.
-        Holding { response: Option<Response<ResponseBody<RB>>>, index: usize },
         Done,
     }
 }
@@ -185,8 +182,6 @@ impl<B, RB> Future for ResponseFuture<B, RB>
 where
     B: Clone,
     RB: Body,
-    RB::Data: Buf + 'static,
-    RB::Error: Into<BoxError>,
 {
     type Output = Output<RB>;
 
@@ -200,13 +195,7 @@ where
     }
 }
 
-impl<B, RB> ResponseFutureProj<'_, B, RB>
-where
-    B: Clone,
-    RB: Body,
-    RB::Data: Buf + 'static,
-    RB::Error: Into<BoxError>,
-{
+impl<B: Clone, RB: Body> ResponseFutureProj<'_, B, RB> {
     /// The failover loop, one poll.
     fn poll_loop(&mut self, cx: &mut Context<'_>) -> Poll<Output<RB>> {
         let this = self;
@@ -276,38 +265,9 @@ where
                     let index = *index;
                     (index, ready!(future.poll(cx)))
                 }
-                StateProj::Holding { response, index } => {
-                    let index = *index;
-                    let held = response.as_mut().expect("polled after completion");
-                    let limits = this.common.meta.hold.expect("held only when holding");
-                    let hold = ready!(held.body_mut().poll_hold(cx, limits));
-                    let mut response = response.take().expect("checked above");
-                    let settled = match hold {
-                        Hold::Release => {
-                            this.common.meta.served(index);
-                            Settled::Return(Ok(response))
-                        }
-                        Hold::Failed((c, reopens)) => {
-                            let verdict = c.verdict;
-                            mark_failure(response.extensions_mut(), c, reopens);
-                            failed_answer(this.common, this.progress, index, verdict, response)
-                        }
-                    };
-                    match end_or_advance(this.state.as_mut(), this.last, this.progress, settled) {
-                        Some(output) => return Poll::Ready(output),
-                        None => continue,
-                    }
-                }
                 StateProj::Done => panic!("failover ResponseFuture polled after completion"),
             };
             let settled = settle(this.common, this.progress, index, output);
-            if let Settled::Hold(response) = settled {
-                this.state.set(State::Holding {
-                    response: Some(response),
-                    index,
-                });
-                continue;
-            }
             if let Some(output) =
                 end_or_advance(this.state.as_mut(), this.last, this.progress, settled)
             {
@@ -345,7 +305,6 @@ fn end_or_advance<B, RB: Body>(
             state.set(State::Select);
             None
         }
-        Settled::Hold(_) => unreachable!("a hold is started by the loop"),
     }
 }
 
@@ -441,8 +400,6 @@ enum Settled<RB: Body> {
     Return(Output<RB>),
     /// Try the next target, keeping this answer (if any) in case none takes it.
     Advance(Option<Output<RB>>),
-    /// A stream that succeeded so far: read it ahead to its first output.
-    Hold(Response<ResponseBody<RB>>),
 }
 
 fn settle<B, RB: Body>(
@@ -467,9 +424,6 @@ fn settle<B, RB: Body>(
                 fallback: index != 0,
             });
             if verdict == Verdict::Success {
-                if meta.hold.is_some() && response.body().is_watched() {
-                    return Settled::Hold(response);
-                }
                 meta.served(index);
                 return Settled::Return(Ok(response));
             }
@@ -586,7 +540,6 @@ impl<B, RB: Body> fmt::Debug for ResponseFuture<B, RB> {
             State::Finished { .. } => "finished",
             State::Ready { .. } => "ready",
             State::Calling { .. } => "calling",
-            State::Holding { .. } => "holding",
             State::Done => "done",
         };
         f.debug_struct("ResponseFuture")

@@ -57,12 +57,14 @@
 //!
 //! # Streams
 //!
-//! A streamed `2xx` is held back until the model's first output (a token,
-//! a tool call; see [`StreamHold`]). A stream that errs in-band, is cut, or
-//! goes quiet past its target's first-content or stall timeout before then
-//! fails over like a `503`, unseen: the caller reads only the stream that
-//! served. After the first output the stream is the caller's, and an error
-//! in it passes through (the breaker still counts it).
+//! Each target's breaker layer holds a streamed `2xx` back until the
+//! model's first output (a token, a tool call; see
+//! [`StreamHold`](crate::breaker::StreamHold)). A stream that errs in-band,
+//! is cut, or goes quiet past the target's first-content or stall timeout
+//! before then is a failed answer, and the failover moves on as after a
+//! `503`, unseen: the caller reads only the stream that served. After the
+//! first output the stream is the caller's, and an error in it passes
+//! through (the breaker still counts it).
 //!
 //! Failover never queues and never sleeps (fail fast rather than queue
 //! blind). The one retry layer above it decides; it retries a
@@ -163,7 +165,6 @@ mod builder;
 pub mod error;
 pub mod future;
 mod health;
-mod hold;
 mod service;
 mod state;
 mod target;
@@ -173,7 +174,6 @@ pub use self::builder::{
 };
 pub use self::error::{NoTargetAvailable, Refusal, RefusalKind};
 pub use self::health::{BulkheadHealth, FailoverHandle, HealthSnapshot, TargetHealth};
-pub use self::hold::StreamHold;
 pub use self::service::Failover;
 pub use self::state::Advance;
 pub use self::target::{Rewrite, ServedBy, Target};

@@ -4,7 +4,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::Buf;
 use http::{Request, Response};
 use http_body::Body;
 use tower_service::Service;
@@ -68,8 +67,6 @@ impl<B, RB> Service<Request<B>> for Failover<B, RB>
 where
     B: Clone,
     RB: Body,
-    RB::Data: Buf + 'static,
-    RB::Error: Into<BoxError>,
 {
     type Response = Response<ResponseBody<RB>>;
     type Error = BoxError;

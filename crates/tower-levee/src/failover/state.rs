@@ -16,8 +16,8 @@ use tower::util::BoxCloneSyncService;
 
 use super::error::RefusalKind;
 use super::target::Rewrite;
+use crate::breaker::ResponseBody;
 use crate::breaker::{BreakerHandle, PeekCache};
-use crate::breaker::{HoldLimits, ResponseBody};
 use crate::bulkhead::BulkheadLayer;
 use crate::error::BoxError;
 use crate::striped::Striped;
@@ -126,8 +126,6 @@ pub(crate) struct Meta {
     pub(crate) pools: Box<[Box<[usize]>]>,
     /// Clones made, for each clone's draws.
     pub(crate) clones: AtomicU64,
-    /// How far streamed answers are held before their first output.
-    pub(crate) hold: Option<HoldLimits>,
 }
 
 pub(crate) struct TargetMeta {
