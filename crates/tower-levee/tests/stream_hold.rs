@@ -396,6 +396,74 @@ async fn the_quick_start_stack_retries_a_stream_that_failed_before_its_output() 
 }
 
 #[tokio::test(start_paused = true)]
+async fn dropping_the_quick_start_stack_while_its_stream_is_held_frees_the_permit_and_probe_slot() {
+    // Retry → bulkhead (1) → breaker, the breaker half-open with one probe:
+    // the probe's stream sends no output and the caller gives up while it
+    // is held.
+    let provider = Provider::new(&[ROLE], false);
+    let bulkhead = tower_levee::BulkheadLayer::named("openai", 1);
+    let breaker = BreakerLayer::builder()
+        .breaker(
+            BreakerConfig::builder()
+                .half_open_probes(1)
+                .cooldown(Cooldown::Custom(Arc::new(|_| Duration::from_secs(10))))
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap();
+    let handle = breaker.handle();
+    let svc = ServiceBuilder::new()
+        .layer(
+            tower_levee::RetryBudgetLayer::new(Arc::new(tower_levee::RetryBudget::default()))
+                .seed(3),
+        )
+        .layer(bulkhead.clone())
+        .layer(breaker)
+        .service(provider.clone());
+    handle.open("api.openai.com");
+    tokio::time::sleep(Duration::from_secs(11)).await;
+
+    let held = tokio::spawn(svc.clone().oneshot(request("gpt-4o")));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(provider.calls(), 1);
+    assert_eq!(
+        bulkhead.snapshot().in_flight,
+        1,
+        "held: the permit is taken"
+    );
+    held.abort();
+    assert!(held.await.unwrap_err().is_cancelled());
+    assert_eq!(bulkhead.snapshot().in_flight, 0, "the permit came back");
+
+    // The probe slot came back too: the next call is the probe, and its
+    // output closes the breaker.
+    let call = tokio::spawn(svc.clone().oneshot(request("gpt-4o")));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(provider.calls(), 2, "probed again, not refused");
+    let feed = provider.feed();
+    send_all(&feed, &[HEL, STOP, DONE]);
+    drop(feed);
+    provider.feeds.lock().unwrap().clear();
+    let res = call.await.unwrap().unwrap();
+    assert_eq!(
+        read(res).await,
+        Bytes::from([ROLE, HEL, STOP, DONE].concat())
+    );
+    assert_eq!(
+        handle.breaker_status("api.openai.com"),
+        Some(levee_core::breaker::BreakerStatus::Closed)
+    );
+    assert_eq!(bulkhead.snapshot().in_flight, 0);
+}
+
+fn send_all(feed: &Feed, chunks: &[&'static str]) {
+    for c in chunks {
+        feed.send(Ok(Bytes::from_static(c.as_bytes()))).unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_time_to_first_output_joins_the_latency_estimate() {
     let provider = Provider::new(&[ROLE], false);
     let layer = BreakerLayer::builder()
