@@ -23,6 +23,16 @@
 //! service: the breaker never queues (fail fast rather than queue blind). A
 //! retry layer or failover above it decides what to do next.
 //!
+//! A streamed `2xx` is watched as it passes, and its verdict is the
+//! stream's: an in-band error, a cut or a stall counts when it happens.
+//! Until the model's first output (a token, a tool call) the layer holds
+//! the stream back ([`StreamHold`], on by default, bounded): one that fails
+//! before it is settled as a failed answer, so a retry or failover above
+//! replaces it as it would a `503` and the caller never sees it. After the
+//! first output the stream is the caller's. `first_content_timeout` and
+//! `stall_timeout` on the [builder](BreakerLayerBuilder) end a quiet stream
+//! with a [`StreamTimeout`](crate::error::StreamTimeout).
+//!
 //! On the success path of a closed breaker the layer writes no shared memory:
 //! it reads one published status word, and a response future holds a `Copy`
 //! handle to its scope rather than a reference count.
