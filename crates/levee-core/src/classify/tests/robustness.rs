@@ -197,3 +197,36 @@ fn the_classifier_reports_its_limits() {
     assert_eq!(c.max_wait(), std::time::Duration::from_secs(7));
     assert_eq!(c.quota_after(), std::time::Duration::from_secs(90));
 }
+
+// === what mutation testing found unguarded ===
+
+#[test]
+fn a_long_provider_code_is_cut_to_64_bytes_at_a_character_boundary() {
+    // 63 ASCII bytes, then a two-byte character across the 64th.
+    let code = format!("{}é{}", "x".repeat(63), "y".repeat(10));
+    let body = format!(r#"{{"error":{{"code":"{code}","message":"boom"}}}}"#);
+    let c = classify(503, &[JSON], &body);
+    let (_, reason) = c.reason.as_str().split_once(':').unwrap();
+    assert_eq!(reason, "x".repeat(63), "{c:?}");
+}
+
+#[test]
+fn a_429_that_lifts_within_the_quota_bound_is_throttled_whatever_its_text() {
+    let body = r#"{"error":{"message":"Insufficient credits"}}"#;
+    let soon = classify(429, &[JSON, ("retry-after", "2")], body);
+    assert_eq!((soon.verdict, soon.wait), (Verdict::Throttled, ms(2_000)));
+    // Without a wait, the text names a cap.
+    assert_eq!(classify(429, &[JSON], body).verdict, Verdict::Quota);
+}
+
+#[test]
+fn a_wait_of_exactly_the_quota_bound_is_still_a_throttle() {
+    let bound = ProviderClassifier::DEFAULT_QUOTA_AFTER
+        .as_secs()
+        .to_string();
+    let past = (ProviderClassifier::DEFAULT_QUOTA_AFTER.as_secs() + 1).to_string();
+    let at = classify(429, &[JSON, ("retry-after", &bound)], OPENAI_RPM);
+    assert_eq!(at.verdict, Verdict::Throttled, "{at:?}");
+    let beyond = classify(429, &[JSON, ("retry-after", &past)], OPENAI_RPM);
+    assert_eq!(beyond.verdict, Verdict::Quota, "{beyond:?}");
+}

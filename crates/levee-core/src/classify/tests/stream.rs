@@ -432,3 +432,61 @@ fn an_error_before_any_content_is_told_apart_from_one_after() {
     assert!(after.has_content());
     assert_eq!(after.finish().verdict, Verdict::Availability);
 }
+
+// === what mutation testing found unguarded ===
+
+#[test]
+fn an_in_band_error_code_decides_as_its_status_would() {
+    let event = |code: &str, message: &str| {
+        sse(&format!(
+            "{CHUNK}data: {{\"error\":{{\"code\":\"{code}\",\"message\":\"{message}\"}}}}\n\n"
+        ))
+    };
+    assert_eq!(
+        event("insufficient_quota", "You exceeded your current quota").verdict,
+        Verdict::Quota
+    );
+    assert_eq!(
+        event("invalid_api_key", "Incorrect API key provided").verdict,
+        Verdict::Credential
+    );
+    assert_eq!(
+        event(
+            "context_length_exceeded",
+            "This model's maximum context length is 128000 tokens"
+        )
+        .verdict,
+        Verdict::Request
+    );
+}
+
+#[test]
+fn an_in_band_error_number_below_400_is_no_status() {
+    // An error object inside a 200 stream, numbered like a success or a
+    // redirect: still the provider failing mid-response.
+    for code in ["7", "200", "302"] {
+        let c = sse(&format!(
+            "{CHUNK}data: {{\"error\":{{\"code\":{code},\"message\":\"something broke\"}}}}\n\n"
+        ));
+        assert_eq!(c.verdict, Verdict::Availability, "{code}: {c:?}");
+    }
+}
+
+#[test]
+fn a_classifier_of_its_own_watches_streams_by_default_and_arc_forwards_it_all() {
+    struct Mine;
+    impl Classify for Mine {
+        fn classify_response(&self, _: &crate::classify::ResponseView<'_>) -> Classification {
+            Classification::success()
+        }
+    }
+    let sse_head = headers(&[("content-type", "text/event-stream")]);
+    let json_head = headers(&[("content-type", "application/json")]);
+    assert!(Mine.stream_scanner(StatusCode::OK, &sse_head).is_some());
+    assert!(Mine.stream_scanner(StatusCode::OK, &json_head).is_none());
+
+    let shared = std::sync::Arc::new(ProviderClassifier::default());
+    assert!(shared.stream_scanner(StatusCode::OK, &sse_head).is_some());
+    assert!(shared.wants_body(StatusCode::TOO_MANY_REQUESTS, &json_head));
+    assert!(!shared.wants_body(StatusCode::OK, &json_head));
+}
