@@ -4,7 +4,6 @@
 //! every frame arrives.
 
 use std::convert::Infallible;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -12,7 +11,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
-use http_body::{Body, Frame};
 use http_body_util::BodyExt;
 use levee_core::breaker::{BreakerConfig, Cooldown};
 use levee_core::classify::{TransportFailure, Verdict};
@@ -33,21 +31,8 @@ const DONE: &str = "data: [DONE]\n\n";
 const PING: &str = "event: ping\ndata: {\"type\": \"ping\"}\n\n";
 const OVERLOADED: &str = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
 
-/// A response body fed through a channel.
-struct ChannelBody(mpsc::UnboundedReceiver<Result<Bytes, &'static str>>);
-
-impl Body for ChannelBody {
-    type Data = Bytes;
-    type Error = &'static str;
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, &'static str>>> {
-        self.0.poll_recv(cx).map(|o| o.map(|r| r.map(Frame::data)))
-    }
-}
-
-type Feed = mpsc::UnboundedSender<Result<Bytes, &'static str>>;
+mod channel_body;
+use channel_body::{ChannelBody, Feed, send};
 
 /// An SSE provider: each call's body starts with `first` and then stays
 /// open, its sender kept for the test (`feeds`), or ends (`close`).
@@ -442,7 +427,7 @@ async fn dropping_the_quick_start_stack_while_its_stream_is_held_frees_the_permi
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert_eq!(provider.calls(), 2, "probed again, not refused");
     let feed = provider.feed();
-    send_all(&feed, &[HEL, STOP, DONE]);
+    send(&feed, &[HEL, STOP, DONE]);
     drop(feed);
     provider.feeds.lock().unwrap().clear();
     let res = call.await.unwrap().unwrap();
@@ -455,12 +440,6 @@ async fn dropping_the_quick_start_stack_while_its_stream_is_held_frees_the_permi
         Some(levee_core::breaker::BreakerStatus::Closed)
     );
     assert_eq!(bulkhead.snapshot().in_flight, 0);
-}
-
-fn send_all(feed: &Feed, chunks: &[&'static str]) {
-    for c in chunks {
-        feed.send(Ok(Bytes::from_static(c.as_bytes()))).unwrap();
-    }
 }
 
 #[tokio::test(start_paused = true)]

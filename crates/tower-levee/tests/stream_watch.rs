@@ -2,7 +2,6 @@
 //! its outcome reaches the breaker when it ends. Paused time, in memory.
 
 use std::convert::Infallible;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
@@ -10,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
-use http_body::{Body, Frame};
+use http_body::Body;
 use http_body_util::BodyExt;
 use levee_core::breaker::{BreakerConfig, BreakerStatus, Cooldown};
 use levee_core::classify::{Classification, Verdict};
@@ -19,22 +18,8 @@ use tokio::sync::mpsc;
 use tower::{Service, ServiceBuilder, ServiceExt};
 use tower_levee::breaker::{BreakerHandle, BreakerLayer, CircuitOpen};
 
-/// A response body fed through a channel, so a test decides when each frame
-/// (or the end, or an error) arrives.
-struct ChannelBody(mpsc::UnboundedReceiver<Result<Bytes, &'static str>>);
-
-impl Body for ChannelBody {
-    type Data = Bytes;
-    type Error = &'static str;
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, &'static str>>> {
-        self.0.poll_recv(cx).map(|o| o.map(|r| r.map(Frame::data)))
-    }
-}
-
-type Feed = mpsc::UnboundedSender<Result<Bytes, &'static str>>;
+mod channel_body;
+use channel_body::{ChannelBody, Feed, send};
 
 /// An SSE provider whose every call hands the test a sender for its body.
 #[derive(Clone)]
@@ -82,12 +67,6 @@ const START: &str = "event: message_start\ndata: {\"type\":\"message_start\"}\n\
 const DELTA: &str = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"Hi\"}}\n\n";
 const OVERLOADED: &str = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
 const STOP: &str = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
-
-fn send(feed: &Feed, chunks: &[&'static str]) {
-    for c in chunks {
-        feed.send(Ok(Bytes::from_static(c.as_bytes()))).unwrap();
-    }
-}
 
 async fn read_all<B: Body<Data = Bytes>>(body: B) -> Result<Vec<u8>, B::Error> {
     Ok(body.collect().await?.to_bytes().to_vec())
