@@ -230,3 +230,12 @@ fn a_wait_of_exactly_the_quota_bound_is_still_a_throttle() {
     let beyond = classify(429, &[JSON, ("retry-after", &past)], OPENAI_RPM);
     assert_eq!(beyond.verdict, Verdict::Quota, "{beyond:?}");
 }
+
+#[test]
+fn a_verdict_displays_and_parses_back_as_its_stable_name() {
+    for v in Verdict::ALL {
+        assert_eq!(v.to_string(), v.as_str());
+        assert_eq!(Verdict::from_name(&v.to_string()), Some(v));
+    }
+    assert_eq!(Verdict::Throttled.to_string(), "throttled");
+}
