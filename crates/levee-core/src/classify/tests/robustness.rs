@@ -239,3 +239,55 @@ fn a_verdict_displays_and_parses_back_as_its_stable_name() {
     }
     assert_eq!(Verdict::Throttled.to_string(), "throttled");
 }
+
+#[test]
+fn googles_typed_details_decide_when_the_message_says_nothing() {
+    let info = r#"{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com"}"#;
+    let google = |details: &str| {
+        classify(
+            400,
+            &[JSON],
+            &format!(
+                r#"{{"error":{{"code":400,"message":"Request failed.","status":"INVALID_ARGUMENT","details":[{details}]}}}}"#
+            ),
+        )
+    };
+    let typed = google(info);
+    assert_eq!(typed.verdict, Verdict::Credential, "{typed:?}");
+    assert!(
+        typed.reason.as_str().ends_with("API_KEY_INVALID"),
+        "{typed:?}"
+    );
+    // A trimmed copy without `@type` is read as the ErrorInfo it is.
+    let trimmed = google(r#"{"reason":"API_KEY_INVALID"}"#);
+    assert_eq!(trimmed.verdict, Verdict::Credential, "{trimmed:?}");
+    // Another typed detail's reason is not the ErrorInfo's.
+    let other = r#"{"@type":"type.googleapis.com/google.rpc.BadRequest","reason":"FIELD_INVALID"}"#;
+    let both = google(&format!("{other},{info}"));
+    assert_eq!(both.verdict, Verdict::Credential, "{both:?}");
+    assert_eq!(google(other).verdict, Verdict::Request);
+}
+
+#[test]
+fn a_per_day_quota_violation_is_a_cap_and_a_per_minute_one_a_throttle() {
+    let google = |quota_id: &str| {
+        classify(
+            429,
+            &[JSON],
+            &format!(
+                r#"{{"error":{{"code":429,"message":"Resource has been exhausted.","status":"RESOURCE_EXHAUSTED","details":[{{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{{"quotaMetric":"m","quotaId":"{quota_id}"}}]}}]}}}}"#
+            ),
+        )
+    };
+    let day = google("GenerateRequestsPerDayPerProjectPerModel-FreeTier");
+    assert_eq!(day.verdict, Verdict::Quota, "{day:?}");
+    let minute = google("GenerateRequestsPerMinutePerProjectPerModel");
+    assert_eq!(minute.verdict, Verdict::Throttled, "{minute:?}");
+}
+
+#[test]
+fn anthropics_detail_error_code_names_the_cap() {
+    let body = r#"{"type":"error","error":{"type":"invalid_request_error","message":"Request rejected.","details":{"error_code":"insufficient_balance"}}}"#;
+    let c = classify(400, &[JSON], body);
+    assert_eq!(c.verdict, Verdict::Quota, "{c:?}");
+}
