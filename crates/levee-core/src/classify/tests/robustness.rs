@@ -291,3 +291,19 @@ fn anthropics_detail_error_code_names_the_cap() {
     let c = classify(400, &[JSON], body);
     assert_eq!(c.verdict, Verdict::Quota, "{c:?}");
 }
+
+#[test]
+fn azures_inner_error_code_is_read() {
+    let body = r#"{"error":{"code":"400","message":"Request rejected.","innererror":{"code":"insufficient_quota"}}}"#;
+    let c = classify(400, &[JSON], body);
+    assert_eq!(c.verdict, Verdict::Quota, "{c:?}");
+}
+
+#[test]
+fn a_reason_debugs_as_its_quoted_text() {
+    let c = classify(429, &[JSON], OPENAI_RPM);
+    assert_eq!(
+        format!("{:?}", c.reason),
+        format!("{:?}", c.reason.as_str())
+    );
+}
