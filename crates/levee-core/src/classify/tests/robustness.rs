@@ -307,3 +307,45 @@ fn a_reason_debugs_as_its_quoted_text() {
         format!("{:?}", c.reason.as_str())
     );
 }
+
+#[test]
+fn the_status_alone_decides_a_body_that_says_nothing() {
+    let status = |s: u16| classify(s, &[JSON], r#"{"error":{"message":"Try later."}}"#).verdict;
+    assert_eq!(status(408), Verdict::Availability, "a request timeout");
+    assert_eq!(status(302), Verdict::Success, "not an error status");
+    assert_eq!(status(418), Verdict::Request);
+}
+
+#[test]
+fn a_slow_down_code_is_a_throttle_whatever_its_message() {
+    let c = classify(
+        503,
+        &[JSON],
+        r#"{"error":{"code":"SlowDown","message":"Try later."}}"#,
+    );
+    assert_eq!(c.verdict, Verdict::Throttled, "{c:?}");
+    assert!(c.reason.as_str().ends_with("SlowDown"), "{c:?}");
+}
+
+#[test]
+fn a_bedrock_model_error_takes_the_verdict_of_its_original_status() {
+    let model_error = |original: u16| {
+        classify(
+            424,
+            &[JSON, ("x-amzn-errortype", "ModelErrorException")],
+            &format!(r#"{{"message":"Model failed.","originalStatusCode":{original}}}"#),
+        )
+        .verdict
+    };
+    assert_eq!(
+        model_error(408),
+        Verdict::Availability,
+        "a timeout upstream"
+    );
+    assert_eq!(model_error(400), Verdict::Request);
+    assert_eq!(
+        model_error(200),
+        Verdict::Availability,
+        "no error status: the model failed"
+    );
+}
