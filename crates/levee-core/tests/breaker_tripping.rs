@@ -325,6 +325,12 @@ fn quiescent_only_when_a_success_would_change_nothing() {
     assert!(!h.state.quiescent(&h.cfg));
     h.state.close(h.now);
     assert!(h.state.quiescent(&h.cfg));
+    // Opened by hand, with nothing counted: still not idle.
+    let cfg = h.cfg.clone();
+    h.state.open(&cfg, h.now, &mut h.rng, "maintenance");
+    assert!(!h.state.is_idle(), "an open breaker is never idle");
+    h.state.close(h.now);
+    assert!(h.state.is_idle());
 
     let rolling = BreakerConfig::builder()
         .rolling(Duration::from_secs(60), 10, 0.5)
