@@ -349,3 +349,18 @@ fn a_bedrock_model_error_takes_the_verdict_of_its_original_status() {
         "no error status: the model failed"
     );
 }
+
+#[test]
+fn a_truncated_body_is_geminis_only_with_both_a_status_name_and_a_number() {
+    let google = r#"{"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED","details":[{"#;
+    let numbered =
+        r#"{"error":{"code":503,"message":"The upstream provider is unavailable, try ag"#;
+    let named = r#"{"error":{"status":"UNAVAILABLE","message":"The service is currently unavai"#;
+    let dialect = |status: u16, body: &str| {
+        let c = classify(status, &[JSON], body);
+        c.reason.as_str().split(':').next().unwrap().to_owned()
+    };
+    assert_eq!(dialect(429, google), "gemini");
+    assert_ne!(dialect(503, numbered), "gemini");
+    assert_ne!(dialect(503, named), "gemini");
+}
