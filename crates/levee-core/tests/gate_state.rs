@@ -57,6 +57,9 @@ fn a_hinted_throttle_gates_until_the_hint_then_clears_without_a_probe() {
     assert_eq!(gate.until(), None);
     assert!(gate.is_idle(at(107)));
     assert_eq!(gate.check(at(108)), (None, None));
+    assert_eq!(gate.closings().throttled, 1, "one closing counted");
+    gated(gate.throttle(&cfg, at(110), Some(secs(1)), &CAUSE, &mut rng()));
+    assert_eq!(gate.closings().throttled, 2);
 }
 
 #[test]
