@@ -309,6 +309,7 @@ fn rate_limits(pairs: &[(&str, &str)]) -> levee_core::classify::hints::RateLimit
 fn a_scope_paced_at_its_reserve_is_gated_like_a_throttle_and_counted_apart() {
     let pace = levee_core::pace::PaceConfig::default();
     let mut gate = GateState::new();
+    assert!(gate.allowance().is_none(), "nothing reported yet");
     // Plenty left: nothing happens, but the allowance is kept.
     let plenty = rate_limits(&[
         ("x-ratelimit-limit-requests", "100"),
