@@ -44,6 +44,35 @@ struct Bucket {
     at: Instant,
 }
 
+impl Bucket {
+    /// Takes `cost` from a bucket of `cap` refilling at `rate` a second, as
+    /// of `now`: what is left to report, or how long until `cost` is there
+    /// (rounded up to the millisecond: a hint never ends before the tokens
+    /// exist).
+    fn take(
+        &mut self,
+        now: Instant,
+        cost: f64,
+        rate: f64,
+        cap: f64,
+    ) -> Result<dialect::RequestLimit, Duration> {
+        self.tokens = (self.tokens + (now - self.at).as_secs_f64() * rate).min(cap);
+        self.at = now;
+        if self.tokens >= cost {
+            self.tokens -= cost;
+            Ok(dialect::RequestLimit {
+                limit: cap.floor() as u64,
+                remaining: self.tokens.floor() as u64,
+                reset: Duration::from_secs_f64((cap - self.tokens) / rate),
+            })
+        } else {
+            Err(Duration::from_millis(
+                ((cost - self.tokens) / rate * 1000.0).ceil() as u64,
+            ))
+        }
+    }
+}
+
 struct State {
     buckets: HashMap<(String, String), Bucket>,
     token_buckets: HashMap<(String, String), Bucket>,
@@ -196,22 +225,14 @@ impl Provider {
                     tokens: cap,
                     at: now,
                 });
-            b.tokens = (b.tokens + (now - b.at).as_secs_f64() * rate).min(cap);
-            b.at = now;
-            if b.tokens >= 1.0 {
-                b.tokens -= 1.0;
-                reported.requests = Some(dialect::RequestLimit {
-                    limit: cap.floor() as u64,
-                    remaining: b.tokens.floor() as u64,
-                    reset: Duration::from_secs_f64((cap - b.tokens) / rate),
-                });
-            } else {
-                // Rounded up to the millisecond: a hint never ends before the token exists.
-                let wait = Duration::from_millis(((1.0 - b.tokens) / rate * 1000.0).ceil() as u64);
-                answer = Some(Answer::Respond(
-                    dialect::throttle(d, model, wait, target.rpm),
-                    quick,
-                ));
+            match b.take(now, 1.0, rate, cap) {
+                Ok(left) => reported.requests = Some(left),
+                Err(wait) => {
+                    answer = Some(Answer::Respond(
+                        dialect::throttle(d, model, wait, target.rpm),
+                        quick,
+                    ));
+                }
             }
         }
         // The token limit, per account × model, as OpenAI and Anthropic
@@ -228,22 +249,14 @@ impl Provider {
                     tokens: cap,
                     at: now,
                 });
-            b.tokens = (b.tokens + (now - b.at).as_secs_f64() * rate).min(cap);
-            b.at = now;
-            if b.tokens >= cost as f64 {
-                b.tokens -= cost as f64;
-                reported.tokens = Some(dialect::RequestLimit {
-                    limit: cap.floor() as u64,
-                    remaining: b.tokens.floor() as u64,
-                    reset: Duration::from_secs_f64((cap - b.tokens) / rate),
-                });
-            } else {
-                let wait =
-                    Duration::from_millis(((cost as f64 - b.tokens) / rate * 1000.0).ceil() as u64);
-                answer = Some(Answer::Respond(
-                    dialect::throttle_tokens(d, model, wait, target.tpm),
-                    quick,
-                ));
+            match b.take(now, cost as f64, rate, cap) {
+                Ok(left) => reported.tokens = Some(left),
+                Err(wait) => {
+                    answer = Some(Answer::Respond(
+                        dialect::throttle_tokens(d, model, wait, target.tpm),
+                        quick,
+                    ));
+                }
             }
         }
         let answer = answer.unwrap_or_else(|| {
