@@ -219,8 +219,13 @@ async fn a_caller_dropping_a_held_stream_gives_its_probe_slot_back() {
     assert_eq!(served(&call.await.unwrap().unwrap()), "primary");
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_stream_that_stalls_after_output_ends_with_a_stream_timeout_and_counts() {
+/// A call through a breaker with a 5 s stall timeout to a provider that has
+/// sent its role chunk and first output and stays open.
+async fn streaming_with_a_5s_stall_timeout() -> (
+    Provider,
+    BreakerHandle,
+    Response<tower_levee::body::ResponseBody<ChannelBody>>,
+) {
     let provider = Provider::new(&[ROLE, HEL], false);
     let layer = BreakerLayer::builder()
         .stall_timeout(Duration::from_secs(5))
@@ -229,6 +234,12 @@ async fn a_stream_that_stalls_after_output_ends_with_a_stream_timeout_and_counts
     let handle = layer.handle();
     let svc = ServiceBuilder::new().layer(layer).service(provider.clone());
     let res = svc.oneshot(request("gpt-4o")).await.unwrap();
+    (provider, handle, res)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_that_stalls_after_output_ends_with_a_stream_timeout_and_counts() {
+    let (_open_feed, handle, res) = streaming_with_a_5s_stall_timeout().await;
     let started = Instant::now();
     let mut body = res.into_body();
     let mut got = Vec::new();
@@ -251,14 +262,7 @@ async fn a_stream_that_stalls_after_output_ends_with_a_stream_timeout_and_counts
 
 #[tokio::test(start_paused = true)]
 async fn a_stream_that_keeps_sending_is_never_stalled() {
-    let provider = Provider::new(&[ROLE, HEL], false);
-    let layer = BreakerLayer::builder()
-        .stall_timeout(Duration::from_secs(5))
-        .build()
-        .unwrap();
-    let handle = layer.handle();
-    let svc = ServiceBuilder::new().layer(layer).service(provider.clone());
-    let res = svc.oneshot(request("gpt-4o")).await.unwrap();
+    let (provider, handle, res) = streaming_with_a_5s_stall_timeout().await;
     let feed = provider.feed();
     provider.feeds.lock().unwrap().clear();
     tokio::spawn(async move {
