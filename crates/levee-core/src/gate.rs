@@ -318,6 +318,23 @@ impl GateState {
         Some((until, transition))
     }
 
+    /// Gates until `until` because requests are sent faster than the
+    /// provider refills ([`Spacing`](crate::pace::Spacing)), with the reason
+    /// `paced`; the deadline and the `clear` → `gated` transition if it was
+    /// clear.
+    pub fn space(&mut self, now: Timestamp, until: Timestamp) -> (Timestamp, Option<Transition>) {
+        let wait = until.saturating_duration_since(now);
+        let reason = format!(
+            "paced for {} (requests spread at the provider's rate)",
+            human(wait)
+        );
+        let (until, transition) = self.close(now, until, reason, &PACED);
+        if transition.is_some() {
+            self.closings.paced += 1;
+        }
+        (until, transition)
+    }
+
     /// Gates until `max(current deadline, until)`; the `clear` → `gated`
     /// transition if it was clear.
     fn close(

@@ -30,6 +30,19 @@
 //! ([`Allowance::debit`]), and keeps room for as many again before the
 //! next report ([`Allowance::paced_until_with`]).
 //!
+//! **Spreading.** A per-minute limit is not always counted per minute:
+//! OpenAI's "may be quantized, meaning they are enforced over shorter
+//! periods of time (e.g. 60,000 RPM may be enforced as 1,000 requests per
+//! second)"; Azure OpenAI evaluates requests "over a small period of time,
+//! typically 1 or 10 seconds"
+//! ([Azure](https://learn.microsoft.com/azure/ai-foundry/openai/how-to/quota)),
+//! and its `remaining-requests` header counts a 10-second window. A burst
+//! that the reported count allows is then refused all the same. So a layer
+//! also sends a scope's requests no faster than the rate the provider says
+//! it refills at, in bursts of at most one second of it ([`Spacing`],
+//! [`SPREAD_BURST`]): what a one-second quantum accepts, and so a
+//! ten-second one too.
+//!
 //! **Headers are the provider's count, fleet-wide.** Every replica that
 //! reads them paces on the same numbers, with no coordination. Between two
 //! responses the count here only goes down (requests sent, tokens
@@ -112,6 +125,12 @@ pub struct PaceConfig {
     /// The longest pause pacing imposes (default 60 s); a limit that needs
     /// longer to refill is left to the provider's 429 and the gate.
     pub max_pause: Duration,
+    /// Whether to spread requests at the rate the provider refills, in
+    /// bursts of at most [`SPREAD_BURST`] of it (default: yes; see
+    /// [`Spacing`]). Off, a burst is sent as long as the reported count
+    /// allows it, and a provider that counts a shorter window than it
+    /// reports answers `429`.
+    pub spread: bool,
 }
 
 impl Default for PaceConfig {
@@ -121,6 +140,7 @@ impl Default for PaceConfig {
             requests_reserve: Reserve::Share(0.02),
             tokens_reserve: Reserve::Share(0.02),
             max_pause: Duration::from_secs(60),
+            spread: true,
         }
     }
 }
@@ -162,6 +182,7 @@ impl PaceConfig {
         Some(PaceCheck {
             permille: (share * 1000.0).ceil().clamp(0.0, 1000.0) as u16,
             count: u32::try_from(count).unwrap_or(u32::MAX),
+            spread: self.spread,
         })
     }
 }
@@ -176,6 +197,7 @@ impl PaceConfig {
 pub struct PaceCheck {
     permille: u16,
     count: u32,
+    spread: bool,
 }
 
 impl PaceCheck {
@@ -184,7 +206,10 @@ impl PaceCheck {
 
     /// The check in one word, never 0 (for an atomic that says "none" with 0).
     pub fn to_bits(self) -> u64 {
-        1 << 48 | u64::from(self.permille) << 32 | u64::from(self.count)
+        u64::from(self.spread) << 49
+            | 1 << 48
+            | u64::from(self.permille) << 32
+            | u64::from(self.count)
     }
 
     /// The check [`to_bits`](Self::to_bits) packed; `None` for 0.
@@ -192,7 +217,13 @@ impl PaceCheck {
         (bits != 0).then_some(PaceCheck {
             permille: (bits >> 32) as u16,
             count: bits as u32,
+            spread: bits >> 49 & 1 != 0,
         })
+    }
+
+    /// Whether requests are spread ([`PaceConfig::spread`]).
+    pub fn spreads(&self) -> bool {
+        self.spread
     }
 
     /// Whether any limit in `limits` is near its reserve, or half used,
@@ -208,6 +239,89 @@ impl PaceCheck {
                     u128::from(remaining) * 1000 <= u128::from(l) * u128::from(self.permille)
                 })
         })
+    }
+}
+
+/// The longest burst [`Spacing`] lets through at once: one second of the
+/// provider's rate, the shortest window a provider is documented to count.
+pub const SPREAD_BURST: Duration = Duration::from_secs(1);
+
+/// How far apart to send a scope's requests: the rate at which the
+/// provider says its tightest short request limit refills, spent evenly
+/// with bursts of at most [`SPREAD_BURST`] (the generic cell rate
+/// algorithm of ITU-T I.371, a token bucket kept as one timestamp).
+///
+/// The rate is the limit over the window it counts
+/// ([`span`](crate::classify::hints::RateWindow::span)): a minute's limit
+/// spent a sixtieth a second, Azure's ten-second one a tenth. Only limits
+/// counted over a minute or less are spread (a daily limit is not enforced
+/// per second).
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use http::HeaderMap;
+/// use levee_core::classify::hints::RateLimits;
+/// use levee_core::clock::Timestamp;
+/// use levee_core::pace::Spacing;
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert("x-ratelimit-limit-requests", "600".parse().unwrap());
+/// headers.insert("x-ratelimit-remaining-requests", "590".parse().unwrap());
+/// headers.insert("x-ratelimit-reset-requests", "1s".parse().unwrap());
+/// let spacing = Spacing::of(&RateLimits::read(&headers, SystemTime::now())).unwrap();
+/// assert_eq!(spacing.interval(), Duration::from_millis(100)); // 600 a minute
+///
+/// // A second's worth at once, then one every 100 ms.
+/// let now = Timestamp::ZERO;
+/// let mut next = now;
+/// for _ in 0..10 {
+///     next = spacing.admit(next, now).expect("within the burst");
+/// }
+/// let again = spacing.admit(next, now).unwrap_err();
+/// assert_eq!(again.saturating_duration_since(now), Duration::from_millis(100));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Spacing {
+    interval: u64,
+}
+
+impl Spacing {
+    /// The spacing `limits` call for, if any limit says its rate.
+    pub fn of(limits: &RateLimits) -> Option<Spacing> {
+        const SHORT: Duration = Duration::from_secs(60);
+        limits
+            .iter()
+            .filter(|w| w.dimension == Dimension::Requests)
+            .filter_map(|w| {
+                let span = w.span.filter(|s| *s <= SHORT)?;
+                Some(duration_nanos(span) / w.limit.filter(|&l| l > 0)?)
+            })
+            .max()
+            .filter(|&interval| interval > 0)
+            .map(|interval| Spacing { interval })
+    }
+
+    /// A spacing of `interval` between requests (`None` for zero).
+    pub fn from_interval(interval: Duration) -> Option<Spacing> {
+        Some(duration_nanos(interval))
+            .filter(|&n| n > 0)
+            .map(|interval| Spacing { interval })
+    }
+
+    /// The time between two requests at the provider's rate.
+    pub fn interval(self) -> Duration {
+        Duration::from_nanos(self.interval)
+    }
+
+    /// Admits a request at `now` when the next one was due at `next`: the
+    /// next due instant after it, or, refused, when one is admitted again.
+    pub fn admit(self, next: Timestamp, now: Timestamp) -> Result<Timestamp, Timestamp> {
+        let next = next.max(now).as_nanos();
+        let tolerance = duration_nanos(SPREAD_BURST).saturating_sub(self.interval);
+        if next - now.as_nanos() > tolerance {
+            return Err(Timestamp::from_nanos(next - tolerance));
+        }
+        Ok(Timestamp::from_nanos(next.saturating_add(self.interval)))
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use levee_core::classify::hints::{Dimension, RateLimits};
 use levee_core::clock::Timestamp;
-use levee_core::pace::{Allowance, PaceConfig, Reserve};
+use levee_core::pace::{Allowance, PaceConfig, Reserve, SPREAD_BURST, Spacing};
 use proptest::prelude::*;
 
 fn secs(s: f64) -> Duration {
@@ -173,6 +173,52 @@ fn a_share_reserve_is_validated_and_never_below_one_unit() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
+    /// Spread calls never exceed a second's worth plus the rate in any
+    /// span, a call refused is admitted at the instant it was told, and
+    /// calls that keep the rate are never refused.
+    #[test]
+    fn spread_calls_keep_the_rate_within_a_second_of_burst(
+        interval_ms in 1u64..3_000,
+        gaps in prop::collection::vec(0u64..400, 1..200),
+    ) {
+        let spacing = Spacing::from_interval(Duration::from_millis(interval_ms)).unwrap();
+        let interval = spacing.interval();
+        // What a second refills, less the one a burst starts with.
+        let tolerance = SPREAD_BURST.saturating_sub(interval).as_nanos();
+        let (mut next, mut now) = (Timestamp::ZERO, Timestamp::ZERO);
+        let mut admitted: Vec<Timestamp> = Vec::new();
+        for gap in gaps {
+            now = now.saturating_add(Duration::from_millis(gap));
+            match spacing.admit(next, now) {
+                Ok(n) => {
+                    prop_assert!(n > now);
+                    next = n;
+                    admitted.push(now);
+                }
+                Err(again) => {
+                    prop_assert!(again > now);
+                    prop_assert!(spacing.admit(next, again).is_ok(), "admitted when told");
+                }
+            }
+        }
+        // In any span from an admitted call: one, plus one per interval
+        // of the span and of a second's tolerance.
+        for (i, &from) in admitted.iter().enumerate() {
+            for (j, &to) in admitted.iter().enumerate().skip(i) {
+                let span = to.saturating_duration_since(from);
+                let allowed = 1 + ((tolerance + span.as_nanos()) / interval.as_nanos()) as usize;
+                prop_assert!(j - i < allowed, "{} calls in {span:?}", j - i + 1);
+            }
+        }
+        // At the rate, never refused.
+        let mut next = Timestamp::ZERO;
+        for k in 0..50u32 {
+            next = spacing
+                .admit(next, Timestamp::ZERO.saturating_add(interval * k))
+                .map_err(|_| TestCaseError::fail("refused at the rate"))?;
+        }
+    }
+
     /// Whatever reports and sends come in, what is left never exceeds the
     /// limit, and a pause ends when the scope is above its reserve again.
     #[test]
@@ -207,6 +253,47 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn the_spacing_is_the_tightest_short_request_limit_over_its_window() {
+    // 600 a minute: 100 ms apart.
+    let minute = Spacing::of(&requests(600, 590, "1s")).unwrap();
+    assert_eq!(minute.interval(), Duration::from_millis(100));
+    // Whatever is left: the rate is the limit's, not the report's.
+    assert_eq!(Spacing::of(&requests(600, 600, "1s")), Some(minute));
+    // A limit of zero says no rate; no limit, no spacing.
+    assert_eq!(Spacing::of(&requests(0, 0, "1s")), None);
+    assert_eq!(Spacing::of(&RateLimits::default()), None);
+    // A daily limit is not spread; tokens are not spread.
+    let mut h = HeaderMap::new();
+    h.insert(
+        "x-ratelimit-limit-requests-day",
+        HeaderValue::from_static("14400"),
+    );
+    h.insert(
+        "x-ratelimit-limit-tokens-minute",
+        HeaderValue::from_static("60000"),
+    );
+    assert_eq!(Spacing::of(&RateLimits::read(&h, UNIX_EPOCH)), None);
+    // Two request limits: the tighter (further apart) wins.
+    h.insert(
+        "x-ratelimit-limit-requests-minute",
+        HeaderValue::from_static("30"),
+    );
+    assert_eq!(
+        Spacing::of(&RateLimits::read(&h, UNIX_EPOCH)).map(Spacing::interval),
+        Some(Duration::from_secs(2))
+    );
+}
+
+#[test]
+fn a_rate_slower_than_one_a_second_admits_one_call_then_waits_an_interval() {
+    let spacing = Spacing::from_interval(Duration::from_secs(2)).unwrap();
+    let next = spacing.admit(at(0.0), at(0.0)).unwrap();
+    assert_eq!(spacing.admit(next, at(1.0)), Err(at(2.0)));
+    assert!(spacing.admit(next, at(2.0)).is_ok());
+    assert_eq!(Spacing::from_interval(Duration::ZERO), None);
 }
 
 #[test]

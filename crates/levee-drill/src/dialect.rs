@@ -287,6 +287,11 @@ pub fn with_rate_limits(
     if dialect == "anthropic" {
         headers.push(("date".into(), httpdate::fmt_http_date(now)));
     }
+    if dialect == "azure" {
+        // Every Azure OpenAI answer passes its API Management gateway.
+        headers.push(("apim-request-id".into(), "0f8c2d4e-sim".into()));
+        headers.push(("x-ms-region".into(), "East US".into()));
+    }
     for (dim, limit) in [("requests", limits.requests), ("tokens", limits.tokens)] {
         let Some(RequestLimit {
             limit,
@@ -333,6 +338,13 @@ pub fn with_rate_limits(
         }
     }
     response
+}
+
+/// The window a dialect's request-limit headers count: ten seconds for
+/// Azure OpenAI (its `x-ratelimit-limit-requests` is a sixth of the RPM), a
+/// minute for the others.
+pub fn request_window(dialect: &str) -> Duration {
+    Duration::from_secs(if dialect == "azure" { 10 } else { 60 })
 }
 
 /// A rate-limit answer with the dialect's wait hint (`wait` until a request

@@ -75,6 +75,8 @@ impl Bucket {
 
 struct State {
     buckets: HashMap<(String, String), Bucket>,
+    /// The request window the headers report, per account × model.
+    window_buckets: HashMap<(String, String), Bucket>,
     token_buckets: HashMap<(String, String), Bucket>,
     spent: HashMap<String, u64>,
     stats: CallStats,
@@ -122,6 +124,7 @@ impl Provider {
             start: Instant::now(),
             state: Arc::new(Mutex::new(State {
                 buckets: HashMap::new(),
+                window_buckets: HashMap::new(),
                 token_buckets: HashMap::new(),
                 spent: HashMap::new(),
                 stats: CallStats::default(),
@@ -215,17 +218,37 @@ impl Provider {
         }
         // What the limits report on this call's answer.
         let mut reported = dialect::Limits::default();
+        // The request limit, enforced per second as OpenAI and Anthropic
+        // document it may be ("60,000 RPM may be enforced as 1,000 requests
+        // per second"), and reported over the window the dialect's headers
+        // count: a minute, or for Azure OpenAI, which evaluates requests
+        // "over a small period of time, typically 1 or 10 seconds", ten
+        // seconds (a limit of RPM/6). The headers may show room while a
+        // burst is refused.
         if answer.is_none() && target.rpm > 0 {
             let rate = f64::from(target.rpm) / 60.0;
             let cap = rate.max(1.0);
-            let b = st
-                .buckets
-                .entry((target.account.clone(), model.to_owned()))
-                .or_insert(Bucket {
-                    tokens: cap,
-                    at: now,
-                });
-            match b.take(now, 1.0, rate, cap) {
+            let key = (target.account.clone(), model.to_owned());
+            let b = st.buckets.entry(key.clone()).or_insert(Bucket {
+                tokens: cap,
+                at: now,
+            });
+            let taken = b.take(now, 1.0, rate, cap);
+            let taken = match taken {
+                Ok(_) => {
+                    let window = rate * dialect::request_window(d).as_secs_f64();
+                    let window = window.max(cap);
+                    let w = st.window_buckets.entry(key).or_insert(Bucket {
+                        tokens: window,
+                        at: now,
+                    });
+                    // Never refuses what the second admitted: it holds at
+                    // least as much and refills as fast.
+                    w.take(now, 1.0, rate, window).or(taken)
+                }
+                refused => refused,
+            };
+            match taken {
                 Ok(left) => reported.requests = Some(left),
                 Err(wait) => {
                     answer = Some(Answer::Respond(

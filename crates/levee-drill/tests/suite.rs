@@ -443,3 +443,35 @@ fn a_pool_of_the_storms_accounts_spreads_by_what_is_left_and_draws_no_429() {
     assert_eq!(levee.upstream_calls_by_target.len(), 4);
     assert!(levee.upstream_calls_by_target.values().all(|&n| n > 100));
 }
+
+#[test]
+fn azure_deployments_that_count_a_second_are_spread_and_draw_few_429s() {
+    // The storm's four accounts as Azure deployments: each refuses more
+    // than a second's share of its rate while its headers, counting ten
+    // seconds, still show room.
+    let mut spread = builtin("throttle-storm", 60);
+    for t in &mut spread.targets {
+        t.dialect = "azure".into();
+    }
+    let mut bursty = spread.clone();
+    bursty.levee.pace.spread = Some(false);
+    let (on, off) = (run(&spread), run(&bursty));
+    let (on, off) = (stack(&on, "levee"), stack(&off, "levee"));
+    let share = |s: &StackResult| s.upstream_rejected_calls as f64 / s.requests as f64;
+    println!(
+        "429s: spread {} ({:.2}%), not spread {} ({:.2}%)",
+        on.upstream_rejected_calls,
+        share(on) * 100.0,
+        off.upstream_rejected_calls,
+        share(off) * 100.0
+    );
+    assert!(on.success_rate() >= 0.999 && off.success_rate() >= 0.999);
+    assert!(share(on) <= 0.02, "spread: {:.2}%", share(on) * 100.0);
+    assert!(share(off) > 0.1, "not spread: {:.2}%", share(off) * 100.0);
+    assert!(
+        on.transitions
+            .iter()
+            .any(|t| t.reason.contains("spread at the provider's rate"))
+    );
+    assert_eq!(on.breaker_opens(), 0);
+}

@@ -45,6 +45,7 @@ fn custom() -> LeveeConfig {
             requests_reserve: levee_core::pace::Reserve::Count(3),
             tokens_reserve: levee_core::pace::Reserve::Share(0.05),
             max_pause: Duration::from_secs(30),
+            spread: false,
         },
         breaker_layer: BreakerLayerConfig {
             peek_limit: 4096,

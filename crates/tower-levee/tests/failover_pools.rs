@@ -33,11 +33,14 @@ fn req() -> Request<String> {
         .unwrap()
 }
 
+/// Sends `n` calls 100 ms apart (within every account's rate, 1,000 a
+/// minute: no call is spread to a later target) and counts who served.
 async fn served_counts(svc: &mut Failover<String, String>, n: usize) -> [usize; 3] {
     let mut counts = [0; 3];
     for _ in 0..n {
         let res = svc.ready().await.unwrap().call(req()).await.unwrap();
         counts[res.extensions().get::<ServedBy>().unwrap().index] += 1;
+        tokio::time::advance(std::time::Duration::from_millis(100)).await;
     }
     counts
 }

@@ -19,7 +19,9 @@
 //!   it again (generations), whatever the interleaving;
 //! - a gate closing on a 429 races a call that reads the published deadline
 //!   without the lock: the call is admitted or refused for at most the
-//!   provider's wait, and every call after it is refused.
+//!   provider's wait, and every call after it is refused;
+//! - calls racing for the last place in a provider's rate (spreading): one
+//!   is sent, the other refused for at most the interval.
 //!
 //! [loom]: https://docs.rs/loom
 #![cfg(levee_loom)]
@@ -40,7 +42,7 @@ use tower_levee::breaker::{Breaker, BreakerHandle, BreakerLayer, CircuitOpen, Th
 const DOMAIN: &str = "api.openai.com";
 
 /// Answers `/hang` never, `/fail` with a 503, `/throttle` with a 429 and
-/// `retry-after: 7`, `/later` with a 200 on its
+/// `retry-after: 7`, `/limited` with a 200 reporting 60 requests a minute, `/later` with a 200 on its
 /// second poll, anything else with a 200 at once.
 #[derive(Clone)]
 struct Provider;
@@ -66,6 +68,20 @@ impl Service<Request<()>> for Provider {
                         Poll::Pending
                     }
                 }));
+            }
+            "/limited" => {
+                // 60 a minute: one a second, no burst.
+                let mut response = Response::new(String::new());
+                for (name, value) in [
+                    ("x-ratelimit-limit-requests", "60"),
+                    ("x-ratelimit-remaining-requests", "59"),
+                    ("x-ratelimit-reset-requests", "1s"),
+                ] {
+                    response
+                        .headers_mut()
+                        .insert(name, http::HeaderValue::from_static(value));
+                }
+                return Box::pin(std::future::ready(Ok(response)));
             }
             "/fail" => StatusCode::SERVICE_UNAVAILABLE,
             "/throttle" => {
@@ -245,5 +261,28 @@ fn a_call_racing_a_gate_closing_is_admitted_or_refused_for_at_most_the_wait() {
         let mut svc = svc.clone();
         let after = start(&mut svc, "/ok").err().expect("the gate is closed");
         assert!(after.is::<Throttled>(), "{after}");
+    });
+}
+
+#[test]
+fn calls_racing_for_the_last_place_in_the_providers_rate_send_one() {
+    model(|| {
+        let (_handle, mut svc) = breaker(BreakerConfig::default());
+        // The first answer teaches the rate: one a second.
+        drop(start(&mut svc, "/limited").expect("sent"));
+        let racer = |svc: &Breaker<Provider>| {
+            let mut svc = svc.clone();
+            loom::thread::spawn(move || start(&mut svc, "/limited").err())
+        };
+        let (a, b) = (racer(&svc), racer(&svc));
+        let refused: Vec<BoxError> = [a, b]
+            .into_iter()
+            .filter_map(|t| t.join().unwrap())
+            .collect();
+        assert_eq!(refused.len(), 1, "one sent, one refused");
+        let spaced = refused[0]
+            .downcast_ref::<Throttled>()
+            .expect("refused as paced");
+        assert!(spaced.retry_after() <= Duration::from_secs(1));
     });
 }

@@ -1,6 +1,7 @@
 //! Pacing through the breaker layer: a quota scope whose limit reaches its
 //! reserve is refused unsent with `Throttled` (reason `paced`) until enough
 //! has refilled, then admits again with no probe; its breaker never counts.
+//! Requests are spread at the provider's rate, a second of it at once.
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,6 +52,14 @@ impl Provider {
     }
 }
 
+/// Pacing on the reserve alone: a burst goes as long as the count allows.
+fn unspread() -> PaceConfig {
+    PaceConfig {
+        spread: false,
+        ..PaceConfig::default()
+    }
+}
+
 fn call() -> Request<String> {
     Request::post("https://api.openai.com/v1/chat/completions")
         .body(String::new())
@@ -63,6 +72,7 @@ async fn a_scope_at_its_reserve_is_refused_unsent_until_one_request_has_refilled
     let events = Arc::new(Mutex::new(Vec::new()));
     let seen = events.clone();
     let layer = BreakerLayer::builder()
+        .pace(unspread())
         .on_event(move |e: &ScopeEvent| seen.lock().unwrap().push(e.reason().to_owned()))
         .build()
         .unwrap();
@@ -116,7 +126,7 @@ async fn with_pacing_off_the_layer_sends_until_the_provider_says_429() {
 #[tokio::test(start_paused = true)]
 async fn a_scope_far_from_its_limits_is_never_recorded() {
     let provider = Provider::default();
-    let layer = BreakerLayer::builder().build().unwrap();
+    let layer = BreakerLayer::builder().pace(unspread()).build().unwrap();
     let handle = layer.handle();
     let mut svc = layer.layer(provider.service());
     // 20 of 60 used: under half, no lock taken, nothing tracked.
@@ -144,4 +154,121 @@ async fn a_scope_far_from_its_limits_is_never_recorded() {
     );
     assert_eq!(left.reset, Some(Duration::from_secs(35)));
     assert_eq!(gate.closings.map(|c| (c.throttled, c.paced)), Some((0, 0)));
+}
+
+/// A provider that says its request limit is `limit` (a minute's, or with
+/// `azure` ten seconds'), and counts what was sent.
+fn limited(
+    limit: u64,
+    azure: bool,
+    sent: Arc<AtomicU64>,
+) -> impl Service<Request<String>, Response = Response<String>, Error = Infallible, Future: Send> + Clone
+{
+    tower::service_fn(move |_req: Request<String>| {
+        let n = sent.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut res = Response::builder()
+            .header("x-ratelimit-limit-requests", limit.to_string())
+            .header(
+                "x-ratelimit-remaining-requests",
+                limit.saturating_sub(n).to_string(),
+            )
+            .header("x-ratelimit-reset-requests", "1s");
+        if azure {
+            res = res.header("apim-request-id", "7e1d");
+        }
+        let res = res.body("{}".to_owned()).unwrap();
+        async move { Ok::<_, Infallible>(res) }
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_burst_past_a_second_of_the_providers_rate_is_refused_unsent_then_spread() {
+    let sent = Arc::new(AtomicU64::new(0));
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let seen = events.clone();
+    let layer = BreakerLayer::builder()
+        .on_event(move |e: &ScopeEvent| seen.lock().unwrap().push(e.reason().to_owned()))
+        .build()
+        .unwrap();
+    let handle = layer.handle();
+    // 600 a minute: ten a second, one every 100 ms.
+    let mut svc = layer.layer(limited(600, false, sent.clone()));
+    // The first answer teaches the rate; then a second's worth goes at once.
+    send(&mut svc, call()).await.unwrap();
+    for _ in 0..10 {
+        send(&mut svc, call())
+            .await
+            .expect("within a second's worth");
+    }
+    let refused = send(&mut svc, call()).await.unwrap_err();
+    let throttled = refused.downcast_ref::<Throttled>().expect("Throttled");
+    assert_eq!(throttled.retry_after(), Duration::from_millis(100));
+    assert_eq!(sent.load(Ordering::SeqCst), 11, "refused unsent");
+    let reasons = events.lock().unwrap().clone();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r == "paced for 100ms (requests spread at the provider's rate)"),
+        "{reasons:?}"
+    );
+    // Then one every 100 ms, with no probe; the breaker never hears of it.
+    for _ in 0..5 {
+        tokio::time::advance(Duration::from_millis(100)).await;
+        send(&mut svc, call()).await.expect("one more at the rate");
+        assert!(send(&mut svc, call()).await.is_err(), "but not two");
+    }
+    assert_eq!(sent.load(Ordering::SeqCst), 16);
+    assert_eq!(
+        handle.breaker_status("api.openai.com"),
+        Some(BreakerStatus::Closed)
+    );
+    let states = handle.states();
+    let gate = states.iter().find(|s| s.mechanism == "gate").expect("gate");
+    assert_eq!(gate.closings.map(|c| (c.throttled, c.paced)), Some((0, 6)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn azure_request_limits_count_ten_seconds_and_are_spread_over_them() {
+    let sent = Arc::new(AtomicU64::new(0));
+    let layer = BreakerLayer::builder().build().unwrap();
+    // Azure's limit-requests is a sixth of the RPM, per ten seconds: 100
+    // here is 600 a minute, ten a second, as above.
+    let mut svc = layer.layer(limited(100, true, sent.clone()));
+    send(&mut svc, call()).await.unwrap();
+    for _ in 0..10 {
+        send(&mut svc, call())
+            .await
+            .expect("within a second's worth");
+    }
+    let refused = send(&mut svc, call()).await.unwrap_err();
+    assert_eq!(
+        refused
+            .downcast_ref::<Throttled>()
+            .map(Throttled::retry_after),
+        Some(Duration::from_millis(100))
+    );
+    assert_eq!(sent.load(Ordering::SeqCst), 11);
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_spreading_off_a_burst_goes_as_far_as_the_reported_count() {
+    let sent = Arc::new(AtomicU64::new(0));
+    let layer = BreakerLayer::builder().pace(unspread()).build().unwrap();
+    let mut svc = layer.layer(limited(600, false, sent.clone()));
+    for _ in 0..100 {
+        send(&mut svc, call()).await.expect("far from the reserve");
+    }
+    assert_eq!(sent.load(Ordering::SeqCst), 100);
+}
+
+#[tokio::test(start_paused = true)]
+async fn calls_spaced_at_the_providers_rate_are_never_refused() {
+    let sent = Arc::new(AtomicU64::new(0));
+    let layer = BreakerLayer::builder().build().unwrap();
+    let mut svc = layer.layer(limited(600, false, sent.clone()));
+    for _ in 0..300 {
+        send(&mut svc, call()).await.expect("at the rate");
+        tokio::time::advance(Duration::from_millis(100)).await;
+    }
+    assert_eq!(sent.load(Ordering::SeqCst), 300);
 }

@@ -18,6 +18,7 @@ use crate::pace::{PaceConfig, Reserve};
 /// requests_reserve = "2%"   # or a count: 5
 /// tokens_reserve = "2%"
 /// max_pause = "60s"
+/// spread = true
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -34,6 +35,9 @@ pub struct PaceSpec {
     /// The longest pause pacing imposes.
     #[serde(with = "duration::option", skip_serializing_if = "Option::is_none")]
     pub max_pause: Option<Duration>,
+    /// Whether to spread requests at the provider's rate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spread: Option<bool>,
 }
 
 impl TryFrom<PaceSpec> for PaceConfig {
@@ -46,6 +50,7 @@ impl TryFrom<PaceSpec> for PaceConfig {
             requests_reserve: spec.requests_reserve.unwrap_or(d.requests_reserve),
             tokens_reserve: spec.tokens_reserve.unwrap_or(d.tokens_reserve),
             max_pause: spec.max_pause.unwrap_or(d.max_pause),
+            spread: spec.spread.unwrap_or(d.spread),
         };
         config.validate()?;
         Ok(config)
@@ -59,6 +64,7 @@ impl From<&PaceConfig> for PaceSpec {
             requests_reserve: Some(c.requests_reserve),
             tokens_reserve: Some(c.tokens_reserve),
             max_pause: Some(c.max_pause),
+            spread: Some(c.spread),
         }
     }
 }

@@ -186,13 +186,23 @@ impl<'a> Mode<'a> for Admit<'_, 'a> {
         domain: DomainHandle,
     ) -> Result<Tracker, BoxError> {
         let hot = domain.hot();
+        // A call the breaker admits takes its place in the provider's rate
+        // (spreading) before a probe slot, so a refusal holds nothing.
+        let space = || match hot.map(|hot| hot.space(|| shared.clock.now())) {
+            Some(Err(until)) => Err(shared.space(&scopes, until)),
+            _ => Ok(()),
+        };
         let permit = match hot.and_then(|hot| hot.admit_closed()) {
-            Some(permit) => permit,
+            Some(permit) => {
+                space()?;
+                permit
+            }
             None => {
                 // Open and cooling off: refused without the lock.
                 if let Some(left) = hot.and_then(|hot| hot.open_for(|| shared.clock.now())) {
                     return Err(shared.reject_open(self.cache.name(self.entry), left));
                 }
+                space()?;
                 shared.admit_breaker(domain)?
             }
         };

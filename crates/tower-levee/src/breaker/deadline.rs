@@ -132,6 +132,11 @@ impl<S: Deadline> DeadlineTable<S> {
         Ok(transition)
     }
 
+    /// Counts a refusal made on the table's behalf (a call spread out).
+    pub(crate) fn count_refusal(&self) {
+        self.rejected.add();
+    }
+
     /// The refusal a call to `key` would get now, changing nothing.
     pub(crate) fn peek(&self, key: &str, now: impl FnOnce() -> Timestamp) -> Result<(), BoxError> {
         let Some((_, until)) = self.published(key) else {

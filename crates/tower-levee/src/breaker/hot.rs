@@ -11,7 +11,7 @@ use levee_core::breaker::{
     BreakerConfig, BreakerState, BreakerStatus, ISOLATED_RETRY_AFTER, Permit,
 };
 use levee_core::clock::Timestamp;
-use levee_core::pace::{InFlight, PaceCheck};
+use levee_core::pace::{InFlight, PaceCheck, Spacing};
 
 use super::latency::LatencyHistogram;
 use crate::registry::Hot;
@@ -42,6 +42,12 @@ pub(crate) struct DomainHot {
     /// The layer's [`PaceCheck`], packed ([`PaceCheck::to_bits`]); 0 when
     /// the layer does not pace. Set when the domain is made.
     pace_check: AtomicU64,
+    /// The provider's rate as a [`Spacing`] interval in nanoseconds, 0
+    /// while none is known (or the layer does not spread).
+    spacing: AtomicU64,
+    /// When the next request is due at that rate (nanoseconds of the
+    /// layer's clock): the one word spreading writes per call.
+    next_due: AtomicU64,
     /// Time to first byte, when the layer estimates it.
     pub(crate) latency: LatencyHistogram,
     /// Time to a stream's first output, when the layer estimates it.
@@ -58,6 +64,8 @@ impl Hot for DomainHot {
         self.in_flight_tokens.store(0, Ordering::Relaxed);
         self.counting.store(0, Ordering::Relaxed);
         self.pace_check.store(0, Ordering::Relaxed);
+        self.spacing.store(0, Ordering::Relaxed);
+        self.next_due.store(0, Ordering::Relaxed);
     }
 }
 
@@ -107,6 +115,48 @@ impl DomainHot {
     /// The layer's pacing check, if it paces.
     pub(crate) fn pace_check(&self) -> Option<PaceCheck> {
         PaceCheck::from_bits(self.pace_check.load(Ordering::Relaxed))
+    }
+
+    /// Learns the provider's rate from a report. Written only when it moves
+    /// by more than an eighth: reports of one rate differ by rounding.
+    pub(crate) fn set_spacing(&self, spacing: Spacing) {
+        let new = spacing.interval().as_nanos() as u64;
+        let old = self.spacing.load(Ordering::Relaxed);
+        if new.abs_diff(old) > old / 8 {
+            self.spacing.store(new, Ordering::Relaxed);
+        }
+    }
+
+    /// Takes the call's place in the provider's rate, when one is known:
+    /// `Err` with the instant a call is admitted again if it came too soon
+    /// (nothing is taken then). One load when no rate is known.
+    #[inline]
+    pub(crate) fn space(&self, now: impl FnOnce() -> Timestamp) -> Result<(), Timestamp> {
+        let interval = self.spacing.load(Ordering::Relaxed);
+        if interval == 0 {
+            return Ok(());
+        }
+        self.space_at(interval, now())
+    }
+
+    #[inline(never)]
+    fn space_at(&self, interval: u64, now: Timestamp) -> Result<(), Timestamp> {
+        let Some(spacing) = Spacing::from_interval(Duration::from_nanos(interval)) else {
+            return Ok(());
+        };
+        let mut due = self.next_due.load(Ordering::Relaxed);
+        loop {
+            let next = spacing.admit(Timestamp::from_nanos(due), now)?;
+            match self.next_due.compare_exchange_weak(
+                due,
+                next.as_nanos(),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(seen) => due = seen,
+            }
+        }
     }
 
     /// Whether calls are counted in flight (pacing needs it).

@@ -272,13 +272,19 @@ impl<C> BreakerLayerBuilder<C> {
     /// Pacing from the providers' rate-limit headers (on by default, a
     /// reserve of 2% of each limit): a quota scope whose limit is at its
     /// reserve is gated until enough of it has refilled, before the provider
-    /// would answer `429` (reason `paced`; see [`levee_core::pace`]). Set
-    /// `enabled: false` to react to 429s only.
+    /// would answer `429` (reason `paced`; see [`levee_core::pace`]); and
+    /// its requests are spread at the rate its provider reports, a second
+    /// of it at once ([`Spacing`](levee_core::pace::Spacing)), since
+    /// providers may count a minute's limit per second. Set
+    /// `enabled: false` to react to 429s only, `spread: false` to send
+    /// bursts as far as the reported count allows.
     ///
     /// Cost: every response's headers are scanned for the rate-limit
     /// families (no allocation); a scope takes its lock only when a limit
     /// has used half of itself (its allowance is then recorded for
-    /// [`BreakerHandle::states`](super::BreakerHandle::states)).
+    /// [`BreakerHandle::states`](super::BreakerHandle::states)); a call to
+    /// a provider that reports limits takes its place in the rate with one
+    /// compare-and-swap.
     pub fn pace(mut self, config: PaceConfig) -> Self {
         self.pace = config;
         self

@@ -18,10 +18,10 @@ use levee_core::park::ParkState;
 use levee_core::transition::Transition;
 
 use super::deadline::DeadlineTable;
-use super::error::CircuitOpen;
+use super::error::{CircuitOpen, Throttled};
 use super::event::ScopeEvent;
 use super::hot::DomainHot;
-use super::scope::CallScopes;
+use super::scope::{CallScopes, Scopes};
 use super::settings::Settings;
 use crate::clock::TokioClock;
 use crate::error::BoxError;
@@ -246,6 +246,28 @@ impl Shared {
         if let Some((_, transition)) = paced {
             self.emit_transition(&quota_key, transition, scopes.model());
         }
+    }
+
+    /// Refuses a call sent faster than its provider refills: gates its
+    /// quota scope until a call is admitted again at that rate, with the
+    /// reason `paced` (slow path: once per pause, the gate refuses the
+    /// rest).
+    #[cold]
+    pub(crate) fn space(&self, scopes: &Scopes<'_>, until: Timestamp) -> BoxError {
+        let now = self.clock.now();
+        let quota_key = scopes.quota_key();
+        let gated = self
+            .gates
+            .update(&quota_key, now, |gate| gate.space(now, until));
+        let until = match gated {
+            Some((until, transition)) => {
+                self.emit_transition(&quota_key, transition, scopes.model());
+                until
+            }
+            None => until,
+        };
+        self.gates.count_refusal();
+        Throttled::new(&*quota_key, until.saturating_duration_since(now)).into()
     }
 
     /// Gives back what an unfinished call held (a dropped future).

@@ -10,6 +10,7 @@ use levee_core::breaker::Permit;
 use levee_core::classify::hints::{self, RateLimits};
 use levee_core::classify::{Classification, StreamScanner, Verdict};
 use levee_core::clock::ceil_millis;
+use levee_core::pace::Spacing;
 use tokio::time::{Instant, Sleep};
 
 use super::scope::CallScopes;
@@ -179,6 +180,11 @@ impl Tracker {
             return;
         };
         let limits = RateLimits::read_lazy(headers, &|| hints::reference_time(headers, None));
+        if check.spreads()
+            && let Some(spacing) = Spacing::of(&limits)
+        {
+            hot.set_spacing(spacing);
+        }
         // A provider that reports its limits is paced on them: calls to it
         // are counted in flight from now on, since the count of an answer
         // misses every call sent after it (about rate × latency of them).

@@ -33,6 +33,7 @@ use http::HeaderMap;
 
 use super::parse::{delay_seconds, go_duration, rfc3339};
 use super::{LazyTime, until};
+use crate::classify::dialect::{self, Dialect};
 
 /// Resets further away than this are not believed (a month and a day).
 pub const MAX_RESET: Duration = Duration::from_secs(31 * 24 * 3600);
@@ -111,6 +112,12 @@ pub struct RateWindow {
     pub reset: Option<Duration>,
     /// `remaining` is rounded (Anthropic's tokens: to the nearest thousand).
     pub approximate: bool,
+    /// The window the limit counts, where the provider documents it: the
+    /// period a header names; a minute for OpenAI's, Groq's and
+    /// Anthropic's unnamed limits; ten seconds for Azure OpenAI's requests
+    /// (a response marked `apim-request-id`, `x-ms-*` or `azureml-*`),
+    /// whose limit is a sixth of the deployment's RPM.
+    pub span: Option<Duration>,
 }
 
 impl RateWindow {
@@ -122,6 +129,7 @@ impl RateWindow {
             remaining: None,
             reset: None,
             approximate: false,
+            span: None,
         }
     }
 
@@ -164,8 +172,10 @@ impl RateLimits {
     /// given as an instant needs it (most responses have none).
     pub fn read_lazy(headers: &HeaderMap, reference: &dyn Fn() -> SystemTime) -> Self {
         let mut limits = RateLimits::default();
+        let mut azure = false;
         for (name, value) in headers {
             let Some((key, field)) = header_key(name.as_str()) else {
+                azure |= dialect::marker(name.as_str()) == Some(Dialect::Azure);
                 continue;
             };
             let Ok(value) = value.to_str() else {
@@ -182,10 +192,12 @@ impl RateLimits {
             window.approximate =
                 matches!(key.family, Family::Anthropic) && window.dimension != Dimension::Requests;
         }
-        for w in limits.windows.iter_mut().flatten() {
+        for (w, family) in limits.windows.iter_mut().zip(limits.families) {
+            let Some(w) = w else { break };
             if let (Some(limit), Some(remaining)) = (w.limit, w.remaining) {
                 w.remaining = Some(remaining.min(limit));
             }
+            w.span = span(family, w.dimension, w.period, azure);
         }
         limits
     }
@@ -218,6 +230,23 @@ impl RateLimits {
         })?;
         self.families[at] = key.family;
         Some(self.windows[at].get_or_insert(RateWindow::new(key.dimension, key.period)))
+    }
+}
+
+/// The window a limit counts, where its provider documents it.
+fn span(family: Family, dimension: Dimension, period: Period, azure: bool) -> Option<Duration> {
+    const MINUTE: Duration = Duration::from_secs(60);
+    match (family, period) {
+        (Family::Bare, _) => None,
+        (_, Period::Minute) => Some(MINUTE),
+        (_, Period::Hour) => Some(MINUTE * 60),
+        (_, Period::Day) => Some(MINUTE * 60 * 24),
+        // Months differ; not a window to spread over.
+        (_, Period::Month) => None,
+        (Family::RateLimit, Period::Unnamed) if azure && dimension == Dimension::Requests => {
+            Some(Duration::from_secs(10))
+        }
+        (_, Period::Unnamed) => Some(MINUTE),
     }
 }
 

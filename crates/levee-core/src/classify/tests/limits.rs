@@ -5,10 +5,11 @@ use std::time::Duration;
 use super::{headers, ms, noon};
 use crate::classify::hints::{Dimension, Period, RateLimits, RateWindow};
 
+/// The windows read, without their spans (see the span tests).
 fn windows(pairs: &[(&str, &str)]) -> Vec<RateWindow> {
     let mut w: Vec<RateWindow> = RateLimits::read(&headers(pairs), noon())
         .iter()
-        .copied()
+        .map(|w| RateWindow { span: None, ..*w })
         .collect();
     w.sort_by_key(|w| (w.dimension, w.period));
     w
@@ -28,7 +29,60 @@ fn window(
         remaining,
         reset,
         approximate: false,
+        span: None,
     }
+}
+
+/// Each window's dimension and span.
+fn spans(pairs: &[(&str, &str)]) -> Vec<(Dimension, Option<Duration>)> {
+    RateLimits::read(&headers(pairs), noon())
+        .iter()
+        .map(|w| (w.dimension, w.span))
+        .collect()
+}
+
+#[test]
+fn unnamed_limits_count_a_minute_and_azure_requests_ten_seconds() {
+    let minute = Some(Duration::from_secs(60));
+    let openai = [
+        ("x-ratelimit-limit-requests", "5000"),
+        ("x-ratelimit-limit-tokens", "160000"),
+    ];
+    assert_eq!(
+        spans(&openai),
+        [(Dimension::Requests, minute), (Dimension::Tokens, minute)]
+    );
+    // The same names on a response Azure marks: its request limit is a
+    // sixth of the RPM, counted over ten seconds; tokens stay per minute.
+    for marker in ["apim-request-id", "x-ms-region", "azureml-model-session"] {
+        let mut azure = openai.to_vec();
+        azure.push((marker, "x"));
+        assert_eq!(
+            spans(&azure),
+            [
+                (Dimension::Requests, Some(Duration::from_secs(10))),
+                (Dimension::Tokens, minute)
+            ],
+            "{marker}"
+        );
+    }
+    assert_eq!(
+        spans(&[("anthropic-ratelimit-requests-limit", "50")]),
+        [(Dimension::Requests, minute)]
+    );
+    assert_eq!(
+        spans(&[("x-ratelimit-limit-requests-day", "14400")]),
+        [(Dimension::Requests, Some(Duration::from_secs(86_400)))]
+    );
+    assert_eq!(
+        spans(&[("x-ratelimit-limit-tokens-minute", "60000")]),
+        [(Dimension::Tokens, minute)]
+    );
+    // A bare `x-ratelimit-limit` names no window anyone documents.
+    assert_eq!(
+        spans(&[("x-ratelimit-limit", "60")]),
+        [(Dimension::Requests, None)]
+    );
 }
 
 #[test]
