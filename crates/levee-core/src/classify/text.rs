@@ -146,3 +146,48 @@ impl Word {
         self.pairs & code_pairs == self.pairs && small_find(code, self.text.as_bytes())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_needle_is_found_in_short_and_long_haystacks() {
+        let n = needle!("quota");
+        // Under 16 bytes the search is done in place.
+        assert_eq!(n.find(b"over quota"), Some(5));
+        assert_eq!(n.find(b"quot"), None);
+        assert_eq!(n.find(b"qqqquota"), Some(3));
+        let long = format!("{}quota", "x".repeat(40));
+        assert_eq!(n.find(long.as_bytes()), Some(40));
+        assert_eq!(n.find(&long.as_bytes()[..44]), None);
+    }
+
+    #[test]
+    fn a_word_counts_only_within_reach_of_its_anchor() {
+        let anchor = needle!("limit");
+        // "limit" at 3, its end at 8: reach 4 covers bytes 0..12.
+        assert!(near("aa limit exceeded", anchor, &["exc"], 4));
+        assert!(!near("aa limit bbbbbbb ex", anchor, &["ex"], 4));
+        assert!(near("ex limit", anchor, &["ex"], 4));
+        assert!(!near("ex bbbb limit", anchor, &["ex"], 4));
+    }
+
+    #[test]
+    fn preceded_by_reads_the_bytes_right_before_the_anchor() {
+        let anchor = needle!("found");
+        assert!(preceded_by("model not found", anchor, &["not "]));
+        assert!(!preceded_by("not the model found", anchor, &["not "]));
+    }
+
+    #[test]
+    fn a_pair_set_rules_out_words_with_a_pair_the_code_lacks() {
+        let word = Word::new("quota");
+        let code = b"insufficient_quota";
+        assert!(word.in_code(code, pairs(code)));
+        assert_ne!(pairs(b"qu"), 0);
+        assert_ne!(pairs(b"qu"), pairs(b"ot"));
+        // The pair filter alone rejects a code with none of the pairs.
+        assert_ne!(word.pairs & pairs(b"zzzz"), word.pairs);
+    }
+}

@@ -128,6 +128,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_empty_output_field_is_passed_over_for_a_later_one() {
+        assert!(has_output_field(
+            br#"{"role":"assistant","content":"","delta":{"content":"hi"}}"#
+        ));
+        assert!(!has_output_field(
+            br#"{"role":"assistant","content":"","n":1}"#
+        ));
+    }
+
+    #[test]
     fn delta_names_are_content_but_the_message_delta_is_not() {
         for name in [
             "content_block_delta",

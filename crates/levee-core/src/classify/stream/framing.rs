@@ -169,3 +169,66 @@ impl Docs {
         std::mem::take(&mut self.active).then(|| std::mem::take(&mut self.buf))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every line `chunks` complete, fed through `Lines::step`.
+    fn lines(lines: &mut Lines, chunks: &[&[u8]]) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        for chunk in chunks {
+            let mut rest = *chunk;
+            while !rest.is_empty() {
+                let (used, _) = lines.step(rest, |l| {
+                    out.push(l.to_vec());
+                    ControlFlow::<()>::Continue(())
+                });
+                assert!(used > 0, "a step takes at least one byte");
+                rest = &rest[used..];
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_crlf_split_across_chunks_ends_one_line() {
+        let mut l = Lines::default();
+        assert_eq!(lines(&mut l, &[b"a\r"]), [b"a".to_vec()]);
+        assert!(!l.at_line_start(), "a \\n may still follow the \\r");
+        // An empty chunk between changes nothing.
+        assert_eq!(lines(&mut l, &[b"", b"\nb\n"]), [b"b".to_vec()]);
+        assert!(l.at_line_start());
+        assert_eq!(lines(&mut l, &[b"c"]), Vec::<Vec<u8>>::new());
+        assert!(!l.at_line_start(), "part of a line is kept");
+        assert_eq!(l.take_rest(), b"c");
+    }
+
+    #[test]
+    fn lf_crlf_and_cr_each_end_one_line() {
+        let mut l = Lines::default();
+        let got = lines(&mut l, &[b"a\nb\r\nc\rd\n"]);
+        assert_eq!(got, [&b"a"[..], b"b", b"c", b"d"]);
+        assert!(l.at_line_start());
+    }
+
+    #[test]
+    fn a_long_line_is_kept_up_to_the_cap() {
+        let long = vec![b'x'; 10_000];
+        let mut l = Lines::default();
+        let got = lines(&mut l, &[&long[..4_000], &long[4_000..], b"\n"]);
+        assert_eq!(got, [long.clone()]);
+        let huge = vec![b'x'; MAX_PIECE + 10];
+        let got = lines(&mut l, &[&huge[..], b"\n"]);
+        assert_eq!(got[0].len(), MAX_PIECE);
+    }
+
+    #[test]
+    fn braces_inside_strings_and_stray_closers_do_not_end_a_document() {
+        let mut d = Depth::default();
+        // A stray closer before the document is skipped, not counted.
+        assert_eq!(d.scan(br#"}{"a":"}"}"#), Some(10));
+        let mut d = Depth::default();
+        assert_eq!(d.scan(br#"{"a":"\"}"}"#), Some(11));
+    }
+}

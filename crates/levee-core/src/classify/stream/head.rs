@@ -63,6 +63,45 @@ mod tests {
 
     use super::*;
 
+    #[test]
+    fn a_type_past_the_first_48_bytes_is_not_read() {
+        // Byte 48 is a digit of the id: the head ends there.
+        let event = format!(r#"{{"id":"{}","type":"ping"}}"#, "7".repeat(50));
+        assert_eq!(head_type(event.as_bytes()), None);
+        assert_eq!(
+            head_type(br#"{"id":"7","type":"ping"}"#),
+            Some(&b"ping"[..])
+        );
+    }
+
+    #[test]
+    fn a_head_may_start_with_the_type_key() {
+        assert_eq!(head_type(br#""type":"ping"}"#), Some(&b"ping"[..]));
+    }
+
+    #[test]
+    fn a_y_in_the_same_place_of_two_words_is_found() {
+        assert!(has_y(b"yxxxxxxxyxxxxxxx"));
+        assert!(has_y(b"xxxxxxxyxxxxxxxy"));
+        assert!(!has_y(b"xxxxxxxxxxxxxxxx"));
+    }
+
+    #[test]
+    fn an_escaped_quote_before_type_is_not_the_type_key() {
+        // The first key is `"type` (a quote and four letters), not `type`.
+        let event = br#"{"\"type":"fake","type":"real"}"#;
+        assert_eq!(head_type(event), Some(&b"real"[..]));
+    }
+
+    #[test]
+    fn a_head_is_not_cut_inside_a_character() {
+        // `{"type":"` is 9 bytes; the é of the value spans bytes 47 and 48.
+        let value = format!("{}é", "a".repeat(38));
+        let event = format!(r#"{{"type":"{value}"}}"#);
+        assert_eq!(event.as_bytes()[47], 0xc3);
+        assert_eq!(head_type(event.as_bytes()), Some(value.as_bytes()));
+    }
+
     proptest! {
         /// The word-at-a-time test for a `y` agrees with a byte search.
         #[test]
