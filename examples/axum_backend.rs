@@ -135,6 +135,9 @@ fn llm_stack(
             "sk-ant",
             &anthropic_uri,
         )))
+        // The body is mapped into axum's below: keep `ServedBy` as an
+        // extension too (three allocations a response, here irrelevant).
+        .served_by_extension(true)
         .build()?;
     let handle = failover.handle();
     let llm = ServiceBuilder::new()

@@ -1,6 +1,7 @@
 //! The breaker's hot paths allocate nothing: a call through a closed breaker
 //! (once its clone knows the URI) and, apart from the boxed error every
-//! tower error is, a refusal by an open one.
+//! tower error is, a refusal by an open one. A failover's successful call
+//! allocates its boxed target future only: `ServedBy` travels in the body.
 
 use std::convert::Infallible;
 use std::future::{Ready, ready};
@@ -13,6 +14,7 @@ use http_body_util::Empty;
 use levee_core::breaker::{BreakerConfig, Cooldown};
 use tower::{Layer, Service, ServiceExt};
 use tower_levee::breaker::{BreakerLayer, CircuitOpen};
+use tower_levee::failover::{Failover, ServedBy, Target};
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
@@ -69,6 +71,36 @@ where
 fn main() {
     the_breakers_hot_paths_allocate_nothing_but_the_error();
     println!("test the_breakers_hot_paths_allocate_nothing_but_the_error ... ok");
+    a_failovers_success_allocates_only_its_boxed_target_future();
+    println!("test a_failovers_success_allocates_only_its_boxed_target_future ... ok");
+}
+
+fn a_failovers_success_allocates_only_its_boxed_target_future() {
+    let _profiler = dhat::Profiler::builder().testing().build();
+    let openai = Uri::from_static("https://api.openai.com/v1/chat/completions");
+    let one = Failover::builder()
+        .target(Target::new("primary", Bare))
+        .build()
+        .unwrap();
+    let two = Failover::builder()
+        .target(Target::new("primary", Bare).provider("openai"))
+        .target(Target::new("backup", Bare).provider("anthropic"))
+        .build()
+        .unwrap();
+    // Check the answer carries who served it, without an extension.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let res = rt.block_on(two.clone().oneshot(request(&openai))).unwrap();
+    assert_eq!(ServedBy::of(&res).map(|s| s.target), Some("primary"));
+    assert!(res.extensions().is_empty());
+    for (name, svc) in [("one target", one), ("two targets", two)] {
+        assert_eq!(
+            allocations_per_call(svc, &openai, 1000),
+            1.0,
+            "{name}: the boxed target future only"
+        );
+    }
 }
 
 fn the_breakers_hot_paths_allocate_nothing_but_the_error() {

@@ -282,7 +282,7 @@ impl LeveeStack {
         }
         match self.svc.clone().oneshot(req).await {
             Ok(res) if res.status().is_success() => {
-                let served = res.extensions().get::<ServedBy>().map_or(0, |s| s.index);
+                let served = ServedBy::of(&res).map_or(0, |s| s.index);
                 // Read the body as the caller would: the breaker's stream
                 // watch reports its verdict at the end; an in-band error
                 // fails this request (its head already arrived: no failover).

@@ -79,10 +79,9 @@ async fn every_request_ends_in_exactly_one_response_or_one_typed_error() {
         let ends = ends.clone();
         tasks.push(tokio::spawn(async move {
             let out: Result<_, BoxError> = svc.oneshot(req()).await;
-            ends.lock().unwrap().push((
-                i,
-                out.map(|r| (r.status(), r.extensions().get::<ServedBy>().copied())),
-            ));
+            ends.lock()
+                .unwrap()
+                .push((i, out.map(|r| (r.status(), ServedBy::of(&r)))));
         }));
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -39,7 +39,7 @@ async fn served_counts(svc: &mut Failover<String, String>, n: usize) -> [usize; 
     let mut counts = [0; 3];
     for _ in 0..n {
         let res = svc.ready().await.unwrap().call(req()).await.unwrap();
-        counts[res.extensions().get::<ServedBy>().unwrap().index] += 1;
+        counts[ServedBy::of(&res).unwrap().index] += 1;
         tokio::time::advance(std::time::Duration::from_millis(100)).await;
     }
     counts

@@ -38,9 +38,7 @@ async fn send(
 }
 
 fn served_by(res: &http::Response<tower_levee::body::ResponseBody<String>>) -> ServedBy {
-    *res.extensions()
-        .get::<ServedBy>()
-        .expect("every target's answer carries ServedBy")
+    ServedBy::of(res).expect("every target's answer carries ServedBy")
 }
 
 #[tokio::test(start_paused = true)]
@@ -56,6 +54,28 @@ async fn a_throttled_primary_sends_the_request_to_the_next_target_and_served_by_
         ("backup", 1, 2, true)
     );
     assert_eq!((primary.calls(), backup.calls()), (1, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn served_by_travels_in_the_body_and_as_an_extension_only_when_asked() {
+    let (primary, backup) = (Scripted::status(429, Some("5")), Scripted::ok());
+    let mut svc = primary_then_backup(&primary, &backup);
+    let res = send(&mut svc).await.unwrap();
+    assert!(res.extensions().get::<ServedBy>().is_none());
+    let in_body = served_by(&res);
+    // Asked for, the same record is an extension too, and survives a
+    // mapped body.
+    let (primary, backup) = (Scripted::status(429, Some("5")), Scripted::ok());
+    let mut svc = Failover::builder()
+        .target(target("primary", &primary))
+        .target(target("backup", &backup))
+        .served_by_extension(true)
+        .build()
+        .unwrap();
+    let res = send(&mut svc).await.unwrap();
+    assert_eq!(res.extensions().get::<ServedBy>(), Some(&in_body));
+    let mapped = res.map(|_| ());
+    assert_eq!(mapped.extensions().get::<ServedBy>(), Some(&in_body));
 }
 
 #[tokio::test(start_paused = true)]

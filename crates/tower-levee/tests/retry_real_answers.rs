@@ -217,7 +217,7 @@ async fn over_a_failover_whose_targets_all_throttled_the_retry_waits_for_the_fir
         .expect("a real 429");
     assert_eq!(Instant::now(), started);
     assert_eq!(res.status(), 429);
-    assert_eq!(res.extensions().get::<ServedBy>().unwrap().target, "backup");
+    assert_eq!(ServedBy::of(&res).unwrap().target, "backup");
     let reopening = res
         .extensions()
         .get::<Reopening>()
@@ -238,10 +238,7 @@ async fn over_a_failover_whose_targets_all_throttled_the_retry_waits_for_the_fir
     let res = send(&mut svc, request(Some(Duration::from_secs(30))))
         .await
         .unwrap();
-    assert_eq!(
-        res.extensions().get::<ServedBy>().unwrap().target,
-        "primary"
-    );
+    assert_eq!(ServedBy::of(&res).unwrap().target, "primary");
     assert_eq!(body_of(res).await.2, "{\"by\":\"primary\"}");
     let (p, b) = (primary_again.calls(), backup_again.calls());
     assert_eq!(p.len(), 2);
@@ -313,7 +310,7 @@ async fn with_towers_retry_a_failover_of_only_throttled_targets_is_waited_out() 
         .await
         .expect("served once a gate reopened");
     assert!(Instant::now() - started >= Duration::from_secs(4));
-    assert!(res.extensions().get::<ServedBy>().is_some());
+    assert!(ServedBy::of(&res).is_some());
     assert_eq!(res.status(), 200);
 }
 
@@ -355,7 +352,7 @@ async fn a_failovers_last_answer_says_no_reopening_when_some_target_admits_now()
         .build()
         .unwrap();
     let res = send(&mut svc, request(None)).await.unwrap();
-    assert_eq!(res.extensions().get::<ServedBy>().unwrap().target, "backup");
+    assert_eq!(ServedBy::of(&res).unwrap().target, "backup");
     assert_eq!(res.status(), 429);
     assert!(
         res.extensions().get::<Reopening>().is_none(),

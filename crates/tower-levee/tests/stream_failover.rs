@@ -198,7 +198,7 @@ async fn call(
     svc: &mut Failover<Empty<Bytes>, Incoming>,
 ) -> (&'static str, Result<Bytes, BoxError>) {
     let res = svc.ready().await.unwrap().call(request()).await.unwrap();
-    let served = res.extensions().get::<ServedBy>().unwrap().target;
+    let served = ServedBy::of(&res).unwrap().target;
     let body = res.into_body().collect().await.map(|c| c.to_bytes());
     (served, body)
 }
@@ -327,7 +327,7 @@ async fn when_every_target_fails_before_output_the_caller_gets_the_last_real_str
     .await;
     let mut s = stack(addr, ("/a", BreakerLayer::new()), "/b");
     let res = s.svc.ready().await.unwrap().call(request()).await.unwrap();
-    assert_eq!(res.extensions().get::<ServedBy>().unwrap().target, "backup");
+    assert_eq!(ServedBy::of(&res).unwrap().target, "backup");
     // Marked as the failure it is, for a retry layer above.
     let c = res.extensions().get::<Classification>().unwrap();
     assert_eq!(c.verdict, Verdict::Availability);

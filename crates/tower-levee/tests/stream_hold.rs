@@ -112,7 +112,7 @@ async fn read(res: Response<tower_levee::body::ResponseBody<ChannelBody>>) -> By
 }
 
 fn served(res: &Response<tower_levee::body::ResponseBody<ChannelBody>>) -> &'static str {
-    res.extensions().get::<ServedBy>().unwrap().target
+    ServedBy::of(res).unwrap().target
 }
 
 const OK: &[&str] = &[ROLE, HEL, STOP, DONE];

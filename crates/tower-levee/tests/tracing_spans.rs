@@ -213,7 +213,9 @@ async fn each_call_gets_a_span_with_target_attempt_and_verdict() {
 
     let retry = capture.spans("levee.retry");
     assert_eq!(retry.len(), 1);
-    assert_eq!(retry[0]["target"], "backup");
+    // The failover's span, inside the retry's, names the target; the
+    // retry's does too when `ServedBy` is also an extension (below).
+    assert!(!retry[0].contains_key("target"), "{:?}", retry[0]);
     assert_eq!(retry[0]["attempt"], "1");
     assert_eq!(retry[0]["verdict"], "success");
     let failover_spans = capture.spans("levee.failover");
@@ -246,6 +248,25 @@ async fn each_call_gets_a_span_with_target_attempt_and_verdict() {
     let failover_spans = capture.spans("levee.failover");
     assert_eq!(failover_spans[1]["target"], "only");
     assert_eq!(failover_spans[1]["verdict"], "availability");
+
+    // With `ServedBy` an extension too, the retry's span names the target.
+    let traced = Failover::builder()
+        .target(Target::new("primary", Provider::new(true)))
+        .target(Target::new("backup", Provider::new(false)))
+        .served_by_extension(true)
+        .build()
+        .unwrap();
+    let mut client = ServiceBuilder::new()
+        .layer(RetryBudgetLayer::with_defaults())
+        .service(traced);
+    client.ready().await.unwrap().call(request()).await.unwrap();
+    let retry = capture.spans("levee.retry");
+    assert_eq!(retry.len(), 3);
+    assert!(
+        retry
+            .iter()
+            .any(|s| s.get("target").map(String::as_str) == Some("backup"))
+    );
 
     // No key, in any form, in any span field or event.
     let text = capture.text();

@@ -14,6 +14,7 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::num::NonZeroU32;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
@@ -33,6 +34,9 @@ pin_project! {
     pub struct ResponseBody<B: Body> {
         #[pin]
         kind: Kind<B>,
+        // Which failover target answered, packed (see `ServedBy`): a body
+        // field, not a response extension, costs no allocation.
+        served_by: Option<NonZeroU32>,
     }
 }
 
@@ -97,12 +101,14 @@ impl<B: Body> ResponseBody<B> {
     pub(crate) fn plain(body: B) -> Self {
         ResponseBody {
             kind: Kind::Plain { body },
+            served_by: None,
         }
     }
 
     pub(crate) fn replay(peeked: Box<Peeked<B>>) -> Self {
         ResponseBody {
             kind: Kind::Replay { peeked },
+            served_by: None,
         }
     }
 
@@ -115,7 +121,17 @@ impl<B: Body> ResponseBody<B> {
                     held: None,
                 }),
             },
+            served_by: None,
         }
+    }
+
+    /// Which failover target answered, packed by `ServedBy`.
+    pub(crate) fn served_by(&self) -> Option<NonZeroU32> {
+        self.served_by
+    }
+
+    pub(crate) fn set_served_by(&mut self, packed: NonZeroU32) {
+        self.served_by = Some(packed);
     }
 }
 

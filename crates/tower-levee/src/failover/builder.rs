@@ -17,7 +17,7 @@ use tower_service::Service;
 
 use super::service::Failover;
 use super::state::{Advance, Common, Entry, FallbackFn, Group, Meta, TargetMeta};
-use super::target::{Target, intern};
+use super::target::{NameId, Target, intern};
 use crate::breaker::PeekCache;
 use crate::error::BoxError;
 use crate::striped::Striped;
@@ -54,6 +54,7 @@ pub struct FailoverBuilder<B, RB: Body> {
     max_retry_after: Duration,
     overload_window: Duration,
     fallback_on: Option<FallbackFn>,
+    served_by_extension: bool,
 }
 
 impl<B, RB: Body> FailoverBuilder<B, RB> {
@@ -66,6 +67,7 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
             max_retry_after: DEFAULT_MAX_RETRY_AFTER,
             overload_window: DEFAULT_OVERLOAD_WINDOW,
             fallback_on: None,
+            served_by_extension: false,
         }
     }
 
@@ -100,8 +102,12 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
         };
         self.labels.push((provider.clone(), region.clone()));
         self.pools.push(pool);
+        // Past 65,536 distinct names in the process the name is unnumbered;
+        // `build` refuses it.
+        let (name_id, name) = intern(&name).unwrap_or((NameId::NONE, ""));
         let meta = TargetMeta {
-            name: intern(&name),
+            name,
+            name_id,
             provider,
             region,
             group: None,
@@ -160,9 +166,29 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
         self
     }
 
+    /// Also inserts [`ServedBy`](super::ServedBy) into each response's
+    /// extensions (default: no), for a caller that maps the response's body
+    /// before reading it (into axum's `Body`, say), where the body's copy
+    /// is gone. Costs three allocations per response: the extensions map,
+    /// its table and the boxed value.
+    pub fn served_by_extension(mut self, on: bool) -> Self {
+        self.served_by_extension = on;
+        self
+    }
+
     /// Validates and builds the failover.
     pub fn build(self) -> Result<Failover<B, RB>, ConfigError> {
         let n = self.targets.len();
+        if let Some(i) = self
+            .targets
+            .iter()
+            .position(|(t, _)| t.name_id == NameId::NONE)
+        {
+            return Err(ConfigError::new(
+                "failover.targets",
+                format!("target {i}: more than 65,535 distinct target names in this process"),
+            ));
+        }
         if n == 0 {
             return Err(ConfigError::new(
                 "failover.targets",
@@ -249,6 +275,7 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
             no_target: AtomicU64::new(0),
             pools: pools.into_iter().map(Vec::into_boxed_slice).collect(),
             clones: AtomicU64::new(0),
+            served_by_extension: self.served_by_extension,
         };
         Ok(Failover::from_common(Arc::new(Common::new(
             Arc::new(meta),

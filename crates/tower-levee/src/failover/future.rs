@@ -417,12 +417,19 @@ fn settle<B, RB: Body>(
                 .extensions()
                 .get::<Classification>()
                 .map_or(Verdict::Success, |c| c.verdict);
-            response.extensions_mut().insert(ServedBy {
-                target: target.name,
+            response.body_mut().set_served_by(ServedBy::pack(
+                target.name_id,
                 index,
-                attempt: progress.attempts,
-                fallback: index != 0,
-            });
+                progress.attempts,
+            ));
+            if meta.served_by_extension {
+                response.extensions_mut().insert(ServedBy {
+                    target: target.name,
+                    index,
+                    attempt: progress.attempts,
+                    fallback: index != 0,
+                });
+            }
             if verdict == Verdict::Success {
                 meta.served(index);
                 return Settled::Return(Ok(response));

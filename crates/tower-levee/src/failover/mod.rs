@@ -108,10 +108,13 @@
 //! check (scope names, published status words; no lock, no write); a
 //! reference count on the failover's shared state, held by the response
 //! future; a copy of the request if another target exists; the boxed call
-//! future of the target's stack (each clone of the failover calls its own
-//! ready copies of the targets' services, made once, so no service is
-//! cloned per call); the [`ServedBy`] extension (its target name interned,
-//! not reference counted); and one increment of a served counter striped per
+//! future of the target's stack, its one allocation (each clone of the
+//! failover calls its own ready copies of the targets' services, made once,
+//! so no service is cloned per call); [`ServedBy`], four bytes in the
+//! response body (its target name interned; no extension, so no
+//! allocation, unless
+//! [`served_by_extension`](FailoverBuilder::served_by_extension) asks for
+//! one); and one increment of a served counter striped per
 //! thread, which never shares a cache line between threads. The fallback
 //! share is derived from those counters when a snapshot is taken; every
 //! other counter is written only on the failover path.
@@ -147,13 +150,13 @@
 //!
 //! let res = llm.ready().await.unwrap().call(req()).await.unwrap();
 //! assert_eq!(res.status(), StatusCode::OK);
-//! let served = res.extensions().get::<ServedBy>().unwrap();
+//! let served = ServedBy::of(&res).unwrap();
 //! assert_eq!((served.target, served.attempt, served.fallback), ("backup", 2, true));
 //!
 //! // The primary is gated now: the next request goes straight to the
 //! // backup, without a call to the primary.
 //! let res = llm.ready().await.unwrap().call(req()).await.unwrap();
-//! assert_eq!(res.extensions().get::<ServedBy>().unwrap().attempt, 1);
+//! assert_eq!(ServedBy::of(&res).unwrap().attempt, 1);
 //!
 //! let health = llm.handle().snapshot();
 //! assert_eq!(health.targets[0].state, "throttled");

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tower::util::BoxCloneSyncService;
 
 use super::error::RefusalKind;
-use super::target::Rewrite;
+use super::target::{NameId, Rewrite};
 use crate::breaker::ResponseBody;
 use crate::breaker::{BreakerHandle, PeekCache};
 use crate::bulkhead::BulkheadLayer;
@@ -126,10 +126,14 @@ pub(crate) struct Meta {
     pub(crate) pools: Box<[Box<[usize]>]>,
     /// Clones made, for each clone's draws.
     pub(crate) clones: AtomicU64,
+    /// Whether responses also carry `ServedBy` as an extension.
+    pub(crate) served_by_extension: bool,
 }
 
 pub(crate) struct TargetMeta {
     pub(crate) name: &'static str,
+    /// The name's interned number, for [`ServedBy`](super::ServedBy).
+    pub(crate) name_id: NameId,
     pub(crate) provider: Option<Arc<str>>,
     pub(crate) region: Option<Arc<str>>,
     /// The provider × region group, for targets with a provider label.

@@ -217,7 +217,7 @@ mod tests {
         let long = vec![b'x'; 10_000];
         let mut l = Lines::default();
         let got = lines(&mut l, &[&long[..4_000], &long[4_000..], b"\n"]);
-        assert_eq!(got, [long.clone()]);
+        assert_eq!(got, [long]);
         let huge = vec![b'x'; MAX_PIECE + 10];
         let got = lines(&mut l, &[&huge[..], b"\n"]);
         assert_eq!(got[0].len(), MAX_PIECE);
