@@ -490,3 +490,78 @@ fn a_classifier_of_its_own_watches_streams_by_default_and_arc_forwards_it_all() 
     assert!(shared.wants_body(StatusCode::TOO_MANY_REQUESTS, &json_head));
     assert!(!shared.wants_body(StatusCode::OK, &json_head));
 }
+
+#[test]
+fn the_verdict_is_known_once_decided_and_not_before() {
+    let mut s = StreamScanner::new(StreamFormat::Sse);
+    s.feed(CHUNK.as_bytes());
+    assert_eq!(s.verdict(), None);
+    s.feed(b"data: [DONE]\n\n");
+    assert_eq!(s.verdict(), Some(&Classification::success()));
+}
+
+#[test]
+fn an_ndjson_stream_cut_inside_an_error_document_is_that_error() {
+    let cut = "{\"done\":false}\n{\"error\": {\"code\": 503, \"status\": \"UNAVAILABLE\"";
+    assert_is(
+        &scan(StreamFormat::NdJson, cut),
+        Verdict::Availability,
+        "gemini:UNAVAILABLE",
+    );
+}
+
+/// SSE framing that resumes after an unfinished bare JSON document: the
+/// document is judged as it stands, then the line is read as SSE.
+#[test]
+fn sse_framing_resumes_after_an_unfinished_bare_json_document() {
+    let error = "{\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}";
+    for resume in [
+        format!("data: {error}\n\n"),
+        format!("event: error\ndata: {error}\n\n"),
+        format!(": keep-alive\ndata: {error}\n\n"),
+    ] {
+        let body = format!("{{\"partial\": 1\n{resume}");
+        assert_eq!(sse(&body).verdict, Verdict::Availability, "{body:?}");
+        assert_eq!(sse(&body).reason.as_str(), "openai:overloaded_error");
+    }
+    // An unfinished error document ended by a blank line is that error.
+    let body = "{\"error\": {\"code\": 503, \"status\": \"UNAVAILABLE\"\n\ndata: [DONE]\n\n";
+    assert_is(&sse(body), Verdict::Availability, "gemini:UNAVAILABLE");
+}
+
+#[test]
+fn the_line_that_closes_a_bare_json_document_is_not_read_again_on_its_own() {
+    // The second line closes the outer document; on its own it would be an
+    // error object.
+    let body = "{\"wrapper\":\n{\"error\":{\"type\":\"overloaded_error\"}}}\ndata: [DONE]\n\n";
+    assert_eq!(sse(body).verdict, Verdict::Success);
+}
+
+#[test]
+fn an_event_name_is_read_without_its_leading_space() {
+    // The name alone says output came: an empty `data` carries none.
+    let mut s = StreamScanner::new(StreamFormat::Sse);
+    s.feed(b"event: content_block_delta\ndata: {}\n\n");
+    assert!(s.has_content());
+    // Also line by line, split inside the event.
+    let mut s = StreamScanner::new(StreamFormat::Sse);
+    s.feed(b"event: content_block_delta\nda");
+    s.feed(b"ta: {}\n\n");
+    assert!(s.has_content());
+}
+
+#[test]
+fn only_a_comment_that_names_openrouter_marks_the_stream_as_openrouters() {
+    let fail =
+        "data: {\"choices\":[{\"delta\":{\"content\":\"\"},\"finish_reason\":\"error\"}]}\n\n";
+    let plain = format!(": keep-alive\n\n{fail}");
+    assert_ne!(
+        sse(&plain).reason.as_str(),
+        "openrouter:finish_reason_error"
+    );
+    let named = format!(": OPENROUTER PROCESSING\n\n{fail}");
+    assert_eq!(
+        sse(&named).reason.as_str(),
+        "openrouter:finish_reason_error"
+    );
+}
