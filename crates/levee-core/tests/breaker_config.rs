@@ -22,8 +22,8 @@ fn defaults_follow_the_design() {
     assert_eq!(cfg.credential_threshold, 2);
     assert!(matches!(
         cfg.cooldown,
-        Cooldown::Exponential { base, multiplier, max, jitter: Jitter::Full }
-            if base == secs(30) && multiplier == 2.0 && max == secs(900)
+        Cooldown::Exponential { base, multiplier, max, jitter: Jitter::Equal, hold: 6 }
+            if base == secs(10) && multiplier == 3.0 && max == secs(900)
     ));
     assert!(matches!(
         cfg.credential_cooldown,

@@ -25,6 +25,7 @@ fn exact_cooldown() -> Cooldown {
         multiplier: 2.0,
         max: secs(900),
         jitter: Jitter::None,
+        hold: 0,
     }
 }
 

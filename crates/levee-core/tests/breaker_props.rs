@@ -58,12 +58,13 @@ fn jitter() -> impl Strategy<Value = Jitter> {
 }
 
 fn cooldown() -> impl Strategy<Value = Cooldown> {
-    (1u64..60_000, 1.0f64..4.0, 1u64..64, jitter()).prop_map(
-        |(base, multiplier, factor, jitter)| Cooldown::Exponential {
+    (1u64..60_000, 1.0f64..4.0, 1u64..64, jitter(), 0u32..8).prop_map(
+        |(base, multiplier, factor, jitter, hold)| Cooldown::Exponential {
             base: Duration::from_millis(base),
             multiplier,
             max: Duration::from_millis(base * factor),
             jitter,
+            hold,
         },
     )
 }
@@ -311,16 +312,19 @@ proptest! {
         }
     }
 
-    /// A drawn cool-off lies in `[floor, nominal]`, and the nominal never exceeds `max`.
+    /// A drawn cool-off lies in `[floor, nominal]` (exactly the base while
+    /// held), and the nominal never exceeds `max`.
     #[test]
     fn cool_off_stays_within_its_floor_and_max(c in cooldown(), reopens in 0u32..100, seed in any::<u64>()) {
-        let Cooldown::Exponential { base, max, jitter, .. } = &c else { unreachable!() };
+        let Cooldown::Exponential { base, max, jitter, hold, .. } = &c else { unreachable!() };
         let mut rng = fastrand::Rng::with_seed(seed);
         let nominal = c.nominal(reopens);
         let (lo, hi) = c.bounds(reopens);
         prop_assert_eq!(hi, nominal);
         prop_assert!(base.min(max) <= &nominal && nominal <= *max);
         let floor = match jitter {
+            // Held cool-offs are exact.
+            _ if reopens < *hold => nominal,
             Jitter::None => nominal,
             Jitter::Full => nominal.mul_f64(0.1),
             Jitter::Equal => nominal / 2,

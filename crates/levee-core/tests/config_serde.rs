@@ -49,6 +49,7 @@ fn breaker_configs() -> Vec<BreakerConfig> {
                 multiplier: 2.0,
                 max: Duration::from_secs(90),
                 jitter: Jitter::Equal,
+                hold: 3,
             })
             .build()
             .unwrap(),

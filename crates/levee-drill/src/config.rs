@@ -60,16 +60,19 @@ pub struct BreakerOverrides {
     pub min_calls: Option<u32>,
     /// Share of failures in the window that opens (default 0.5).
     pub failure_ratio: Option<f64>,
-    /// Growth of the cool-off per failed recovery (default 2).
+    /// Growth of the cool-off per failed recovery (default 3).
     pub multiplier: Option<f64>,
-    /// `full` (default), `equal` or `none`.
+    /// `full`, `equal` (default) or `none`.
     pub jitter: Option<String>,
+    /// Cool-offs kept exactly at the base before growth (default 6).
+    pub cooldown_hold: Option<u32>,
     /// Share of half-open probes that must succeed to close.
     pub half_open_success_ratio: Option<f64>,
     /// How long a probe holds its slot.
     #[serde(default, with = "opt_dur")]
     pub probe_timeout: Option<Duration>,
-    /// Base cool-off (doubles on each reopen, up to `max_cooldown`).
+    /// Base cool-off (held, then doubling on each reopen up to
+    /// `max_cooldown`; default 10 s).
     #[serde(default, with = "opt_dur")]
     pub cooldown: Option<Duration>,
     /// Cap of the growing cool-off.

@@ -10,6 +10,7 @@ use http::Request;
 use http_body_util::BodyExt;
 use levee_core::breaker::{BreakerConfig, Cooldown, Jitter};
 use levee_core::classify::{StreamScanner, Verdict};
+use levee_core::config::{CooldownSpec, ExponentialSpec};
 use levee_core::gate::GateConfig;
 use levee_core::park::ParkConfig;
 use tokio::time::Instant;
@@ -70,9 +71,10 @@ pub fn breaker_config(cfg: &LeveeConfig) -> Result<BreakerConfig, BoxError> {
         return Err("[levee.breaker]: `min_calls` and `failure_ratio` need a `window`".into());
     }
     let jitter = match o.jitter.as_deref() {
-        None | Some("full") => Jitter::Full,
-        Some("equal") => Jitter::Equal,
-        Some("none") => Jitter::None,
+        None => None,
+        Some("full") => Some(Jitter::Full),
+        Some("equal") => Some(Jitter::Equal),
+        Some("none") => Some(Jitter::None),
         Some(other) => {
             return Err(format!(
                 "[levee.breaker].jitter: expected full, equal or none, got {other:?}"
@@ -80,22 +82,16 @@ pub fn breaker_config(cfg: &LeveeConfig) -> Result<BreakerConfig, BoxError> {
             .into());
         }
     };
-    if o.cooldown.is_some()
-        || o.max_cooldown.is_some()
-        || o.multiplier.is_some()
-        || o.jitter.is_some()
-    {
-        let base = o.cooldown.unwrap_or(Duration::from_secs(30));
-        let max = o
-            .max_cooldown
-            .unwrap_or(Duration::from_secs(15 * 60))
-            .max(base);
-        b = b.cooldown(Cooldown::Exponential {
-            base,
-            multiplier: o.multiplier.unwrap_or(2.0),
-            max,
-            jitter,
-        });
+    // What the scenario leaves out keeps the layer's default schedule.
+    let schedule = ExponentialSpec {
+        base: o.cooldown,
+        multiplier: o.multiplier,
+        max: o.max_cooldown,
+        jitter,
+        hold: o.cooldown_hold,
+    };
+    if schedule != ExponentialSpec::default() {
+        b = b.cooldown(CooldownSpec::Exponential(schedule).to_cooldown(&d.cooldown));
     }
     if let Some(r) = o.half_open_success_ratio {
         b = b.half_open_success_ratio(r);
@@ -104,12 +100,19 @@ pub fn breaker_config(cfg: &LeveeConfig) -> Result<BreakerConfig, BoxError> {
         b = b.probe_timeout(t);
     }
     if let Some(c) = o.credential_cooldown {
-        b = b.credential_cooldown(Cooldown::Exponential {
-            base: c,
-            multiplier: 2.0,
-            max: c.max(Duration::from_secs(3600)),
-            jitter: Jitter::Equal,
-        });
+        // A base past the default cap raises the cap with it.
+        let cap = match &d.credential_cooldown {
+            Cooldown::Exponential { max, .. } => (*max).max(c),
+            Cooldown::Custom(_) => c,
+        };
+        let schedule = ExponentialSpec {
+            base: Some(c),
+            max: Some(cap),
+            ..ExponentialSpec::default()
+        };
+        b = b.credential_cooldown(
+            CooldownSpec::Exponential(schedule).to_cooldown(&d.credential_cooldown),
+        );
     }
     b = b.slow_call(o.slow_call.or(d.slow_call));
     if let Some(p) = o.half_open_probes {

@@ -275,7 +275,8 @@ fn every_levee_key_parses_and_reaches_the_stack() {
         .collect();
     println!("{t:#?}");
     // A rolling window of 30 s, at least 4 calls, half of them failed; then a
-    // 5 s cool-off without jitter, growing 3x. The window holds the
+    // 5 s cool-off without jitter, growing 3x from the first reopening (no
+    // hold). The window holds the
     // successes before the outage too.
     let (failed, called) = t[0]
         .reason
@@ -474,4 +475,28 @@ fn azure_deployments_that_count_a_second_are_spread_and_draw_few_429s() {
             .any(|t| t.reason.contains("spread at the provider's rate"))
     );
     assert_eq!(on.breaker_opens(), 0);
+}
+
+#[test]
+fn levee_is_back_on_a_recovered_target_within_10s_and_spares_a_dead_one() {
+    // Outages of a minute or less: back within 10 s of their end.
+    for name in [
+        "hard-outage",
+        "midstream-errors",
+        "flapping",
+        "slow-first-token",
+    ] {
+        let sc = builtin(name, 180);
+        let r = run(&sc);
+        let recover = stack(&r, "levee").recover.expect("recovers");
+        assert!(recover <= Duration::from_secs(10), "{name}: {recover:?}");
+    }
+    // A primary dead for all three minutes: the calls that open its
+    // breaker, then one probe per 10 s for a minute, then fewer.
+    let mut dead = builtin("hard-outage", 180);
+    dead.faults[0].from = Duration::ZERO;
+    dead.faults[0].to = Duration::from_secs(180);
+    let r = run(&dead);
+    let calls = stack(&r, "levee").upstream_calls_by_target["primary"];
+    assert!(calls <= 15, "{calls} calls to the dead primary");
 }

@@ -47,6 +47,20 @@ const RATE_LIMITED: &str =
 const OVERLOADED: &str =
     r#"{"error":{"code":"server_error","message":"The server is overloaded"}}"#;
 
+/// A breaker that, opened, stays open a minute: longer than any retry here
+/// waits.
+fn opened_for_a_minute() -> BreakerLayer {
+    let config = BreakerConfig::builder()
+        .cooldown(Cooldown::fixed(Duration::from_secs(60)))
+        .build()
+        .unwrap();
+    BreakerLayer::builder()
+        .seed(1)
+        .breaker(config)
+        .build()
+        .unwrap()
+}
+
 fn request(deadline: Option<Duration>) -> Request<String> {
     let mut req = Request::post("https://api.openai.com/v1/chat/completions")
         .body(String::from("{}"))
@@ -172,7 +186,7 @@ async fn a_breaker_that_opens_on_the_retry_hands_the_caller_the_503_that_opened_
 #[tokio::test(start_paused = true)]
 async fn a_retry_refused_because_a_scope_closed_meanwhile_returns_the_answer_before_it() {
     let provider = Provider::new(vec![(503, OVERLOADED), (200, "{}")]);
-    let breaker = BreakerLayer::builder().seed(1).build().unwrap();
+    let breaker = opened_for_a_minute();
     let (svc, _, handle) = stack(provider.clone(), breaker);
     let mut svc = svc;
     let call = svc.ready().await.unwrap().call(request(None));
@@ -259,7 +273,7 @@ async fn with_towers_retry_a_refused_retry_also_returns_the_answer_before_it() {
     use tower::retry::RetryLayer;
     use tower_levee::retry::BudgetPolicy;
     let provider = Provider::new(vec![(503, OVERLOADED), (200, "{}")]);
-    let breaker = BreakerLayer::builder().seed(1).build().unwrap();
+    let breaker = opened_for_a_minute();
     let handle = breaker.handle();
     let policy = BudgetPolicy::builder(Arc::new(RetryBudget::default()))
         .build()

@@ -20,7 +20,7 @@ use std::sync::Arc;
 /// |---|---|
 /// | `tripping` | 5 consecutive failures |
 /// | `credential_threshold` | 2 consecutive credential failures |
-/// | `cooldown` | 30 s × 2ⁿ up to 15 min, full jitter |
+/// | `cooldown` | 10 s exactly for the first 6 cool-offs (a minute), then 10 s × 3ⁿ up to 15 min, equal jitter |
 /// | `credential_cooldown` | 5 min × 2ⁿ up to 1 h, equal jitter |
 /// | `half_open_probes` | 1 |
 /// | `half_open_success_ratio` | 1.0 |
@@ -68,12 +68,17 @@ impl Default for BreakerConfig {
                 multiplier: 2.0,
                 max: Duration::from_secs(60 * 60),
                 jitter: Jitter::Equal,
+                hold: 0,
             },
+            // Recovery within 10 s of an outage of up to a minute, at one
+            // probe per 10 s; then growth, so that a long outage costs few
+            // calls (see `Cooldown`). Measured on the drill's outages.
             cooldown: Cooldown::Exponential {
-                base: Duration::from_secs(30),
-                multiplier: 2.0,
+                base: Duration::from_secs(10),
+                multiplier: 3.0,
                 max: Duration::from_secs(15 * 60),
-                jitter: Jitter::Full,
+                jitter: Jitter::Equal,
+                hold: 6,
             },
             half_open_probes: 1,
             half_open_success_ratio: 1.0,

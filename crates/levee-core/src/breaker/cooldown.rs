@@ -57,9 +57,16 @@ impl Jitter {
 /// The cool-off schedule of a breaker: how long it stays open after its
 /// `reopens`-th consecutive failed recovery (0 for the first open from
 /// closed). Growth resets when the breaker recovers or is closed manually.
+///
+/// The default keeps the first six cool-offs at exactly 10 s (a probe every
+/// 10 s for the first minute of an outage, so a target that recovers within
+/// it is back within 10 s), then triples them, with equal jitter, up to 15
+/// minutes (a target dead for three minutes costs nine probes, not one
+/// every 10 s).
 #[derive(Clone)]
 pub enum Cooldown {
-    /// `base × multiplier^reopens`, capped at `max`, then jittered.
+    /// Exactly `base` for the first `hold` cool-offs, then
+    /// `base × multiplier^(reopens − hold)`, capped at `max` and jittered.
     Exponential {
         /// The first cool-off.
         base: Duration,
@@ -67,8 +74,11 @@ pub enum Cooldown {
         multiplier: f64,
         /// The cap, applied before jitter.
         max: Duration,
-        /// How the capped value is randomized.
+        /// How the capped value is randomized; the held cool-offs are
+        /// exact (they bound recovery and the probe rate).
         jitter: Jitter,
+        /// Cool-offs kept exactly at `base` before growth starts (0: none).
+        hold: u32,
     },
     /// A user function of `reopens`; its value is used as is, never jittered
     /// (so a deterministic schedule stays deterministic).
@@ -76,13 +86,14 @@ pub enum Cooldown {
 }
 
 impl Cooldown {
-    /// Exponential growth with [`Jitter::Full`].
+    /// Exponential growth from the first reopening, with [`Jitter::Full`].
     pub fn exponential(base: Duration, multiplier: f64, max: Duration) -> Self {
         Cooldown::Exponential {
             base,
             multiplier,
             max,
             jitter: Jitter::Full,
+            hold: 0,
         }
     }
 
@@ -93,6 +104,7 @@ impl Cooldown {
             multiplier: 1.0,
             max: d,
             jitter: Jitter::None,
+            hold: 0,
         }
     }
 
@@ -108,14 +120,16 @@ impl Cooldown {
                 base,
                 multiplier,
                 max,
+                hold,
                 ..
             } => {
-                if reopens == 0 || *multiplier <= 1.0 {
+                let grown = reopens.saturating_sub(*hold);
+                if grown == 0 || *multiplier <= 1.0 {
                     return (*base).min(*max);
                 }
                 // f64 keeps 2^40 × 30 s exact enough and lets us detect
                 // overflow (inf) instead of panicking in `Duration::mul_f64`.
-                let exp = i32::try_from(reopens).unwrap_or(i32::MAX);
+                let exp = i32::try_from(grown).unwrap_or(i32::MAX);
                 let secs = base.as_secs_f64() * multiplier.powi(exp);
                 if !secs.is_finite() || secs >= max.as_secs_f64() {
                     *max
@@ -130,18 +144,21 @@ impl Cooldown {
     /// The range [`sample`](Cooldown::sample) draws from for `reopens`.
     pub fn bounds(&self, reopens: u32) -> (Duration, Duration) {
         let d = self.nominal(reopens);
-        match self {
-            Cooldown::Exponential { jitter, .. } => jitter.bounds(d),
-            Cooldown::Custom(_) => (d, d),
-        }
+        self.jitter(reopens).bounds(d)
     }
 
     /// The cool-off to use after `reopens` failed recoveries.
     pub fn sample(&self, reopens: u32, rng: &mut fastrand::Rng) -> Duration {
         let d = self.nominal(reopens);
+        self.jitter(reopens).apply(d, rng)
+    }
+
+    /// The jitter of the `reopens`-th cool-off: none while held, nor for a
+    /// custom schedule.
+    fn jitter(&self, reopens: u32) -> Jitter {
         match self {
-            Cooldown::Exponential { jitter, .. } => jitter.apply(d, rng),
-            Cooldown::Custom(_) => d,
+            Cooldown::Exponential { jitter, hold, .. } if reopens >= *hold => *jitter,
+            _ => Jitter::None,
         }
     }
 
@@ -183,12 +200,14 @@ impl fmt::Debug for Cooldown {
                 multiplier,
                 max,
                 jitter,
+                hold,
             } => f
                 .debug_struct("Exponential")
                 .field("base", base)
                 .field("multiplier", multiplier)
                 .field("max", max)
                 .field("jitter", jitter)
+                .field("hold", hold)
                 .finish(),
             Cooldown::Custom(_) => f.write_str("Custom(..)"),
         }
@@ -225,6 +244,27 @@ mod tests {
         let mut rng = fastrand::Rng::with_seed(1);
         assert_eq!(c.sample(3, &mut rng), S(13));
         assert_eq!(c.bounds(3), (S(13), S(13)));
+    }
+
+    #[test]
+    fn a_held_cooldown_stays_exact_at_its_base_then_grows_jittered() {
+        let c = Cooldown::Exponential {
+            base: S(10),
+            multiplier: 2.0,
+            max: S(900),
+            jitter: Jitter::Equal,
+            hold: 5,
+        };
+        let nominal: Vec<_> = (0..9).map(|n| c.nominal(n).as_secs()).collect();
+        assert_eq!(nominal, [10, 10, 10, 10, 10, 10, 20, 40, 80]);
+        let mut rng = fastrand::Rng::with_seed(3);
+        for n in 0..5 {
+            assert_eq!(c.bounds(n), (S(10), S(10)), "held {n}");
+            assert_eq!(c.sample(n, &mut rng), S(10));
+        }
+        // From the fifth reopening on, the jitter applies: 10 s, then 20 s.
+        assert_eq!(c.bounds(5), (S(5), S(10)));
+        assert_eq!(c.bounds(6), (S(10), S(20)));
     }
 
     #[test]

@@ -81,8 +81,8 @@
 //! assert_eq!(opened.reason, "opened after 5 consecutive availability failures (status:503)");
 //! assert!(matches!(breaker.admit(&cfg, clock.now()).0, Admission::Rejected { .. }));
 //!
-//! // After the cool-off (at most 30 s for a first open), one probe decides.
-//! clock.advance(Duration::from_secs(30));
+//! // After the cool-off (10 s, exactly, for a first open), one probe decides.
+//! clock.advance(Duration::from_secs(10));
 //! let (admission, half_open) = breaker.admit(&cfg, clock.now());
 //! assert_eq!(half_open.unwrap().to, "half_open");
 //! let probe = admission.permit().unwrap();

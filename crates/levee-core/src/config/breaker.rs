@@ -65,7 +65,7 @@ pub struct BreakerSpec {
 pub enum CooldownSpec {
     /// `cooldown = "30s"`: always 30 s, no growth, no jitter.
     Fixed(Duration),
-    /// `cooldown = { base = "10s", multiplier = 2.0, max = "5m", jitter = "full" }`.
+    /// `cooldown = { base = "10s", multiplier = 2.0, max = "5m", jitter = "full", hold = 5 }`.
     Exponential(ExponentialSpec),
 }
 
@@ -85,6 +85,9 @@ pub struct ExponentialSpec {
     /// `"none"`, `"full"` or `"equal"`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub jitter: Option<Jitter>,
+    /// Cool-offs kept exactly at `base` before growth starts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hold: Option<u32>,
 }
 
 // === spec -> config ===
@@ -95,15 +98,16 @@ impl CooldownSpec {
         match self {
             CooldownSpec::Fixed(d) => Cooldown::fixed(*d),
             CooldownSpec::Exponential(e) => {
-                let (base, multiplier, max, jitter) = match default {
+                let (base, multiplier, max, jitter, hold) = match default {
                     Cooldown::Exponential {
                         base,
                         multiplier,
                         max,
                         jitter,
-                    } => (*base, *multiplier, *max, *jitter),
+                        hold,
+                    } => (*base, *multiplier, *max, *jitter, *hold),
                     Cooldown::Custom(_) => {
-                        (Duration::from_secs(30), 2.0, Duration::MAX, Jitter::Full)
+                        (Duration::from_secs(30), 2.0, Duration::MAX, Jitter::Full, 0)
                     }
                 };
                 Cooldown::Exponential {
@@ -111,6 +115,7 @@ impl CooldownSpec {
                     multiplier: e.multiplier.unwrap_or(multiplier),
                     max: e.max.unwrap_or(max),
                     jitter: e.jitter.unwrap_or(jitter),
+                    hold: e.hold.unwrap_or(hold),
                 }
             }
         }
@@ -123,11 +128,13 @@ impl CooldownSpec {
                 multiplier,
                 max,
                 jitter,
+                hold,
             } => Ok(CooldownSpec::Exponential(ExponentialSpec {
                 base: Some(*base),
                 multiplier: Some(*multiplier),
                 max: Some(*max),
                 jitter: Some(*jitter),
+                hold: Some(*hold),
             })),
             Cooldown::Custom(_) => Err(ConfigError::new(
                 field,
