@@ -329,3 +329,28 @@ fn should_retry_reads_true_false_and_nothing_else() {
     assert_eq!(should_retry(&headers(&[("x-should-retry", "maybe")])), None);
     assert_eq!(should_retry(&headers(&[])), None);
 }
+
+#[test]
+fn every_unit_word_of_a_message_scales_as_it_says() {
+    let d = |s: &str| text_duration(s).map(|(d, _)| d);
+    let cases: &[(&str, Duration)] = &[
+        ("10 nanoseconds", Duration::from_nanos(10)),
+        ("10 NS", Duration::from_nanos(10)),
+        ("5 microseconds", Duration::from_micros(5)),
+        ("250 msec", Duration::from_millis(250)),
+        ("250 Milliseconds", Duration::from_millis(250)),
+        ("2 secs", Duration::from_secs(2)),
+        ("3 mins", Duration::from_secs(180)),
+        ("2 hrs", Duration::from_secs(7_200)),
+        ("1.5 hours", Duration::from_secs(5_400)),
+        ("3 days", Duration::from_secs(259_200)),
+        ("1 d", Duration::from_secs(86_400)),
+    ];
+    for &(text, want) in cases {
+        assert_eq!(d(text), Some(want), "{text}");
+    }
+    // Words are for messages: a Go duration takes its own units only.
+    for go in ["5sec", "2hours", "1d", "10NS", "3mins"] {
+        assert_eq!(go_duration(go), None, "{go}");
+    }
+}
