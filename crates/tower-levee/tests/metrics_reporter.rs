@@ -2,7 +2,7 @@
 //! `metrics` recorder when `record()` is called, with bounded labels and no
 //! secret anywhere in a name or label.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::{Ready, ready};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -171,6 +171,13 @@ fn reply(req: &Request<String>) -> Result<Response<String>, BoxError> {
     if let Some(r) = retry_after {
         res = res.header("retry-after", r);
     }
+    if host == "limited.example" {
+        // 90 of 100 used: the allowance is recorded, and published.
+        res = res
+            .header("x-ratelimit-limit-requests", "100")
+            .header("x-ratelimit-remaining-requests", "10")
+            .header("x-ratelimit-reset-requests", "30s");
+    }
     Ok(res.body(body)?)
 }
 
@@ -224,6 +231,7 @@ async fn every_mechanism_is_published_and_no_secret_reaches_a_label() {
     let _ = send(&mut client, "quota.example").await; // refused: parked
     let _ = send(&mut client, "rejected.example").await; // a credential failure
     let _ = send(&mut client, "ok.example").await;
+    let _ = send(&mut client, "limited.example").await; // reports its allowance
 
     // A bulkhead with its one permit taken, and one call refused.
     let bulkheads = Bulkheads::new();
@@ -409,6 +417,18 @@ async fn every_mechanism_is_published_and_no_secret_reaches_a_label() {
         Some(1.0)
     );
 
+    // The Grafana dashboard in examples/ queries only metrics published here.
+    let published: BTreeSet<String> = recorder
+        .series
+        .lock()
+        .unwrap()
+        .keys()
+        .map(|(name, _)| name.clone())
+        .collect();
+    for name in dashboard_metrics() {
+        assert!(published.contains(&name), "the dashboard queries {name}");
+    }
+
     // No key, in any form, in any metric name, label key or label value.
     let text = recorder.text();
     assert!(text.contains("levee_scope_state"));
@@ -521,4 +541,50 @@ async fn prometheus_drops_an_evicted_scope_after_its_idle_timeout() {
     let scrape = prometheus.render();
     assert!(!scrape.contains(r#"scope="first.example""#), "{scrape}");
     assert!(scrape.contains(r#"scope="second.example""#), "{scrape}");
+}
+
+/// Every metric name the example Grafana dashboard's queries use.
+fn dashboard_metrics() -> BTreeSet<String> {
+    let dashboard: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../examples/grafana/levee-dashboard.json"
+    ))
+    .unwrap();
+    let mut names = BTreeSet::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            let mut rest = expr;
+            while let Some(at) = rest.find("levee_") {
+                let name: String = rest[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                    .collect();
+                rest = &rest[at + name.len()..];
+                names.insert(name);
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn the_dashboard_queries_the_metrics_the_issue_asks_for_and_the_docs_list() {
+    let names = dashboard_metrics();
+    for wanted in [
+        "levee_scope_state",
+        "levee_gate_gated_last_hour_seconds",
+        "levee_rejections_total",
+        "levee_failover_fallback_share",
+        "levee_retry_budget_tokens",
+    ] {
+        assert!(names.contains(wanted), "a panel for {wanted}");
+    }
+    // Each is in the README's table of metrics.
+    let readme = include_str!("../../../README.md");
+    for name in &names {
+        assert!(
+            readme.contains(&format!("| `{name}` |")),
+            "{name} in the README"
+        );
+    }
 }
