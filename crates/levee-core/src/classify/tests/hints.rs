@@ -168,6 +168,16 @@ fn text_durations_as_dotnet_time_spans() {
     assert_eq!(text_duration("00:60:00"), None);
     assert_eq!(text_duration("00:00:61"), None);
     assert_eq!(text_duration("1.24:00:00"), None);
+    // Without days, hours run past a day; at most nine digits lead.
+    assert_eq!(
+        text_duration("25:00:00"),
+        Some((Duration::from_secs(25 * 3600), 8))
+    );
+    assert_eq!(
+        text_duration("100000000:00:00").map(|(d, _)| d),
+        Some(Duration::from_secs(100_000_000 * 3600))
+    );
+    assert_eq!(text_duration("1000000000:00:00"), None);
     assert_eq!(text_duration("12:30"), None, "a time of day, not a span");
     assert_eq!(text_duration("1234567890:00:00"), None);
     // Found by fuzzing: a long run of digits after the days' dot overflowed.
