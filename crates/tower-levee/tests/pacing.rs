@@ -181,6 +181,25 @@ fn limited(
     })
 }
 
+/// Against a provider of ten requests a second: the first answer teaches the
+/// rate, a second's worth then goes at once, and the next call is refused
+/// unsent until 100 ms later.
+async fn burst_of_ten_then_refused_for_100ms<S>(svc: &mut S, sent: &AtomicU64)
+where
+    S: Service<Request<String>, Error = tower_levee::BoxError>,
+{
+    assert!(send(svc, call()).await.is_ok());
+    for _ in 0..10 {
+        assert!(send(svc, call()).await.is_ok(), "within a second's worth");
+    }
+    let Err(refused) = send(svc, call()).await else {
+        panic!("refused past a second's worth")
+    };
+    let throttled = refused.downcast_ref::<Throttled>().expect("Throttled");
+    assert_eq!(throttled.retry_after(), Duration::from_millis(100));
+    assert_eq!(sent.load(Ordering::SeqCst), 11, "refused unsent");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_burst_past_a_second_of_the_providers_rate_is_refused_unsent_then_spread() {
     let sent = Arc::new(AtomicU64::new(0));
@@ -193,17 +212,7 @@ async fn a_burst_past_a_second_of_the_providers_rate_is_refused_unsent_then_spre
     let handle = layer.handle();
     // 600 a minute: ten a second, one every 100 ms.
     let mut svc = layer.layer(limited(600, false, sent.clone()));
-    // The first answer teaches the rate; then a second's worth goes at once.
-    send(&mut svc, call()).await.unwrap();
-    for _ in 0..10 {
-        send(&mut svc, call())
-            .await
-            .expect("within a second's worth");
-    }
-    let refused = send(&mut svc, call()).await.unwrap_err();
-    let throttled = refused.downcast_ref::<Throttled>().expect("Throttled");
-    assert_eq!(throttled.retry_after(), Duration::from_millis(100));
-    assert_eq!(sent.load(Ordering::SeqCst), 11, "refused unsent");
+    burst_of_ten_then_refused_for_100ms(&mut svc, &sent).await;
     let reasons = events.lock().unwrap().clone();
     assert!(
         reasons
@@ -234,20 +243,7 @@ async fn azure_request_limits_count_ten_seconds_and_are_spread_over_them() {
     // Azure's limit-requests is a sixth of the RPM, per ten seconds: 100
     // here is 600 a minute, ten a second, as above.
     let mut svc = layer.layer(limited(100, true, sent.clone()));
-    send(&mut svc, call()).await.unwrap();
-    for _ in 0..10 {
-        send(&mut svc, call())
-            .await
-            .expect("within a second's worth");
-    }
-    let refused = send(&mut svc, call()).await.unwrap_err();
-    assert_eq!(
-        refused
-            .downcast_ref::<Throttled>()
-            .map(Throttled::retry_after),
-        Some(Duration::from_millis(100))
-    );
-    assert_eq!(sent.load(Ordering::SeqCst), 11);
+    burst_of_ten_then_refused_for_100ms(&mut svc, &sent).await;
 }
 
 #[tokio::test(start_paused = true)]
