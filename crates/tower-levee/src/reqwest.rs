@@ -1,4 +1,5 @@
-//! A `reqwest::Client` as a `Service<http::Request<B>>` (feature `reqwest`).
+//! A `reqwest::Client` (reqwest 0.13) as a `Service<http::Request<B>>`
+//! (feature `reqwest`).
 //!
 //! Levee's layers speak `http`: they read the status and headers of an
 //! `http::Response`, peek at a non-2xx body and watch a 2xx stream through
