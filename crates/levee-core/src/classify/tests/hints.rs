@@ -178,6 +178,11 @@ fn text_durations_as_dotnet_time_spans() {
         Some(Duration::from_secs(100_000_000 * 3600))
     );
     assert_eq!(text_duration("1000000000:00:00"), None);
+    // A sentence's full stop is not a fraction.
+    assert_eq!(
+        text_duration("00:00:30."),
+        Some((Duration::from_secs(30), 8))
+    );
     assert_eq!(text_duration("12:30"), None, "a time of day, not a span");
     assert_eq!(text_duration("1234567890:00:00"), None);
     // Found by fuzzing: a long run of digits after the days' dot overflowed.
@@ -363,4 +368,15 @@ fn every_unit_word_of_a_message_scales_as_it_says() {
     for go in ["5sec", "2hours", "1d", "10NS", "3mins"] {
         assert_eq!(go_duration(go), None, "{go}");
     }
+}
+
+#[test]
+fn february_29th_exists_in_leap_years_only() {
+    // 2024 and 2000 are leap years; 2023 is not, nor 2100 (a century not
+    // divisible by 400).
+    assert_eq!(rfc3339("2024-02-29T00:00:00Z"), at(1_709_164_800));
+    assert_eq!(rfc3339("2000-02-29T00:00:00Z"), at(951_782_400));
+    assert_eq!(rfc3339("2023-02-29T00:00:00Z"), None);
+    assert_eq!(rfc3339("2100-02-29T00:00:00Z"), None);
+    assert_eq!(rfc3339("2100-03-01T00:00:00Z"), at(4_107_542_400));
 }
