@@ -255,7 +255,9 @@ pub const SPREAD_BURST: Duration = Duration::from_secs(1);
 /// ([`span`](crate::classify::hints::RateWindow::span)): a minute's limit
 /// spent a sixtieth a second, Azure's ten-second one a tenth. Only limits
 /// counted over a minute or less are spread (a daily limit is not enforced
-/// per second).
+/// per second), and not one whose reset is further away than its window.
+/// Spreading is per process: N replicas together send N times the rate
+/// (the count in the headers is fleet-wide; the spread is not).
 ///
 /// ```
 /// use std::time::{Duration, SystemTime};
@@ -294,6 +296,11 @@ impl Spacing {
             .filter(|w| w.dimension == Dimension::Requests)
             .filter_map(|w| {
                 let span = w.span.filter(|s| *s <= SHORT)?;
+                // A reset beyond the window says the header counts a longer
+                // one (Groq's unnamed requests are per day).
+                if w.reset.is_some_and(|r| r > span) {
+                    return None;
+                }
                 Some(duration_nanos(span) / w.limit.filter(|&l| l > 0)?)
             })
             .max()

@@ -262,6 +262,9 @@ fn the_spacing_is_the_tightest_short_request_limit_over_its_window() {
     assert_eq!(minute.interval(), Duration::from_millis(100));
     // Whatever is left: the rate is the limit's, not the report's.
     assert_eq!(Spacing::of(&requests(600, 600, "1s")), Some(minute));
+    // A reset beyond the window: the header counts a longer one (Groq's
+    // unnamed request limit is per day).
+    assert_eq!(Spacing::of(&requests(14_400, 14_000, "2h")), None);
     // A limit of zero says no rate; no limit, no spacing.
     assert_eq!(Spacing::of(&requests(0, 0, "1s")), None);
     assert_eq!(Spacing::of(&RateLimits::default()), None);
@@ -276,7 +279,11 @@ fn the_spacing_is_the_tightest_short_request_limit_over_its_window() {
         HeaderValue::from_static("60000"),
     );
     assert_eq!(Spacing::of(&RateLimits::read(&h, UNIX_EPOCH)), None);
-    // Two request limits: the tighter (further apart) wins.
+    // Two short request limits: the tighter (further apart) wins.
+    h.insert(
+        "x-ratelimit-limit-requests",
+        HeaderValue::from_static("600"),
+    );
     h.insert(
         "x-ratelimit-limit-requests-minute",
         HeaderValue::from_static("30"),

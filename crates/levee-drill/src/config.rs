@@ -71,8 +71,8 @@ pub struct BreakerOverrides {
     /// How long a probe holds its slot.
     #[serde(default, with = "opt_dur")]
     pub probe_timeout: Option<Duration>,
-    /// Base cool-off (held, then doubling on each reopen up to
-    /// `max_cooldown`; default 10 s).
+    /// Base cool-off (held, then growing by `multiplier` on each reopen up
+    /// to `max_cooldown`; default 10 s).
     #[serde(default, with = "opt_dur")]
     pub cooldown: Option<Duration>,
     /// Cap of the growing cool-off.

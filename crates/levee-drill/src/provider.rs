@@ -244,7 +244,9 @@ impl Provider {
                     });
                     // Never refuses what the second admitted: it holds at
                     // least as much and refills as fast.
-                    w.take(now, 1.0, rate, window).or(taken)
+                    let reported = w.take(now, 1.0, rate, window);
+                    debug_assert!(reported.is_ok(), "the window outlasts the second");
+                    reported.or(taken)
                 }
                 refused => refused,
             };

@@ -14,7 +14,7 @@ use levee_core::pace::PaceConfig;
 use tower::{Service, ServiceExt};
 use tower_layer::Layer;
 use tower_levee::BreakerLayer;
-use tower_levee::breaker::{ScopeEvent, Throttled};
+use tower_levee::breaker::{Scope, ScopeEvent, Throttled};
 
 async fn send<S: Service<R>, R>(svc: &mut S, req: R) -> Result<S::Response, S::Error> {
     svc.ready().await?.call(req).await
@@ -267,4 +267,48 @@ async fn calls_spaced_at_the_providers_rate_are_never_refused() {
         tokio::time::advance(Duration::from_millis(100)).await;
     }
     assert_eq!(sent.load(Ordering::SeqCst), 300);
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_models_rate_does_not_spread_another_models_calls() {
+    let sent = Arc::new(AtomicU64::new(0));
+    let layer = BreakerLayer::builder().build().unwrap();
+    let mut svc = layer.layer(limited(600, false, sent.clone()));
+    let call_for = |model: &'static str| {
+        let mut req = call();
+        req.extensions_mut().insert(Scope::new().model(model));
+        req
+    };
+    // Model a's answers teach its rate, and a second's worth of it is sent.
+    for _ in 0..11 {
+        send(&mut svc, call_for("a")).await.unwrap();
+    }
+    assert!(send(&mut svc, call_for("a")).await.is_err(), "a is spread");
+    // Model b has limits of its own: its calls go.
+    assert!(send(&mut svc, call_for("b")).await.is_ok());
+    assert_eq!(sent.load(Ordering::SeqCst), 12);
+}
+
+#[tokio::test(start_paused = true)]
+async fn behind_the_retry_layer_a_burst_is_spread_not_refused() {
+    use tower_levee::RetryBudgetLayer;
+    let sent = Arc::new(AtomicU64::new(0));
+    let breaker = BreakerLayer::builder().build().unwrap();
+    let mut svc = tower::ServiceBuilder::new()
+        .layer(RetryBudgetLayer::with_defaults())
+        .layer(breaker)
+        .service(limited(600, false, sent.clone()));
+    // Thirteen calls at once against ten a second: the first eleven go, the
+    // other two wait their places (a retry token each) instead of failing.
+    let calls: Vec<_> = (0..13)
+        .map(|_| {
+            let mut svc = svc.clone();
+            tokio::spawn(async move { svc.ready().await.unwrap().call(call()).await })
+        })
+        .collect();
+    for c in calls {
+        assert!(c.await.unwrap().is_ok());
+    }
+    assert_eq!(sent.load(Ordering::SeqCst), 13);
+    let _ = svc.ready().await;
 }

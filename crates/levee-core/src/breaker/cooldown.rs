@@ -61,12 +61,13 @@ impl Jitter {
 /// The default keeps the first six cool-offs at exactly 10 s (a probe every
 /// 10 s for the first minute of an outage, so a target that recovers within
 /// it is back within 10 s), then triples them, with equal jitter, up to 15
-/// minutes (a target dead for three minutes costs nine probes, not one
+/// minutes (a target dead for three minutes costs about nine probes, not one
 /// every 10 s).
 #[derive(Clone)]
 pub enum Cooldown {
     /// Exactly `base` for the first `hold` cool-offs, then
-    /// `base × multiplier^(reopens − hold)`, capped at `max` and jittered.
+    /// `base × multiplier^(reopens − hold + 1)` (`reopens` with no hold),
+    /// capped at `max` and jittered.
     Exponential {
         /// The first cool-off.
         base: Duration,
@@ -123,7 +124,12 @@ impl Cooldown {
                 hold,
                 ..
             } => {
-                let grown = reopens.saturating_sub(*hold);
+                // Past the hold it grows at once: the held ones were `base`.
+                let grown = if reopens < *hold {
+                    0
+                } else {
+                    reopens - hold.saturating_sub(1)
+                };
                 if grown == 0 || *multiplier <= 1.0 {
                     return (*base).min(*max);
                 }
@@ -256,15 +262,15 @@ mod tests {
             hold: 5,
         };
         let nominal: Vec<_> = (0..9).map(|n| c.nominal(n).as_secs()).collect();
-        assert_eq!(nominal, [10, 10, 10, 10, 10, 10, 20, 40, 80]);
+        assert_eq!(nominal, [10, 10, 10, 10, 10, 20, 40, 80, 160]);
         let mut rng = fastrand::Rng::with_seed(3);
         for n in 0..5 {
             assert_eq!(c.bounds(n), (S(10), S(10)), "held {n}");
             assert_eq!(c.sample(n, &mut rng), S(10));
         }
-        // From the fifth reopening on, the jitter applies: 10 s, then 20 s.
-        assert_eq!(c.bounds(5), (S(5), S(10)));
-        assert_eq!(c.bounds(6), (S(10), S(20)));
+        // Past the hold it doubles at once, jittered.
+        assert_eq!(c.bounds(5), (S(10), S(20)));
+        assert_eq!(c.bounds(6), (S(20), S(40)));
     }
 
     #[test]

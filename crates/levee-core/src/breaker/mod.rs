@@ -27,11 +27,14 @@
 //!
 //! # Cool-off and recovery
 //!
-//! An open breaker rejects at once with a `retry_after`. Its cool-off starts
-//! at 30 s and doubles with each failed recovery up to 15 min
-//! ([`Cooldown`]), drawn with jitter ([`Jitter::Full`], floored at 10%) so
-//! that a fleet of clients that saw the same outage does not probe in
-//! lockstep; the growth resets once the breaker recovers. When the cool-off
+//! An open breaker rejects at once with a `retry_after`. Its cool-off is
+//! exactly 10 s for the first six (a probe every 10 s for an outage's first
+//! minute, so a provider that recovers within it is back within 10 s), then
+//! triples with each failed recovery up to 15 min ([`Cooldown`]), drawn
+//! with jitter ([`Jitter::Equal`]) so that a fleet of clients that saw the
+//! same long outage does not probe in lockstep; the growth resets once the
+//! breaker recovers. Each client still sends one probe per cool-off: a
+//! fleet of N probes N times. When the cool-off
 //! ends, the breaker turns half-open and admits
 //! [`half_open_probes`](BreakerConfig::half_open_probes) trial calls (one by
 //! default), never more at a time: letting every caller through while

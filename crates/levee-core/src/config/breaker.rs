@@ -115,7 +115,9 @@ impl CooldownSpec {
                     multiplier: e.multiplier.unwrap_or(multiplier),
                     max: e.max.unwrap_or(max),
                     jitter: e.jitter.unwrap_or(jitter),
-                    hold: e.hold.unwrap_or(hold),
+                    // A base of its own starts growth afresh: a hold is
+                    // kept only with the base it was chosen for.
+                    hold: e.hold.unwrap_or(if e.base.is_some() { 0 } else { hold }),
                 }
             }
         }
@@ -290,7 +292,7 @@ impl<'de> Deserialize<'de> for CooldownSpec {
 
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str(
-                    "a duration such as \"30s\" or a table { base, multiplier, max, jitter }",
+                    "a duration such as \"30s\" or a table { base, multiplier, max, jitter, hold }",
                 )
             }
 

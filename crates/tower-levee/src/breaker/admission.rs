@@ -22,6 +22,7 @@ use levee_core::clock::Clock;
 use super::cost::TokenCost;
 use super::deadline::{Deadline, DeadlineTable};
 use super::error::CircuitOpen;
+use super::hot::model_tag;
 use super::scope::{
     CallScopes, KEY_SEPARATOR, KeyBuf, RequestHead, Scope, ScopeKeys, Scopes, default_scope,
 };
@@ -188,7 +189,9 @@ impl<'a> Mode<'a> for Admit<'_, 'a> {
         let hot = domain.hot();
         // A call the breaker admits takes its place in the provider's rate
         // (spreading) before a probe slot, so a refusal holds nothing.
-        let space = || match hot.map(|hot| hot.space(|| shared.clock.now())) {
+        let space = || match hot
+            .map(|hot| hot.space(|| model_tag(scopes.model()), || shared.clock.now()))
+        {
             Some(Err(until)) => Err(shared.space(&scopes, until)),
             _ => Ok(()),
         };

@@ -14,7 +14,6 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::num::NonZeroU32;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
@@ -34,10 +33,20 @@ pin_project! {
     pub struct ResponseBody<B: Body> {
         #[pin]
         kind: Kind<B>,
-        // Which failover target answered, packed (see `ServedBy`): a body
-        // field, not a response extension, costs no allocation.
-        served_by: Option<NonZeroU32>,
+        // Which failover target answered (see `ServedBy`): a body field,
+        // not a response extension, costs no allocation.
+        served_by: Option<ServedTag>,
     }
+}
+
+/// Which failover target answered a response, as its body carries it for
+/// `failover::ServedBy`: the interned name, the index and the attempt (both
+/// below 256: a failover has at most 64 targets, each called once).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ServedTag {
+    pub(crate) target: &'static str,
+    pub(crate) index: u8,
+    pub(crate) attempt: u8,
 }
 
 pin_project! {
@@ -125,13 +134,13 @@ impl<B: Body> ResponseBody<B> {
         }
     }
 
-    /// Which failover target answered, packed by `ServedBy`.
-    pub(crate) fn served_by(&self) -> Option<NonZeroU32> {
+    /// Which failover target answered, if a failover returned it.
+    pub(crate) fn served_by(&self) -> Option<ServedTag> {
         self.served_by
     }
 
-    pub(crate) fn set_served_by(&mut self, packed: NonZeroU32) {
-        self.served_by = Some(packed);
+    pub(crate) fn set_served_by(&mut self, tag: ServedTag) {
+        self.served_by = Some(tag);
     }
 }
 

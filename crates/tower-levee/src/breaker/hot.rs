@@ -48,6 +48,10 @@ pub(crate) struct DomainHot {
     /// When the next request is due at that rate (nanoseconds of the
     /// layer's clock): the one word spreading writes per call.
     next_due: AtomicU64,
+    /// Which model's limit the rate is ([`model_tag`]): a provider limits
+    /// each model on its own, so calls for another model sharing the domain
+    /// are not spread at this one's rate.
+    spacing_model: AtomicU64,
     /// Time to first byte, when the layer estimates it.
     pub(crate) latency: LatencyHistogram,
     /// Time to a stream's first output, when the layer estimates it.
@@ -66,6 +70,7 @@ impl Hot for DomainHot {
         self.pace_check.store(0, Ordering::Relaxed);
         self.spacing.store(0, Ordering::Relaxed);
         self.next_due.store(0, Ordering::Relaxed);
+        self.spacing_model.store(0, Ordering::Relaxed);
     }
 }
 
@@ -117,23 +122,36 @@ impl DomainHot {
         PaceCheck::from_bits(self.pace_check.load(Ordering::Relaxed))
     }
 
-    /// Learns the provider's rate from a report. Written only when it moves
-    /// by more than an eighth: reports of one rate differ by rounding.
-    pub(crate) fn set_spacing(&self, spacing: Spacing) {
+    /// Learns the provider's rate for `model` (its [`model_tag`]) from a
+    /// report. The rate of a model other than the one spread so far takes
+    /// over, its count afresh; the same model's is written only when it
+    /// moves by more than an eighth (reports of one rate differ by rounding).
+    pub(crate) fn set_spacing(&self, spacing: Spacing, model: u64) {
         let new = spacing.interval().as_nanos() as u64;
+        if self.spacing_model.load(Ordering::Relaxed) != model {
+            self.spacing_model.store(model, Ordering::Relaxed);
+            self.next_due.store(0, Ordering::Relaxed);
+            self.spacing.store(new, Ordering::Relaxed);
+            return;
+        }
         let old = self.spacing.load(Ordering::Relaxed);
         if new.abs_diff(old) > old / 8 {
             self.spacing.store(new, Ordering::Relaxed);
         }
     }
 
-    /// Takes the call's place in the provider's rate, when one is known:
-    /// `Err` with the instant a call is admitted again if it came too soon
-    /// (nothing is taken then). One load when no rate is known.
+    /// Takes the call's place in the provider's rate, when one is known for
+    /// its model (`model`, computed only then): `Err` with the instant a
+    /// call is admitted again if it came too soon (nothing is taken then).
+    /// One load when no rate is known.
     #[inline]
-    pub(crate) fn space(&self, now: impl FnOnce() -> Timestamp) -> Result<(), Timestamp> {
+    pub(crate) fn space(
+        &self,
+        model: impl FnOnce() -> u64,
+        now: impl FnOnce() -> Timestamp,
+    ) -> Result<(), Timestamp> {
         let interval = self.spacing.load(Ordering::Relaxed);
-        if interval == 0 {
+        if interval == 0 || self.spacing_model.load(Ordering::Relaxed) != model() {
             return Ok(());
         }
         self.space_at(interval, now())
@@ -242,4 +260,14 @@ impl UntilHot {
             v => Some(Timestamp::from_nanos(v - 1)),
         }
     }
+}
+
+/// A model name as a word for [`DomainHot::space`] (FNV-1a; 1 for none):
+/// a collision only spreads two models at one's rate.
+pub(crate) fn model_tag(model: Option<&str>) -> u64 {
+    model.map_or(1, |m| {
+        m.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        })
+    })
 }

@@ -90,6 +90,7 @@ mod tracker;
 
 pub(crate) use self::admission::PeekCache;
 pub use self::body::ResponseBody;
+pub(crate) use self::body::ServedTag;
 pub use self::cost::TokenCost;
 pub use self::error::{CircuitOpen, Parked, Throttled};
 pub use self::event::{EventSubscriber, ScopeEvent};

@@ -284,6 +284,15 @@ impl CallScopes {
         }
     }
 
+    /// The model the request named, if any.
+    pub(crate) fn model(&self) -> Option<&str> {
+        match self {
+            CallScopes::Domain => None,
+            CallScopes::Model(model) => Some(model.as_str()),
+            CallScopes::Explicit(explicit) => explicit.model.as_ref().map(|m| m.as_str()),
+        }
+    }
+
     /// The call's scopes again, given its failure domain's key and whether
     /// that key carries the model.
     pub(crate) fn resolve<'a>(&'a self, domain_key: &'a str, isolated: bool) -> Scopes<'a> {

@@ -13,6 +13,7 @@ use levee_core::clock::ceil_millis;
 use levee_core::pace::Spacing;
 use tokio::time::{Instant, Sleep};
 
+use super::hot::model_tag;
 use super::scope::CallScopes;
 use super::settings::Limits;
 use super::shared::{DomainHandle, Report};
@@ -183,7 +184,7 @@ impl Tracker {
         if check.spreads()
             && let Some(spacing) = Spacing::of(&limits)
         {
-            hot.set_spacing(spacing);
+            hot.set_spacing(spacing, model_tag(self.scopes.model()));
         }
         // A provider that reports its limits is paced on them: calls to it
         // are counted in flight from now on, since the count of an answer

@@ -17,7 +17,7 @@ use tower_service::Service;
 
 use super::service::Failover;
 use super::state::{Advance, Common, Entry, FallbackFn, Group, Meta, TargetMeta};
-use super::target::{NameId, Target, intern};
+use super::target::{Target, intern};
 use crate::breaker::PeekCache;
 use crate::error::BoxError;
 use crate::striped::Striped;
@@ -102,12 +102,8 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
         };
         self.labels.push((provider.clone(), region.clone()));
         self.pools.push(pool);
-        // Past 65,536 distinct names in the process the name is unnumbered;
-        // `build` refuses it.
-        let (name_id, name) = intern(&name).unwrap_or((NameId::NONE, ""));
         let meta = TargetMeta {
-            name,
-            name_id,
+            name: intern(&name),
             provider,
             region,
             group: None,
@@ -179,16 +175,6 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
     /// Validates and builds the failover.
     pub fn build(self) -> Result<Failover<B, RB>, ConfigError> {
         let n = self.targets.len();
-        if let Some(i) = self
-            .targets
-            .iter()
-            .position(|(t, _)| t.name_id == NameId::NONE)
-        {
-            return Err(ConfigError::new(
-                "failover.targets",
-                format!("target {i}: more than 65,535 distinct target names in this process"),
-            ));
-        }
         if n == 0 {
             return Err(ConfigError::new(
                 "failover.targets",

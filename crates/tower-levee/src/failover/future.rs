@@ -417,18 +417,10 @@ fn settle<B, RB: Body>(
                 .extensions()
                 .get::<Classification>()
                 .map_or(Verdict::Success, |c| c.verdict);
-            response.body_mut().set_served_by(ServedBy::pack(
-                target.name_id,
-                index,
-                progress.attempts,
-            ));
+            let tag = ServedBy::tag(target.name, index, progress.attempts);
+            response.body_mut().set_served_by(tag);
             if meta.served_by_extension {
-                response.extensions_mut().insert(ServedBy {
-                    target: target.name,
-                    index,
-                    attempt: progress.attempts,
-                    fallback: index != 0,
-                });
+                response.extensions_mut().insert(ServedBy::from(tag));
             }
             if verdict == Verdict::Success {
                 meta.served(index);

@@ -110,7 +110,7 @@
 //! future; a copy of the request if another target exists; the boxed call
 //! future of the target's stack, its one allocation (each clone of the
 //! failover calls its own ready copies of the targets' services, made once,
-//! so no service is cloned per call); [`ServedBy`], four bytes in the
+//! so no service is cloned per call); [`ServedBy`], 24 bytes in the
 //! response body (its target name interned; no extension, so no
 //! allocation, unless
 //! [`served_by_extension`](FailoverBuilder::served_by_extension) asks for

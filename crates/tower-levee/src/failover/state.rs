@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tower::util::BoxCloneSyncService;
 
 use super::error::RefusalKind;
-use super::target::{NameId, Rewrite};
+use super::target::Rewrite;
 use crate::breaker::ResponseBody;
 use crate::breaker::{BreakerHandle, PeekCache};
 use crate::bulkhead::BulkheadLayer;
@@ -132,8 +132,6 @@ pub(crate) struct Meta {
 
 pub(crate) struct TargetMeta {
     pub(crate) name: &'static str,
-    /// The name's interned number, for [`ServedBy`](super::ServedBy).
-    pub(crate) name_id: NameId,
     pub(crate) provider: Option<Arc<str>>,
     pub(crate) region: Option<Arc<str>>,
     /// The provider × region group, for targets with a provider label.

@@ -1,16 +1,15 @@
 //! A failover target (an account, deployment, region or provider) and the
 //! [`ServedBy`] record of which target answered.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::fmt;
-use std::num::NonZeroU32;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use http::{Request, Response};
 use http_body::Body;
 use levee_core::classify::ProviderClassifier;
 
-use crate::breaker::{BreakerLayer, ResponseBody};
+use crate::breaker::{BreakerLayer, ResponseBody, ServedTag};
 use crate::bulkhead::BulkheadLayer;
 
 /// A request rewrite for one target: point the URI at its endpoint, set its
@@ -163,7 +162,7 @@ impl<S, B, C> fmt::Debug for Target<S, B, C> {
 /// [`Failover`](super::Failover) returns from a target (successful or not),
 /// so a caller can log which account or model served it. Read it with
 /// [`ServedBy::of`] before mapping the response's body: it travels in the
-/// body ([`ResponseBody`]), packed in four bytes, because a response
+/// body ([`ResponseBody`]), in 24 bytes, because a response
 /// extension would cost three allocations per call (the extensions map, its
 /// table, the boxed value). A caller that maps the body first can have it
 /// inserted as an extension too:
@@ -188,75 +187,45 @@ impl ServedBy {
     /// extensions (`None` if it did not come from a failover's target).
     pub fn of<RB: Body>(response: &Response<ResponseBody<RB>>) -> Option<ServedBy> {
         match response.body().served_by() {
-            Some(packed) => Some(ServedBy::unpack(packed)),
+            Some(tag) => Some(ServedBy::from(tag)),
             None => response.extensions().get::<ServedBy>().copied(),
         }
     }
 
-    /// The answer of target `index` (named `name`, an interned id) at
-    /// `attempt`, in four bytes: the name's id, the index, the attempt.
-    pub(crate) fn pack(name: NameId, index: usize, attempt: u32) -> NonZeroU32 {
-        // Both under 256: at most MAX_TARGETS targets, one call each.
-        let index = index.min(255) as u32;
-        let attempt = attempt.clamp(1, 255);
-        NonZeroU32::new(u32::from(name.0) << 16 | index << 8 | attempt).unwrap_or(NonZeroU32::MIN)
-    }
-
-    fn unpack(packed: NonZeroU32) -> ServedBy {
-        let packed = packed.get();
-        let index = (packed >> 8 & 0xff) as usize;
-        ServedBy {
-            target: name_of(NameId((packed >> 16) as u16)),
-            index,
-            attempt: packed & 0xff,
-            fallback: index != 0,
+    /// The body's record of target `index`, named `target`, answering at
+    /// `attempt`.
+    pub(crate) fn tag(target: &'static str, index: usize, attempt: u32) -> ServedTag {
+        ServedTag {
+            target,
+            index: u8::try_from(index).unwrap_or(u8::MAX),
+            attempt: u8::try_from(attempt).unwrap_or(u8::MAX),
         }
     }
 }
 
-/// An interned target name's number.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct NameId(u16);
-
-impl NameId {
-    /// No name: interning refused it (too many names).
-    pub(crate) const NONE: NameId = NameId(u16::MAX);
-}
-
-/// Every target name interned in this process, by number.
-#[derive(Default)]
-struct Names {
-    ids: HashMap<&'static str, NameId>,
-    names: Vec<&'static str>,
-}
-
-static NAMES: RwLock<Option<Names>> = RwLock::new(None);
-
-/// Interns a target name: each distinct name is leaked once per process and
-/// numbered, so a [`ServedBy`] carries it in two bytes and hands it out
-/// without a reference count. `None` past 65,535 distinct names.
-pub(crate) fn intern(name: &str) -> Option<(NameId, &'static str)> {
-    let mut names = NAMES.write().unwrap_or_else(PoisonError::into_inner);
-    let names = names.get_or_insert_default();
-    if let Some((&n, &id)) = names.ids.get_key_value(name) {
-        return Some((id, n));
+impl From<ServedTag> for ServedBy {
+    fn from(tag: ServedTag) -> Self {
+        ServedBy {
+            target: tag.target,
+            index: usize::from(tag.index),
+            attempt: u32::from(tag.attempt),
+            fallback: tag.index != 0,
+        }
     }
-    let id = NameId(
-        u16::try_from(names.names.len())
-            .ok()
-            .filter(|&n| n < u16::MAX)?,
-    );
-    let leaked: &'static str = Box::leak(name.into());
-    names.ids.insert(leaked, id);
-    names.names.push(leaked);
-    Some((id, leaked))
 }
 
-/// The name numbered `id` (`""` for a number never handed out).
-fn name_of(id: NameId) -> &'static str {
-    let names = NAMES.read().unwrap_or_else(PoisonError::into_inner);
-    names
-        .as_ref()
-        .and_then(|n| n.names.get(usize::from(id.0)).copied())
-        .unwrap_or("")
+/// Interns a target name: each distinct name is leaked once per process, so
+/// a [`ServedBy`] can carry it without a reference count.
+pub(crate) fn intern(name: &str) -> &'static str {
+    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut names = NAMES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if let Some(n) = names.get(name) {
+        return n;
+    }
+    let leaked: &'static str = Box::leak(name.into());
+    names.insert(leaked);
+    leaked
 }

@@ -4,9 +4,12 @@
 //!
 //! Levee's rejections are answers, returned at once: the request was never
 //! sent, so retrying hits the same closed door and sleeping on it is blind.
-//! One is different in kind: a [`NoTargetAvailable`] whose targets are all
-//! only throttled. The capacity exists and the instant it returns is known
-//! (the earliest gate deadline), so waiting for it is not blind. When that
+//! Two are different in kind: a [`NoTargetAvailable`] whose targets are all
+//! only throttled, and a `Throttled` refusal for at most a second (a scope
+//! whose requests are spread at its provider's rate,
+//! [`Spacing`](levee_core::pace::Spacing)). The capacity exists and the
+//! instant it returns is known (the earliest gate deadline), so waiting for
+//! it is not blind. When that
 //! instant fits the caller's deadline (and `max_wait`), an attempt is left
 //! and the budget grants a token, the request is retried then, spread a
 //! little after it so that the callers waiting on one reopen do not all
@@ -22,6 +25,7 @@ use std::time::Duration;
 use http::Response;
 use levee_core::classify::{Classification, Classify, ResponseView, Verdict};
 use levee_core::clock::ceil_millis;
+use levee_core::pace::SPREAD_BURST;
 use tokio::time::Instant;
 
 use super::budget::RetryBudget;
@@ -189,13 +193,17 @@ impl<C: Classify> Rules<'_, C> {
         deadline: Option<Instant>,
         random: impl FnOnce(u64) -> u64,
     ) -> Next {
-        let Rejection::NoTargetAvailable(refused) = rejection else {
-            return Next::Return;
+        let wait = match rejection {
+            Rejection::NoTargetAvailable(refused) if refused.all_throttled() => {
+                refused.retry_after()
+            }
+            // A scope spread at its provider's rate (or reopening within the
+            // second) admits again in at most a second: waited out too.
+            Rejection::Throttled(gated) if gated.retry_after() <= SPREAD_BURST => {
+                gated.retry_after()
+            }
+            _ => return Next::Return,
         };
-        if !refused.all_throttled() {
-            return Next::Return;
-        }
-        let wait = refused.retry_after();
         let policy = self.policy;
         let spread = u64::try_from((wait / 4).as_nanos()).unwrap_or(u64::MAX);
         let wait = ceil_millis(wait + Duration::from_nanos(random(spread)));
@@ -204,7 +212,7 @@ impl<C: Classify> Rules<'_, C> {
                 target: "levee::retry",
                 attempt = attempts,
                 wait_ms = wait.as_millis() as u64,
-                "every failover target throttled: retrying at the earliest reopen"
+                "throttled for a known while: retrying at the reopen"
             );
             Next::RetryAfter(wait)
         } else {

@@ -41,10 +41,12 @@
 //! - the error is **not a Levee rejection**: [`CircuitOpen`], [`Throttled`],
 //!   [`Parked`] and [`BulkheadFull`] mean the request was never sent; they
 //!   are returned at once, never retried and never slept on (a caller with
-//!   failover routes around them instead). One exception: a
-//!   [`NoTargetAvailable`] whose targets are all only throttled is retried
-//!   at its `retry_after` (the earliest reopen) when that fits the deadline
-//!   and the budget grants a token — the wait is known, not blind;
+//!   failover routes around them instead). Two exceptions: a
+//!   [`NoTargetAvailable`] whose targets are all only throttled, and a
+//!   [`Throttled`] for at most a second (a scope spread at its provider's
+//!   rate), are retried at their `retry_after` (the earliest reopen) when
+//!   that fits the deadline and the budget grants a token — the wait is
+//!   known, not blind;
 //! - **attempts remain** (3 in all by default);
 //! - the **wait fits**: the provider's hint (`retry-after` and friends,
 //!   [`Classification::wait`]), rounded up to the millisecond and never cut

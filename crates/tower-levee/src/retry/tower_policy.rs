@@ -78,8 +78,8 @@ pub fn is_levee_rejection(err: &BoxError) -> bool {
 ///
 /// Each request deposits into the budget once, when tower first asks the
 /// policy to copy it. Like `RetryBudgetLayer`, it waits out a
-/// `NoTargetAvailable` whose targets are all only throttled when the reopen
-/// fits, waits at least until a scope the last answer closed reopens
+/// `NoTargetAvailable` whose targets are all only throttled, and a
+/// `Throttled` for at most a second, when the reopen fits, waits at least until a scope the last answer closed reopens
 /// ([`Reopening`](crate::breaker::Reopening)), and when a retry is refused
 /// by a Levee layer after all, hands tower the answer before it instead of
 /// the refusal (it keeps that answer, boxed, while the retry is on its

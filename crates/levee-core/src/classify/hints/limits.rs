@@ -113,8 +113,10 @@ pub struct RateWindow {
     /// `remaining` is rounded (Anthropic's tokens: to the nearest thousand).
     pub approximate: bool,
     /// The window the limit counts, where the provider documents it: the
-    /// period a header names; a minute for OpenAI's, Groq's and
-    /// Anthropic's unnamed limits; ten seconds for Azure OpenAI's requests
+    /// period a header names; a minute for OpenAI's and Anthropic's unnamed
+    /// limits (Groq's unnamed request limit is per day: its reset, longer
+    /// than a minute, says so, and [`Spacing`](crate::pace::Spacing) leaves
+    /// it); ten seconds for Azure OpenAI's requests
     /// (a response marked `apim-request-id`, `x-ms-*` or `azureml-*`),
     /// whose limit is a sixth of the deployment's RPM.
     pub span: Option<Duration>,
