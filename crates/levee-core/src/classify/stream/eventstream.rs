@@ -375,8 +375,41 @@ pub(crate) mod tests {
         assert_eq!(got[0].as_ref().unwrap().2.len(), MAX_PIECE);
     }
 
+    /// The verdict on a prelude declaring `total` bytes and `headers`
+    /// header bytes: `Some` corruption, or `None` (a frame under way).
+    fn prelude(total: u32, headers: u32) -> Option<Corrupt> {
+        let mut p = Vec::new();
+        p.extend_from_slice(&total.to_be_bytes());
+        p.extend_from_slice(&headers.to_be_bytes());
+        let crc = crc32fast::hash(&p);
+        p.extend_from_slice(&crc.to_be_bytes());
+        decode(&p, p.len()).into_iter().find_map(Result::err)
+    }
+
+    #[test]
+    fn a_prelude_is_held_to_the_protocols_limits() {
+        const KIB: u32 = 1024;
+        // Within them: a 2 MiB frame with 128 KiB of headers.
+        assert_eq!(prelude(2 * 1024 * KIB, 128 * KIB), None);
+        assert_eq!(prelude(16 * 1024 * KIB, 0), None);
+        assert_eq!(prelude(16, 0), None);
+        // Past them.
+        assert_eq!(prelude(16 * 1024 * KIB + 1, 0), Some("stream:frame_length"));
+        assert_eq!(
+            prelude(2 * 1024 * KIB, 128 * KIB + 1),
+            Some("stream:frame_length")
+        );
+        assert_eq!(prelude(15, 0), Some("stream:frame_length"));
+        // Headers that leave no room for the prelude and the message CRC.
+        assert_eq!(prelude(100, 85), Some("stream:frame_length"));
+        assert_eq!(prelude(100, 84), None);
+    }
+
     #[test]
     fn base64_as_bedrock_and_json_spell_it() {
+        // The two alphabets' last two digits.
+        assert_eq!(base64(b"+/8=").unwrap(), [0xfb, 0xff]);
+        assert_eq!(base64(b"-_8=").unwrap(), [0xfb, 0xff]);
         assert_eq!(base64(b"e30=").unwrap(), b"{}");
         assert_eq!(base64(b"eyJhIjoxfQ==").unwrap(), b"{\"a\":1}");
         assert_eq!(base64(b"eyJhIjoxfQ").unwrap(), b"{\"a\":1}");

@@ -380,3 +380,20 @@ fn february_29th_exists_in_leap_years_only() {
     assert_eq!(rfc3339("2100-02-29T00:00:00Z"), None);
     assert_eq!(rfc3339("2100-03-01T00:00:00Z"), at(4_107_542_400));
 }
+
+#[test]
+fn rfc3339_offsets_are_exactly_hh_mm_and_fields_stay_in_range() {
+    // Half-hour and odd-minute offsets: minutes count.
+    assert_eq!(rfc3339("2026-08-23T17:30:30+05:30"), at(1_787_486_430));
+    assert_eq!(rfc3339("2026-08-23T12:45:30+00:45"), at(1_787_486_430));
+    assert_eq!(rfc3339("2026-08-23T01:00:30-11:00"), at(1_787_486_430));
+    // An offset that is not `HH:MM`.
+    assert_eq!(rfc3339("2026-08-23T12:00:30+05:300"), None);
+    assert_eq!(rfc3339("2026-08-23T12:00:30+0530"), None);
+    // Dashes where they belong; hours below 24, minutes below 60.
+    assert_eq!(rfc3339("2026-08x23T12:00:30Z"), None);
+    assert_eq!(rfc3339("2026x08-23T12:00:30Z"), None);
+    assert_eq!(rfc3339("2026-08-23T24:00:30Z"), None);
+    assert_eq!(rfc3339("2026-08-23T23:60:30Z"), None);
+    assert_eq!(rfc3339("2026-08-23T23:59:30Z"), at(1_787_529_570));
+}

@@ -565,3 +565,50 @@ fn only_a_comment_that_names_openrouter_marks_the_stream_as_openrouters() {
         "openrouter:finish_reason_error"
     );
 }
+
+#[test]
+fn a_stop_reason_in_either_spelling_ends_a_stream_well() {
+    // No terminal event: the stop reason said the output was complete.
+    for reason in [
+        "\"stop_reason\":\"end_turn\"",
+        "\"stopReason\":\"end_turn\"",
+    ] {
+        let body = format!("data: {{\"type\":\"message_delta\",\"delta\":{{{reason}}}}}\n\n");
+        assert_eq!(sse(&body).verdict, Verdict::Success, "{reason}");
+    }
+}
+
+#[test]
+fn each_ndjson_end_marker_ends_a_stream_alone() {
+    for end in [
+        "{\"done\":true}\n",
+        "{\"is_finished\":true}\n",
+        "{\"event_type\":\"stream-end\"}\n",
+    ] {
+        assert_eq!(
+            scan(StreamFormat::NdJson, end).verdict,
+            Verdict::Success,
+            "{end}"
+        );
+    }
+    assert_is(
+        &scan(
+            StreamFormat::NdJson,
+            "{\"event_type\":\"text-generation\"}\n",
+        ),
+        Verdict::Availability,
+        "stream:eof_before_done",
+    );
+}
+
+#[test]
+fn a_textual_exception_frame_cut_at_the_bound_is_read_from_its_headers() {
+    let cut = "{\"eventstream_frame\":{\"headers\":{\":message-type\":\"exception\",\":exception-type\":\"throttlingException\"},\"payload\":{\"message\":\"Too many";
+    let c = scan(StreamFormat::AwsEventStream, cut);
+    assert_eq!(c.verdict, Verdict::Throttled, "{c:?}");
+    let event = "{\"eventstream_frame\":{\"headers\":{\":message-type\":\"event\",\":event-type\":\"chunk\"},\"payload\":{\"bytes\":\"e30";
+    assert_ne!(
+        scan(StreamFormat::AwsEventStream, event).verdict,
+        Verdict::Throttled
+    );
+}
