@@ -378,6 +378,7 @@ fn february_29th_exists_in_leap_years_only() {
     assert_eq!(rfc3339("2000-02-29T00:00:00Z"), at(951_782_400));
     assert_eq!(rfc3339("2023-02-29T00:00:00Z"), None);
     assert_eq!(rfc3339("2100-02-29T00:00:00Z"), None);
+    assert_eq!(rfc3339("2023-02-28T00:00:00Z"), at(1_677_542_400));
     assert_eq!(rfc3339("2100-03-01T00:00:00Z"), at(4_107_542_400));
 }
 

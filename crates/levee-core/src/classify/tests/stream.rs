@@ -524,6 +524,15 @@ fn sse_framing_resumes_after_an_unfinished_bare_json_document() {
         assert_eq!(sse(&body).verdict, Verdict::Availability, "{body:?}");
         assert_eq!(sse(&body).reason.as_str(), "openai:overloaded_error");
     }
+    // What resumes is read as SSE, not swallowed into the document: a
+    // `[DONE]` ends the stream well, an `error` event names it.
+    assert_eq!(
+        sse("{\"partial\": 1\ndata: [DONE]\n\n").verdict,
+        Verdict::Success
+    );
+    let named = sse("{\"partial\": 1\nevent: error\ndata: {\"message\":\"boom\"}\n\n");
+    assert_eq!(named.verdict, Verdict::Availability);
+    assert_ne!(named.reason.as_str(), "stream:eof_before_done");
     // An unfinished error document ended by a blank line is that error.
     let body = "{\"error\": {\"code\": 503, \"status\": \"UNAVAILABLE\"\n\ndata: [DONE]\n\n";
     assert_is(&sse(body), Verdict::Availability, "gemini:UNAVAILABLE");
@@ -543,11 +552,17 @@ fn an_event_name_is_read_without_its_leading_space() {
     let mut s = StreamScanner::new(StreamFormat::Sse);
     s.feed(b"event: content_block_delta\ndata: {}\n\n");
     assert!(s.has_content());
-    // Also line by line, split inside the event.
-    let mut s = StreamScanner::new(StreamFormat::Sse);
-    s.feed(b"event: content_block_delta\nda");
-    s.feed(b"ta: {}\n\n");
-    assert!(s.has_content());
+    // Also line by line, split inside the event, and with no space at all.
+    for name in [
+        &b"event: content_block_delta\n"[..],
+        b"event:content_block_delta\n",
+    ] {
+        let mut s = StreamScanner::new(StreamFormat::Sse);
+        s.feed(name);
+        s.feed(b"da");
+        s.feed(b"ta: {}\n\n");
+        assert!(s.has_content());
+    }
 }
 
 #[test]
