@@ -200,6 +200,9 @@ pub enum GateDecision {
 /// The cause a paced closing names.
 pub const PACED: Reason = Reason::new_static("paced");
 
+/// The cause a closing adopted from another replica names.
+pub const FLEET: Reason = Reason::new_static("fleet");
+
 // === GateState ===
 
 /// The throttle gate of one quota scope.
@@ -331,6 +334,25 @@ impl GateState {
         let (until, transition) = self.close(now, until, reason, &PACED);
         if transition.is_some() {
             self.closings.paced += 1;
+        }
+        (until, transition)
+    }
+
+    /// Gates until `until` because another replica of the same service was
+    /// throttled on this quota scope (`why`: the provider's words as it saw
+    /// them): the deadline and the `clear` → `gated` transition if it was
+    /// clear. Counted as a closing on a throttle; never shortens the gate.
+    pub fn adopt(
+        &mut self,
+        now: Timestamp,
+        until: Timestamp,
+        why: &str,
+    ) -> (Timestamp, Option<Transition>) {
+        let wait = until.saturating_duration_since(now);
+        let reason = format!("throttled for {} (seen by the fleet: {why})", human(wait));
+        let (until, transition) = self.close(now, until, reason, &FLEET);
+        if transition.is_some() {
+            self.closings.throttled += 1;
         }
         (until, transition)
     }

@@ -129,7 +129,43 @@ impl ParkState {
     ) -> Option<Transition> {
         let hinted = wait.filter(|w| !w.is_zero());
         let wait = hinted.unwrap_or(cfg.default_park);
-        let until = now.saturating_add(wait);
+        self.enter(now, now.saturating_add(wait), cause, || match hinted {
+            Some(_) => format!("parked until the quota resets in {} ({cause})", human(wait)),
+            None => format!(
+                "parked for {} with no reset time given ({cause})",
+                human(wait)
+            ),
+        })
+    }
+
+    /// Parks the scope until `until` because another replica of the same
+    /// service found its quota exhausted (`cause`: its reason). Like
+    /// [`park`](ParkState::park): extends a park in force to the later
+    /// reset without a transition; `until` not after `now` changes nothing.
+    pub fn adopt(
+        &mut self,
+        now: Timestamp,
+        until: Timestamp,
+        cause: &Reason,
+    ) -> Option<Transition> {
+        if until <= now {
+            return None;
+        }
+        let wait = until.saturating_duration_since(now);
+        self.enter(now, until, cause, || {
+            format!("parked for {} (seen by the fleet: {cause})", human(wait))
+        })
+    }
+
+    /// Parks until `until`, or extends a park in force to it (never
+    /// shortened, no transition); `reason` words a new park's transition.
+    fn enter(
+        &mut self,
+        now: Timestamp,
+        until: Timestamp,
+        cause: &Reason,
+        reason: impl FnOnce() -> String,
+    ) -> Option<Transition> {
         if let Some(current) = self.until
             && now < current
         {
@@ -142,15 +178,8 @@ impl ParkState {
         self.until = Some(until);
         self.reason = Some(cause.clone());
         self.since = Some(now);
-        let reason = match hinted {
-            Some(_) => format!("parked until the quota resets in {} ({cause})", human(wait)),
-            None => format!(
-                "parked for {} with no reset time given ({cause})",
-                human(wait)
-            ),
-        };
         Some(
-            Transition::between(State::Active, State::Parked, now, reason)
+            Transition::between(State::Active, State::Parked, now, reason())
                 .with_until(Some(until))
                 .with_cause(Some(cause.as_str().to_owned())),
         )

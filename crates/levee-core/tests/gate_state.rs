@@ -358,3 +358,23 @@ fn a_scope_paced_at_its_reserve_is_gated_like_a_throttle_and_counted_apart() {
         None
     );
 }
+
+#[test]
+fn a_throttle_another_replica_reports_gates_here_counts_as_a_throttle_and_never_shortens() {
+    let mut gate = GateState::new();
+    let (until, t) = gate.adopt(at(5), at(35), "status:429");
+    let t = t.expect("clear -> gated");
+    assert_eq!(
+        (until, t.to, t.cause.as_deref()),
+        (at(35), "gated", Some("fleet"))
+    );
+    assert!(
+        t.reason.contains("seen by the fleet: status:429"),
+        "{}",
+        t.reason
+    );
+    assert_eq!(gate.closings().throttled, 1);
+    let (until, t) = gate.adopt(at(6), at(20), "status:429");
+    assert_eq!((until, t), (at(35), None), "never shortened");
+    assert_eq!(gate.closings().throttled, 1, "one closing");
+}

@@ -186,3 +186,24 @@ fn a_quota_answer_naming_the_same_reset_changes_nothing() {
     assert!(park.park(&cfg, at(30), Some(secs(31)), &other).is_none());
     assert_eq!((park.until(), park.reason()), (Some(at(61)), Some(&other)));
 }
+
+#[test]
+fn a_park_another_replica_reports_parks_here_and_only_ever_extends() {
+    let mut park = ParkState::new();
+    assert!(
+        park.adopt(at(10), at(10), &SPEND_CAP).is_none(),
+        "already reset"
+    );
+    let t = park
+        .adopt(at(10), at(3610), &SPEND_CAP)
+        .expect("active -> parked");
+    assert_eq!(
+        (t.from, t.to, t.until),
+        ("active", "parked", Some(at(3610)))
+    );
+    assert!(t.reason.contains("seen by the fleet"), "{}", t.reason);
+    assert!(park.adopt(at(11), at(100), &SPEND_CAP).is_none());
+    assert_eq!(park.until(), Some(at(3610)), "never shortened");
+    assert!(park.adopt(at(11), at(7200), &SPEND_CAP).is_none());
+    assert_eq!(park.until(), Some(at(7200)), "extended");
+}

@@ -94,6 +94,7 @@
 //! assert_eq!(closed.unwrap().to, "closed");
 //! ```
 
+mod adopt;
 mod config;
 mod cooldown;
 mod manual;

@@ -16,6 +16,36 @@ pub struct ScopeEvent {
     transition: Transition,
     remaining: Option<Duration>,
     model: Option<Box<str>>,
+    origin: Origin,
+}
+
+/// What made a scope change state: [`ScopeEvent::origin`].
+///
+/// A fleet sync (such as the `levee-redis` crate) publishes what traffic
+/// and operators did here, and must not publish again what it applied from
+/// another replica.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Origin {
+    /// This process's calls: an outcome, or an admission that found a
+    /// deadline passed.
+    Traffic,
+    /// An operator, through [`BreakerHandle`](super::BreakerHandle)'s
+    /// `open`, `close`, `isolate` or `unpark`.
+    Manual,
+    /// Another replica, through [`BreakerHandle::adopt`](super::BreakerHandle::adopt).
+    Fleet,
+}
+
+impl Origin {
+    /// `traffic`, `manual` or `fleet`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Traffic => "traffic",
+            Origin::Manual => "manual",
+            Origin::Fleet => "fleet",
+        }
+    }
 }
 
 impl ScopeEvent {
@@ -28,7 +58,20 @@ impl ScopeEvent {
             transition,
             remaining,
             model: None,
+            origin: Origin::Traffic,
         }
+    }
+
+    /// The event, made by `origin` rather than by traffic.
+    pub(crate) fn made_by(mut self, origin: Origin) -> Self {
+        self.origin = origin;
+        self
+    }
+
+    /// What made the change: this process's traffic, an operator, or
+    /// another replica.
+    pub fn origin(&self) -> Origin {
+        self.origin
     }
 
     /// The event, naming the model of the call whose outcome caused it.
@@ -89,14 +132,15 @@ impl ScopeEvent {
         &self.transition
     }
 
-    pub(crate) fn emit(&self, subscribers: &[EventSubscriber]) {
+    pub(crate) fn emit<'a>(&self, subscribers: impl IntoIterator<Item = &'a EventSubscriber>) {
         // An account out of rotation, or a spend cap reached: someone should look.
         let alarming = matches!(self.to_state(), Some(State::Open | State::Parked));
         let mechanism = self.transition.mechanism.as_str();
+        let origin = self.origin.as_str();
         if alarming {
-            tracing::warn!(target: "levee", scope = %self.scope, model = self.model(), mechanism, from = self.from(), to = self.to(), remaining = ?self.remaining, "{}", self.reason());
+            tracing::warn!(target: "levee", scope = %self.scope, model = self.model(), mechanism, origin, from = self.from(), to = self.to(), remaining = ?self.remaining, "{}", self.reason());
         } else {
-            tracing::info!(target: "levee", scope = %self.scope, model = self.model(), mechanism, from = self.from(), to = self.to(), remaining = ?self.remaining, "{}", self.reason());
+            tracing::info!(target: "levee", scope = %self.scope, model = self.model(), mechanism, origin, from = self.from(), to = self.to(), remaining = ?self.remaining, "{}", self.reason());
         }
         for s in subscribers {
             (s.0)(self);

@@ -14,6 +14,8 @@ use levee_core::gate::Closings;
 use levee_core::transition::State;
 
 use super::admission::{Peek, PeekCache, admit};
+use super::event::{EventSubscriber, Origin};
+use super::fleet::FleetUpdate;
 use super::latency::LatencyEstimate;
 use super::scope::RequestHead;
 use super::shared::Shared;
@@ -298,27 +300,56 @@ impl BreakerHandle {
     /// known maintenance).
     pub fn open(&self, domain: &str) {
         let cfg = &self.shared.settings.breaker;
-        self.shared.manual_breaker(domain, |state, now, rng| {
-            state.open(cfg, now, rng, "opened manually")
-        });
+        self.shared
+            .change_breaker(domain, Origin::Manual, |state, now, rng| {
+                state.open(cfg, now, rng, "opened manually")
+            });
     }
 
     /// Closes a domain's breaker now, resetting its counts and cool-off growth.
     pub fn close(&self, domain: &str) {
         self.shared
-            .manual_breaker(domain, |state, now, _| state.close(now));
+            .change_breaker(domain, Origin::Manual, |state, now, _| state.close(now));
     }
 
     /// Holds a domain's breaker open until [`close`](Self::close).
     pub fn isolate(&self, domain: &str) {
         self.shared
-            .manual_breaker(domain, |state, now, _| state.isolate(now));
+            .change_breaker(domain, Origin::Manual, |state, now, _| state.isolate(now));
     }
 
     /// Unparks a billing scope (e.g. after finance raised the cap). Returns
     /// whether it was parked.
     pub fn unpark(&self, billing: &str) -> bool {
-        self.shared.unpark(billing)
+        self.shared.unpark(billing, Origin::Manual)
+    }
+
+    /// Applies what another replica of the same service reported (a fleet
+    /// sync such as the `levee-redis` crate calls this): gates and parks are
+    /// adopted at once and never shortened; a breaker open refuses until its
+    /// deadline without counting anything here. Events it causes carry
+    /// [`Origin::Fleet`]. Returns whether anything changed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tower_levee::breaker::{BreakerLayer, FleetUpdate, RequestHead, Throttled};
+    ///
+    /// let handle = BreakerLayer::new().handle();
+    /// let wait = Duration::from_secs(30);
+    /// handle.adopt(FleetUpdate::Gated { scope: "api.openai.com", wait, reason: "status:429" });
+    /// let req = http::Request::get("https://api.openai.com/v1/models").body(()).unwrap();
+    /// assert!(handle.admits(&RequestHead::of(&req)).unwrap_err().is::<Throttled>());
+    /// ```
+    pub fn adopt(&self, update: FleetUpdate<'_>) -> bool {
+        self.shared.adopt(update)
+    }
+
+    /// Sends every later event of this layer to `subscriber` too, as
+    /// [`BreakerLayerBuilder::on_event`](super::BreakerLayerBuilder::on_event)
+    /// does for a subscriber known before the layer is built (a fleet sync
+    /// attaches this way).
+    pub fn subscribe(&self, subscriber: EventSubscriber) {
+        self.shared.watch(subscriber);
     }
 
     /// Calls refused by each mechanism so far.

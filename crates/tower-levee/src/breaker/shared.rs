@@ -5,7 +5,7 @@
 //! Every write happens here, under the lock of the one scope that changed.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
 use levee_core::breaker::{Admission, BreakerState, Outcome, Permit};
@@ -19,7 +19,7 @@ use levee_core::transition::Transition;
 
 use super::deadline::DeadlineTable;
 use super::error::{CircuitOpen, Throttled};
-use super::event::ScopeEvent;
+use super::event::{EventSubscriber, Origin, ScopeEvent};
 use super::hot::DomainHot;
 use super::scope::{CallScopes, Scopes};
 use super::settings::Settings;
@@ -66,6 +66,9 @@ pub(crate) struct Shared {
     pub(crate) gates: DeadlineTable<GateState>,
     pub(crate) parks: DeadlineTable<ParkState>,
     pub(crate) stats: Stats,
+    /// Subscribers added through the handle after the layer was built
+    /// (a fleet sync): read on transitions only.
+    watchers: RwLock<Vec<EventSubscriber>>,
     rng: Mutex<fastrand::Rng>,
     weak: Weak<Shared>,
 }
@@ -84,12 +87,13 @@ impl Shared {
             gates: DeadlineTable::new(max_keys),
             parks: DeadlineTable::new(max_keys),
             stats: Stats::default(),
+            watchers: RwLock::default(),
             rng: Mutex::new(rng),
             weak: weak.clone(),
         })
     }
 
-    fn rng(&self) -> std::sync::MutexGuard<'_, fastrand::Rng> {
+    pub(crate) fn rng(&self) -> std::sync::MutexGuard<'_, fastrand::Rng> {
         self.rng.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -282,7 +286,7 @@ impl Shared {
     }
 
     /// Publishes a domain's breaker for the hot path (under its lock).
-    fn publish(&self, handle: DomainHandle, state: &BreakerState) {
+    pub(crate) fn publish(&self, handle: DomainHandle, state: &BreakerState) {
         if let Some(hot) = handle.hot() {
             hot.publish(state, &self.settings.breaker);
         }
@@ -341,17 +345,28 @@ impl Shared {
         self.emit(transition.map(|t| ScopeEvent::new(scope, t).caused_by(model)));
     }
 
-    fn emit(&self, event: Option<ScopeEvent>) {
+    pub(crate) fn emit(&self, event: Option<ScopeEvent>) {
         if let Some(e) = event {
-            e.emit(&self.settings.subscribers);
+            let watchers = self.watchers.read().unwrap_or_else(PoisonError::into_inner);
+            e.emit(self.settings.subscribers.iter().chain(watchers.iter()));
         }
     }
 
-    // === Manual control (from the handle) ===
+    /// Adds a subscriber to every later event.
+    pub(crate) fn watch(&self, subscriber: EventSubscriber) {
+        self.watchers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(subscriber);
+    }
 
-    pub(crate) fn manual_breaker(
+    // === Manual control and the fleet's (from the handle) ===
+
+    /// Changes a domain's breaker by hand or for the fleet (`origin`).
+    pub(crate) fn change_breaker(
         &self,
         key: &str,
+        origin: Origin,
         op: impl FnOnce(&mut BreakerState, Timestamp, &mut fastrand::Rng) -> Option<Transition>,
     ) -> bool {
         let handle = self.domain(key);
@@ -362,18 +377,18 @@ impl Shared {
         let transition = op(&mut cell.state, now, &mut self.rng());
         self.publish(handle, &cell.state);
         drop(cell);
-        self.emit_transition(key, transition, None);
+        self.emit(transition.map(|t| ScopeEvent::new(key, t).made_by(origin)));
         true
     }
 
-    pub(crate) fn unpark(&self, key: &str) -> bool {
+    pub(crate) fn unpark(&self, key: &str, origin: Origin) -> bool {
         let now = self.clock.now();
         let transition = self
             .parks
             .update_existing(key, |park| park.unpark(now))
             .flatten();
         let changed = transition.is_some();
-        self.emit_transition(key, transition, None);
+        self.emit(transition.map(|t| ScopeEvent::new(key, t).made_by(origin)));
         changed
     }
 }

@@ -1,0 +1,190 @@
+//! What other replicas of the same service report, applied here.
+//!
+//! A fleet sync (the `levee-redis` crate) watches this layer's events, tells
+//! the other replicas, and applies what they tell it through
+//! [`BreakerHandle::adopt`](super::BreakerHandle::adopt). Decisions travel,
+//! not counts: a gate, a park, a breaker open or a recovery.
+
+use std::time::Duration;
+
+use levee_core::breaker::{BreakerConfig, Cooldown};
+use levee_core::classify::Reason;
+use levee_core::classify::hints::MAX_RESET;
+use levee_core::clock::Clock;
+use levee_core::transition::Transition;
+
+use super::event::{Origin, ScopeEvent};
+use super::shared::Shared;
+
+/// A decision another replica made, to apply here: see
+/// [`BreakerHandle::adopt`](super::BreakerHandle::adopt).
+///
+/// Waits are durations from now, never instants: replicas' clocks differ,
+/// and a duration cannot stretch a provider's wait by their skew. Each is
+/// bounded as a local one is: a gate by the gate's `max_wait`, a breaker by
+/// its longest cool-off, a park by a month.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FleetUpdate<'a> {
+    /// A quota scope was throttled: gate it for `wait` (never shortened).
+    Gated {
+        /// The quota scope's key.
+        scope: &'a str,
+        /// How long it stays gated from now.
+        wait: Duration,
+        /// Why, as the other replica's classifier put it (`status:429`).
+        reason: &'a str,
+    },
+    /// A billing scope's quota ran out: park it for `wait` (never shortened).
+    Parked {
+        /// The billing scope's key.
+        scope: &'a str,
+        /// How long until its reset, from now.
+        wait: Duration,
+        /// Why (`quota:insufficient_quota`).
+        reason: &'a str,
+    },
+    /// Replicas found a failure domain failing: open its breaker for `wait`
+    /// without counting a failure here or growing the cool-off.
+    Opened {
+        /// The failure domain's key.
+        scope: &'a str,
+        /// How long it stays open from now.
+        wait: Duration,
+        /// Who and why, for the transition's reason ("2 replicas: status:503").
+        reason: &'a str,
+    },
+    /// An operator isolated a failure domain: held open until closed.
+    Isolated {
+        /// The failure domain's key.
+        scope: &'a str,
+    },
+    /// A probe elsewhere found the domain healthy: an open breaker's
+    /// cool-off ends now, so the next call here is this replica's own
+    /// probe (its network path may differ); a breaker held isolated stays so.
+    Recovered {
+        /// The failure domain's key.
+        scope: &'a str,
+    },
+    /// An operator closed a failure domain's breaker: closed here too.
+    Closed {
+        /// The failure domain's key.
+        scope: &'a str,
+    },
+    /// An operator unparked a billing scope (the cap was raised).
+    Unparked {
+        /// The billing scope's key.
+        scope: &'a str,
+    },
+}
+
+impl Shared {
+    /// Applies `update`; whether anything changed.
+    pub(crate) fn adopt(&self, update: FleetUpdate<'_>) -> bool {
+        let now = self.clock.now();
+        match update {
+            FleetUpdate::Gated {
+                scope,
+                wait,
+                reason,
+            } => {
+                let wait = self
+                    .settings
+                    .gate
+                    .max_wait
+                    .map_or(wait, |max| wait.min(max));
+                if wait.is_zero() {
+                    return false;
+                }
+                let until = now.saturating_add(wait);
+                let adopted = self.gates.update(scope, now, |gate| {
+                    let before = gate.until();
+                    let (after, transition) = gate.adopt(now, until, reason);
+                    (before != Some(after), transition)
+                });
+                let Some((changed, transition)) = adopted else {
+                    return false;
+                };
+                self.emit_fleet(scope, transition);
+                changed
+            }
+            FleetUpdate::Parked {
+                scope,
+                wait,
+                reason,
+            } => {
+                let until = now.saturating_add(wait.min(MAX_RESET));
+                let cause = Reason::from(reason.to_owned());
+                let adopted = self.parks.update(scope, now, |park| {
+                    let before = park.until();
+                    let transition = park.adopt(now, until, &cause);
+                    (before != park.until(), transition)
+                });
+                let Some((changed, transition)) = adopted else {
+                    return false;
+                };
+                self.emit_fleet(scope, transition);
+                changed
+            }
+            FleetUpdate::Opened {
+                scope,
+                wait,
+                reason,
+            } => {
+                let wait = wait.min(longest_cooloff(&self.settings.breaker));
+                let until = now.saturating_add(wait);
+                let mut changed = false;
+                self.change_breaker(scope, Origin::Fleet, |state, now, _| {
+                    let before = state.open_until();
+                    let transition = state.adopt_open(now, until, reason);
+                    changed = before != state.open_until();
+                    transition
+                });
+                changed
+            }
+            FleetUpdate::Isolated { scope } => {
+                let mut changed = false;
+                self.change_breaker(scope, Origin::Fleet, |state, now, _| {
+                    changed = !state.is_isolated();
+                    state.isolate(now)
+                });
+                changed
+            }
+            FleetUpdate::Recovered { scope } => {
+                let Some(handle) = self.domains.get(scope) else {
+                    return false;
+                };
+                let Some(mut cell) = handle.lock() else {
+                    return false;
+                };
+                let ended = cell.state.end_cooloff(now);
+                self.publish(handle, &cell.state);
+                ended
+            }
+            FleetUpdate::Closed { scope } => {
+                if self.domains.get(scope).is_none() {
+                    return false;
+                }
+                let mut changed = false;
+                self.change_breaker(scope, Origin::Fleet, |state, now, _| {
+                    let transition = state.close(now);
+                    changed = transition.is_some();
+                    transition
+                });
+                changed
+            }
+            FleetUpdate::Unparked { scope } => self.unpark(scope, Origin::Fleet),
+        }
+    }
+
+    fn emit_fleet(&self, scope: &str, transition: Option<Transition>) {
+        self.emit(transition.map(|t| ScopeEvent::new(scope, t).made_by(Origin::Fleet)));
+    }
+}
+
+/// The longest cool-off the breaker itself would choose: a bound on one
+/// adopted from another replica.
+fn longest_cooloff(cfg: &BreakerConfig) -> Duration {
+    let longest = |c: &Cooldown| c.bounds(u32::MAX).1;
+    longest(&cfg.cooldown).max(longest(&cfg.credential_cooldown))
+}

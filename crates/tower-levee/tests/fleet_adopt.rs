@@ -1,0 +1,254 @@
+//! What another replica reports, adopted through the handle: gates, parks
+//! and breaker opens refuse here at once, nothing is counted, waits are
+//! bounded like local ones, and every event says where it came from.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::{Request, Response};
+use http_body_util::BodyExt;
+use levee_core::breaker::BreakerStatus;
+use levee_core::gate::GateConfig;
+use tower::{BoxError, ServiceBuilder, ServiceExt};
+use tower_levee::breaker::{
+    BreakerHandle, BreakerLayer, CircuitOpen, EventSubscriber, FleetUpdate, Origin, Parked,
+    RequestHead, Throttled,
+};
+
+fn openai() -> Request<String> {
+    Request::post("https://api.openai.com/v1/chat/completions")
+        .body(String::new())
+        .unwrap()
+}
+
+/// With no model named, the account is the failure domain, the quota
+/// scope and the billing scope.
+const ACCOUNT: &str = "api.openai.com";
+
+/// Events as (mechanism, to, origin).
+type Seen = Arc<Mutex<Vec<(&'static str, &'static str, Origin)>>>;
+
+fn recorder(handle: &BreakerHandle) -> Seen {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    handle.subscribe(EventSubscriber::new(move |e| {
+        s.lock()
+            .unwrap()
+            .push((e.mechanism().as_str(), e.to(), e.origin()));
+    }));
+    seen
+}
+
+/// An upstream that counts its calls and answers `status`.
+fn upstream(
+    calls: Arc<AtomicUsize>,
+    status: u16,
+) -> impl tower::Service<Request<String>, Response = Response<String>, Error = BoxError, Future: Send>
++ Clone {
+    tower::service_fn(move |_req: Request<String>| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        async move {
+            Ok::<_, BoxError>(
+                Response::builder()
+                    .status(status)
+                    .body(r#"{"id":"chatcmpl-1"}"#.to_owned())
+                    .unwrap(),
+            )
+        }
+    })
+}
+
+/// One call, its body read to the end (the outcome is recorded there).
+async fn call<S>(svc: &S)
+where
+    S: tower::Service<Request<String>, Error = BoxError> + Clone,
+    S::Response: Into<Response<tower_levee::breaker::ResponseBody<String>>>,
+{
+    let res: Response<_> = svc.clone().oneshot(openai()).await.unwrap().into();
+    res.into_body().collect().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_adopted_gate_refuses_unsent_until_its_wait_then_admits() {
+    let layer = BreakerLayer::new();
+    let handle = layer.handle();
+    let quota = ACCOUNT;
+    let seen = recorder(&handle);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let svc = ServiceBuilder::new()
+        .layer(layer)
+        .service(upstream(calls.clone(), 200));
+
+    let wait = Duration::from_secs(30);
+    assert!(handle.adopt(FleetUpdate::Gated {
+        scope: quota,
+        wait,
+        reason: "status:429"
+    }));
+    let err = svc.clone().oneshot(openai()).await.unwrap_err();
+    let throttled = err.downcast_ref::<Throttled>().expect("throttled");
+    assert_eq!(throttled.retry_after(), wait);
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "refused unsent");
+    assert_eq!(seen.lock().unwrap()[0], ("gate", "gated", Origin::Fleet));
+
+    // A shorter report never shortens it; a longer one extends it.
+    assert!(!handle.adopt(FleetUpdate::Gated {
+        scope: quota,
+        wait: Duration::from_secs(5),
+        reason: "status:429"
+    }));
+    tokio::time::advance(wait).await;
+    call(&svc).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        handle.breaker_status("api.openai.com"),
+        Some(BreakerStatus::Closed)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_adopted_gate_is_capped_at_the_gates_max_wait() {
+    let gate = GateConfig::builder()
+        .max_wait(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let layer = BreakerLayer::builder().gate(gate).build().unwrap();
+    let handle = layer.handle();
+    let quota = ACCOUNT;
+    handle.adopt(FleetUpdate::Gated {
+        scope: quota,
+        wait: Duration::from_secs(86_400),
+        reason: "x",
+    });
+    let retry_after = handle.retry_after(&RequestHead::of(&openai())).unwrap();
+    assert_eq!(retry_after, Duration::from_secs(60));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_adopted_open_refuses_without_counting_and_the_breaker_probes_after_it() {
+    let layer = BreakerLayer::new();
+    let handle = layer.handle();
+    let seen = recorder(&handle);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let svc = ServiceBuilder::new()
+        .layer(layer)
+        .service(upstream(calls.clone(), 200));
+
+    let wait = Duration::from_secs(10);
+    assert!(handle.adopt(FleetUpdate::Opened {
+        scope: "api.openai.com",
+        wait,
+        reason: "2 replicas"
+    }));
+    let err = svc.clone().oneshot(openai()).await.unwrap_err();
+    assert!(err.is::<CircuitOpen>());
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    assert!(
+        handle
+            .failure_breakdown("api.openai.com")
+            .unwrap()
+            .is_empty(),
+        "nothing counted"
+    );
+
+    tokio::time::advance(wait).await;
+    call(&svc).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the probe");
+    assert_eq!(
+        handle.breaker_status("api.openai.com"),
+        Some(BreakerStatus::Closed)
+    );
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen[0], ("breaker", "open", Origin::Fleet));
+    assert!(seen[1..].iter().all(|e| e.2 == Origin::Traffic), "{seen:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_recovery_elsewhere_ends_the_cooloff_so_the_next_call_is_a_probe() {
+    let layer = BreakerLayer::new();
+    let handle = layer.handle();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let svc = ServiceBuilder::new()
+        .layer(layer)
+        .service(upstream(calls.clone(), 200));
+    handle.adopt(FleetUpdate::Opened {
+        scope: "api.openai.com",
+        wait: Duration::from_secs(600),
+        reason: "x",
+    });
+    assert!(handle.adopt(FleetUpdate::Recovered {
+        scope: "api.openai.com"
+    }));
+    call(&svc).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        handle.breaker_status("api.openai.com"),
+        Some(BreakerStatus::Closed)
+    );
+    assert!(!handle.adopt(FleetUpdate::Recovered {
+        scope: "unknown.example"
+    }));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_operators_isolate_close_and_unpark_travel_as_themselves() {
+    let layer = BreakerLayer::new();
+    let handle = layer.handle();
+    let (domain, billing) = (ACCOUNT, ACCOUNT);
+    let seen = recorder(&handle);
+
+    assert!(handle.adopt(FleetUpdate::Isolated { scope: domain }));
+    assert!(
+        !handle.adopt(FleetUpdate::Recovered { scope: domain }),
+        "isolation holds"
+    );
+    assert!(
+        handle
+            .admits(&RequestHead::of(&openai()))
+            .unwrap_err()
+            .is::<CircuitOpen>()
+    );
+    assert!(handle.adopt(FleetUpdate::Closed { scope: domain }));
+    assert_eq!(handle.breaker_status(domain), Some(BreakerStatus::Closed));
+
+    let wait = Duration::from_secs(3600);
+    assert!(handle.adopt(FleetUpdate::Parked {
+        scope: billing,
+        wait,
+        reason: "quota:insufficient_quota"
+    }));
+    let err = handle.admits(&RequestHead::of(&openai())).unwrap_err();
+    assert!(err.is::<Parked>());
+    assert!(handle.adopt(FleetUpdate::Unparked { scope: billing }));
+    assert!(handle.admits(&RequestHead::of(&openai())).is_ok());
+
+    // Local manual changes say so, and fleet ones say so.
+    handle.open(domain);
+    let seen = seen.lock().unwrap();
+    let origins: Vec<_> = seen.iter().map(|e| (e.0, e.1, e.2)).collect();
+    assert_eq!(
+        origins,
+        [
+            ("breaker", "open", Origin::Fleet),
+            ("breaker", "closed", Origin::Fleet),
+            ("park", "parked", Origin::Fleet),
+            ("park", "active", Origin::Fleet),
+            ("breaker", "open", Origin::Manual),
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_local_throttle_is_an_event_of_traffic_origin() {
+    let layer = BreakerLayer::new();
+    let handle = layer.handle();
+    let seen = recorder(&handle);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let svc = ServiceBuilder::new()
+        .layer(layer)
+        .service(upstream(calls, 429));
+    let res = svc.oneshot(openai()).await.unwrap();
+    assert_eq!(res.status(), 429);
+    assert_eq!(seen.lock().unwrap()[0], ("gate", "gated", Origin::Traffic));
+}
