@@ -1,0 +1,367 @@
+//! The fleet's task: tells the store what this replica decided, applies
+//! what the others decided, reads the store back periodically, and
+//! reconnects when the store is lost. Never on a request's path.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tower_levee::breaker::{BreakerHandle, FleetUpdate};
+
+use super::local::Decision;
+use super::status::StatusCell;
+use crate::keys::Keys;
+use crate::notice::{DecodeError, Kind, MAX_WAIT, Notice};
+use crate::policy::{BreakerPolicy, Reports};
+use crate::store::{Notices, Store, StoreError};
+
+/// What the task runs with.
+#[derive(Debug)]
+pub(crate) struct Settings {
+    pub(crate) replica: String,
+    pub(crate) keys: Keys,
+    pub(crate) policy: BreakerPolicy,
+    pub(crate) sweep_every: Duration,
+    pub(crate) backoff: (Duration, Duration),
+}
+
+/// One of this replica's lasting decisions, kept to publish again after
+/// the store comes back.
+#[derive(Debug)]
+struct Held {
+    notice: Notice,
+    until: Option<Instant>,
+}
+
+/// What to tell the store.
+#[derive(Debug)]
+enum Outgoing {
+    /// Store the decision held under `key`, and notify.
+    Put { key: String, notice: Notice },
+    /// Remove the keys a decision ends, and notify.
+    Remove { keys: Vec<String>, notice: Notice },
+}
+
+pub(crate) struct Sync<S> {
+    store: S,
+    settings: Settings,
+    layers: HashMap<String, BreakerHandle>,
+    decisions: mpsc::Receiver<Decision>,
+    status: Arc<StatusCell>,
+    /// This replica's lasting decisions, by key.
+    held: HashMap<String, Held>,
+    /// Removals the store missed while it was away, sent when it is back.
+    pending: Vec<Outgoing>,
+    reports: Reports,
+    /// The last store round trip: subtracted from every wait sent, so the
+    /// time a notice spends travelling never stretches a wait.
+    round_trip: Duration,
+    rng: fastrand::Rng,
+}
+
+impl<S: Store> Sync<S> {
+    pub(crate) fn new(
+        store: S,
+        settings: Settings,
+        layers: HashMap<String, BreakerHandle>,
+        decisions: mpsc::Receiver<Decision>,
+        status: Arc<StatusCell>,
+    ) -> Self {
+        let seed = settings
+            .replica
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            });
+        Sync {
+            store,
+            settings,
+            layers,
+            decisions,
+            status,
+            held: HashMap::new(),
+            pending: Vec::new(),
+            reports: Reports::default(),
+            round_trip: Duration::ZERO,
+            rng: fastrand::Rng::with_seed(seed),
+        }
+    }
+
+    /// Runs until every attached layer is gone.
+    pub(crate) async fn run(mut self) {
+        let (min, max) = self.settings.backoff;
+        let mut backoff = min;
+        loop {
+            let listened = self.store.listen(self.settings.keys.channel()).await;
+            let lost = match listened {
+                Ok(notices) => match self.connected(notices).await {
+                    Ok(()) => return,
+                    Err(e) => e,
+                },
+                Err(e) => e,
+            };
+            if self.status.disconnected(&lost) {
+                backoff = min;
+            }
+            // Equal jitter: replicas that lost the store together do not
+            // all come back in the same instant.
+            let wait = backoff / 2 + backoff.mul_f64(self.rng.f64() / 2.0);
+            if !self.offline_for(wait).await {
+                return;
+            }
+            backoff = (backoff * 2).min(max);
+        }
+    }
+
+    /// While the store is away: keeps what this replica decides, to publish
+    /// when it is back. `false` once every layer is gone.
+    async fn offline_for(&mut self, wait: Duration) -> bool {
+        let deadline = tokio::time::sleep(wait);
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                decision = self.decisions.recv() => match decision {
+                    Some(d) => {
+                        if let removal @ Outgoing::Remove { .. } = self.hold(d) {
+                            self.pending.push(removal);
+                        }
+                    }
+                    None => return false,
+                },
+                () = &mut deadline => return true,
+            }
+        }
+    }
+
+    /// Connected: republish, read the store, then serve until it is lost
+    /// (`Err`) or every layer is gone (`Ok`).
+    async fn connected(&mut self, mut notices: Notices) -> Result<(), StoreError> {
+        self.republish().await?;
+        self.sweep().await?;
+        self.status.connected();
+        let mut sweep = tokio::time::interval(self.settings.sweep_every);
+        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        sweep.reset();
+        loop {
+            tokio::select! {
+                decision = self.decisions.recv() => {
+                    let Some(decision) = decision else { return Ok(()) };
+                    let outgoing = self.hold(decision);
+                    self.send(outgoing).await?;
+                }
+                bytes = notices.recv() => {
+                    let Some(bytes) = bytes else {
+                        return Err(StoreError::new("the notice subscription ended"));
+                    };
+                    match Notice::decode(&bytes) {
+                        Ok(notice) => self.apply(&notice, Instant::now()),
+                        Err(e) => self.status.decode_error(&e),
+                    }
+                }
+                _ = sweep.tick() => self.sweep().await?,
+            }
+        }
+    }
+
+    /// Records a decision of this replica's, and what tells the store.
+    fn hold(&mut self, d: Decision) -> Outgoing {
+        let notice = Notice {
+            kind: d.kind,
+            layer: d.layer.to_string(),
+            scope: d.scope,
+            replica: self.settings.replica.clone(),
+            wait: Duration::ZERO,
+            reason: d.reason,
+            manual: d.manual,
+        };
+        let keys = &self.settings.keys;
+        if let Some(key) = keys.of(&notice) {
+            let held = Held {
+                notice: notice.clone(),
+                until: d.until,
+            };
+            self.held.insert(key.clone(), held);
+            return Outgoing::Put { key, notice };
+        }
+        // An operator's close ends every replica's report of the domain.
+        let reporters = match notice.kind {
+            Kind::Closed => self.reports.clear(&notice.layer, &notice.scope),
+            _ => Vec::new(),
+        };
+        let ended = keys.ended_by(&notice, reporters.iter().map(String::as_str));
+        for key in &ended {
+            self.held.remove(key);
+        }
+        Outgoing::Remove {
+            keys: ended,
+            notice,
+        }
+    }
+
+    /// Tells the store; a decision already over is not told, and a removal
+    /// the store missed is kept for when it is back.
+    async fn send(&mut self, outgoing: Outgoing) -> Result<(), StoreError> {
+        let channel = self.settings.keys.channel().to_owned();
+        let started = Instant::now();
+        let sent = match outgoing {
+            Outgoing::Put { key, mut notice } => {
+                let Some(held) = self.held.get(&key) else {
+                    return Ok(());
+                };
+                let ttl = match held.until {
+                    Some(until) => {
+                        let left = until
+                            .saturating_duration_since(started)
+                            .saturating_sub(self.round_trip)
+                            .min(MAX_WAIT);
+                        if left < Duration::from_millis(1) {
+                            return Ok(());
+                        }
+                        Some(left)
+                    }
+                    None => None,
+                };
+                notice.wait = ttl.unwrap_or_default();
+                self.store.put(&channel, &key, &notice.encode(), ttl).await
+            }
+            Outgoing::Remove { keys, notice } => {
+                let result = self.store.remove(&channel, &keys, &notice.encode()).await;
+                if result.is_err() {
+                    self.pending.push(Outgoing::Remove { keys, notice });
+                }
+                result
+            }
+        };
+        sent?;
+        self.round_trip = started.elapsed();
+        self.status.published();
+        Ok(())
+    }
+
+    /// After the store was away: the removals it missed, then every lasting
+    /// decision still in force.
+    async fn republish(&mut self) -> Result<(), StoreError> {
+        let now = Instant::now();
+        self.held.retain(|_, h| h.until.is_none_or(|u| u > now));
+        for removal in std::mem::take(&mut self.pending) {
+            self.send(removal).await?;
+        }
+        let lasting: Vec<Outgoing> = self
+            .held
+            .iter()
+            .map(|(key, h)| Outgoing::Put {
+                key: key.clone(),
+                notice: h.notice.clone(),
+            })
+            .collect();
+        for outgoing in lasting {
+            self.send(outgoing).await?;
+        }
+        Ok(())
+    }
+
+    /// Reads every decision in the store: what a lost notice would have
+    /// said, and which breaker reports still stand.
+    async fn sweep(&mut self) -> Result<(), StoreError> {
+        let stored = self.store.scan(self.settings.keys.prefix()).await?;
+        let now = Instant::now();
+        let mut seen = HashSet::new();
+        for s in stored {
+            let mut notice = match Notice::decode(&s.value) {
+                Ok(n) => n,
+                Err(e) => {
+                    self.status.decode_error(&e);
+                    continue;
+                }
+            };
+            // The store's own count of the time left: no replica's clock.
+            match (notice.kind, s.ttl) {
+                (Kind::Gated | Kind::Parked | Kind::Opened, Some(ttl)) => {
+                    notice.wait = ttl.min(MAX_WAIT);
+                }
+                (Kind::Isolated, None) => {}
+                (kind, ttl) => {
+                    self.status.decode_error(&DecodeError::expiry(kind, ttl));
+                    continue;
+                }
+            }
+            if notice.kind == Kind::Opened && !notice.manual {
+                seen.insert((
+                    notice.layer.clone(),
+                    notice.scope.clone(),
+                    notice.replica.clone(),
+                ));
+            }
+            self.apply(&notice, now);
+        }
+        self.reports.retain_seen(&seen);
+        Ok(())
+    }
+
+    /// Applies another replica's decision to the layer it names.
+    fn apply(&mut self, n: &Notice, now: Instant) {
+        if n.replica == self.settings.replica {
+            return;
+        }
+        let Some(handle) = self.layers.get(&n.layer) else {
+            return;
+        };
+        let scope = n.scope.as_str();
+        let changed = match n.kind {
+            Kind::Gated => handle.adopt(FleetUpdate::Gated {
+                scope,
+                wait: n.wait,
+                reason: &n.reason,
+            }),
+            Kind::Parked => handle.adopt(FleetUpdate::Parked {
+                scope,
+                wait: n.wait,
+                reason: &n.reason,
+            }),
+            Kind::Opened if n.manual => handle.adopt(FleetUpdate::Opened {
+                scope,
+                wait: n.wait,
+                reason: &format!("opened by hand on {}", n.replica),
+            }),
+            Kind::Opened => {
+                let Some(needed) = self.settings.policy.needed() else {
+                    return;
+                };
+                let (count, until) =
+                    self.reports
+                        .report(&n.layer, scope, &n.replica, now + n.wait, &n.reason, now);
+                if count < needed {
+                    return;
+                }
+                let reason = if count == 1 {
+                    format!("{} reports it open ({})", n.replica, n.reason)
+                } else {
+                    format!("{count} replicas report it open ({})", n.reason)
+                };
+                handle.adopt(FleetUpdate::Opened {
+                    scope,
+                    wait: until.saturating_duration_since(now),
+                    reason: &reason,
+                })
+            }
+            Kind::Isolated => handle.adopt(FleetUpdate::Isolated { scope }),
+            Kind::Recovered => {
+                self.reports.withdraw(&n.layer, scope, &n.replica);
+                if self.settings.policy == BreakerPolicy::Local {
+                    return;
+                }
+                handle.adopt(FleetUpdate::Recovered { scope })
+            }
+            Kind::Closed => {
+                self.reports.clear(&n.layer, scope);
+                handle.adopt(FleetUpdate::Closed { scope })
+            }
+            Kind::Unparked => handle.adopt(FleetUpdate::Unparked { scope }),
+        };
+        if changed {
+            self.status.adopted();
+        }
+    }
+}

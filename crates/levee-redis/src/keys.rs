@@ -1,0 +1,87 @@
+//! The one place keys and the channel are named.
+
+use crate::notice::{Kind, Notice};
+
+/// The store's keys under one namespace and format version:
+/// `{namespace}:v1:{gate|park|isolate}:{layer}:{scope}` and
+/// `{namespace}:v1:open:{layer}:{replica}:{scope}` (a breaker open is one
+/// replica's report: a quorum counts them), with notices on
+/// `{namespace}:v1:notices`. Layer names and replica ids hold no `:`, so
+/// the scope, which may, comes last.
+#[derive(Clone, Debug)]
+pub(crate) struct Keys {
+    prefix: String,
+    channel: String,
+}
+
+impl Keys {
+    pub(crate) fn new(namespace: &str) -> Self {
+        let prefix = format!("{namespace}:v{}:", crate::notice::VERSION);
+        let channel = format!("{prefix}notices");
+        // Keys and channels live apart in Redis, but a scan of the prefix
+        // must not be asked to read the channel's name as a key.
+        Keys {
+            prefix: format!("{prefix}s:"),
+            channel,
+        }
+    }
+
+    /// Every stored decision's key starts with this.
+    pub(crate) fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Where notices go.
+    pub(crate) fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    /// The key a lasting decision is stored under; `None` for a notice
+    /// that removes one (recovered, closed, unparked).
+    pub(crate) fn of(&self, n: &Notice) -> Option<String> {
+        Some(match n.kind {
+            Kind::Gated => self.state("gate", &n.layer, &n.scope),
+            Kind::Parked => self.state("park", &n.layer, &n.scope),
+            Kind::Isolated => self.state("isolate", &n.layer, &n.scope),
+            Kind::Opened => self.open(&n.layer, &n.replica, &n.scope),
+            Kind::Recovered | Kind::Closed | Kind::Unparked => return None,
+        })
+    }
+
+    /// The keys a removing notice deletes: what it ends. `reporters` are
+    /// the replicas known to report the domain open (an operator's close
+    /// ends every report).
+    pub(crate) fn ended_by<'a>(
+        &self,
+        n: &Notice,
+        reporters: impl IntoIterator<Item = &'a str>,
+    ) -> Vec<String> {
+        match n.kind {
+            Kind::Recovered => vec![self.open(&n.layer, &n.replica, &n.scope)],
+            Kind::Closed => {
+                let mut keys = vec![
+                    self.state("isolate", &n.layer, &n.scope),
+                    self.open(&n.layer, &n.replica, &n.scope),
+                ];
+                keys.extend(
+                    reporters
+                        .into_iter()
+                        .map(|r| self.open(&n.layer, r, &n.scope)),
+                );
+                keys.sort_unstable();
+                keys.dedup();
+                keys
+            }
+            Kind::Unparked => vec![self.state("park", &n.layer, &n.scope)],
+            Kind::Gated | Kind::Parked | Kind::Opened | Kind::Isolated => Vec::new(),
+        }
+    }
+
+    fn state(&self, what: &str, layer: &str, scope: &str) -> String {
+        format!("{}{what}:{layer}:{scope}", self.prefix)
+    }
+
+    fn open(&self, layer: &str, replica: &str, scope: &str) -> String {
+        format!("{}open:{layer}:{replica}:{scope}", self.prefix)
+    }
+}

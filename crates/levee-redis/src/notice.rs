@@ -1,0 +1,290 @@
+//! What one replica tells the others: a decision, encoded as a small JSON
+//! object, and decoded with every field checked and bounded.
+//!
+//! A value read from Redis is input like any response body: another
+//! version, a hand-written key or a corrupt write must give a typed error
+//! and change nothing.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The format's version: a notice of any other is refused, so replicas of
+/// two releases never misread each other.
+pub(crate) const VERSION: u32 = 1;
+
+/// The longest wait a notice may carry: a month, like a provider's reset
+/// read from its headers. Gates and breakers are bounded further where
+/// they are applied.
+pub const MAX_WAIT: Duration = Duration::from_secs(31 * 24 * 3600);
+
+/// The largest encoded notice read: far above any real one (a few hundred
+/// bytes), far below what would cost memory.
+pub const MAX_NOTICE_BYTES: usize = 4096;
+
+const MAX_SCOPE: usize = 512;
+const MAX_LAYER: usize = 128;
+const MAX_REPLICA: usize = 128;
+const MAX_REASON: usize = 512;
+
+/// Which decision a notice carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// A quota scope was throttled (a `429` with its wait).
+    Gated,
+    /// A billing scope's quota or spend cap ran out.
+    Parked,
+    /// A failure domain's breaker opened, on traffic or by hand.
+    Opened,
+    /// An operator isolated a failure domain.
+    Isolated,
+    /// A probe found a failure domain healthy again.
+    Recovered,
+    /// An operator closed a failure domain's breaker.
+    Closed,
+    /// An operator unparked a billing scope.
+    Unparked,
+}
+
+impl Kind {
+    /// Whether the decision lasts a wait (and so needs one).
+    pub(crate) fn has_wait(self) -> bool {
+        matches!(self, Kind::Gated | Kind::Parked | Kind::Opened)
+    }
+
+    /// `gated`, `parked`, … as in the encoding.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Gated => "gated",
+            Kind::Parked => "parked",
+            Kind::Opened => "opened",
+            Kind::Isolated => "isolated",
+            Kind::Recovered => "recovered",
+            Kind::Closed => "closed",
+            Kind::Unparked => "unparked",
+        }
+    }
+}
+
+/// One replica's decision about one scope of one breaker layer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    /// What was decided.
+    pub kind: Kind,
+    /// The name the layer was attached under (several layers, such as a
+    /// failover's targets, share one fleet).
+    pub layer: String,
+    /// The scope's key: a failure domain, quota scope or billing scope.
+    pub scope: String,
+    /// The replica that decided.
+    pub replica: String,
+    /// How long the decision lasts from when it was sent (zero for those
+    /// without a deadline).
+    pub wait: Duration,
+    /// Why, in the deciding replica's words (`status:429`).
+    pub reason: String,
+    /// Made by an operator rather than by traffic: adopted by every replica
+    /// whatever the breaker policy.
+    pub manual: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wire<'a> {
+    v: u32,
+    kind: Kind,
+    #[serde(borrow)]
+    layer: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    scope: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    replica: std::borrow::Cow<'a, str>,
+    wait_ms: u64,
+    #[serde(borrow, default)]
+    reason: std::borrow::Cow<'a, str>,
+    #[serde(default)]
+    manual: bool,
+}
+
+impl Notice {
+    /// The notice as sent: a JSON object of the format's version.
+    pub fn encode(&self) -> Vec<u8> {
+        let wire = Wire {
+            v: VERSION,
+            kind: self.kind,
+            layer: self.layer.as_str().into(),
+            scope: self.scope.as_str().into(),
+            replica: self.replica.as_str().into(),
+            wait_ms: u64::try_from(self.wait.as_millis()).unwrap_or(u64::MAX),
+            reason: self.reason.as_str().into(),
+            manual: self.manual,
+        };
+        serde_json::to_vec(&wire).expect("a notice always serializes")
+    }
+
+    /// Reads a notice, refusing anything this version did not write:
+    /// another version, an unknown field or kind, an empty or oversized
+    /// name, a wait beyond [`MAX_WAIT`] or missing where the decision
+    /// needs one.
+    pub fn decode(bytes: &[u8]) -> Result<Notice, DecodeError> {
+        if bytes.len() > MAX_NOTICE_BYTES {
+            return Err(DecodeError::new(format!(
+                "{} bytes, more than {MAX_NOTICE_BYTES}",
+                bytes.len()
+            )));
+        }
+        let wire: Wire<'_> =
+            serde_json::from_slice(bytes).map_err(|e| DecodeError::new(e.to_string()))?;
+        if wire.v != VERSION {
+            return Err(DecodeError::new(format!(
+                "version {}, this replica reads {VERSION}",
+                wire.v
+            )));
+        }
+        bounded("scope", &wire.scope, MAX_SCOPE, false)?;
+        bounded("layer", &wire.layer, MAX_LAYER, true)?;
+        bounded("replica", &wire.replica, MAX_REPLICA, false)?;
+        bounded("reason", &wire.reason, MAX_REASON, true)?;
+        let wait = Duration::from_millis(wire.wait_ms);
+        if wait > MAX_WAIT {
+            return Err(DecodeError::new(format!(
+                "wait of {} ms, more than a month",
+                wire.wait_ms
+            )));
+        }
+        if wire.kind.has_wait() && wait.is_zero() {
+            return Err(DecodeError::new(format!(
+                "{} with no wait",
+                wire.kind.as_str()
+            )));
+        }
+        Ok(Notice {
+            kind: wire.kind,
+            layer: wire.layer.into_owned(),
+            scope: wire.scope.into_owned(),
+            replica: wire.replica.into_owned(),
+            wait: if wire.kind.has_wait() {
+                wait
+            } else {
+                Duration::ZERO
+            },
+            reason: wire.reason.into_owned(),
+            manual: wire.manual,
+        })
+    }
+}
+
+fn bounded(field: &str, value: &str, max: usize, may_be_empty: bool) -> Result<(), DecodeError> {
+    if value.is_empty() && !may_be_empty {
+        return Err(DecodeError::new(format!("empty {field}")));
+    }
+    if value.len() > max {
+        return Err(DecodeError::new(format!(
+            "{field} of {} bytes, more than {max}",
+            value.len()
+        )));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(DecodeError::new(format!(
+            "{field} with a control character"
+        )));
+    }
+    Ok(())
+}
+
+/// A value in the store that is not a notice this version wrote: logged and
+/// counted, never applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecodeError {
+    what: String,
+}
+
+impl DecodeError {
+    fn new(what: String) -> Self {
+        DecodeError { what }
+    }
+
+    /// A stored decision whose expiry contradicts its kind: a gate, park or
+    /// open stored forever, an isolation that expires, or a one-off notice
+    /// (recovered, closed, unparked) stored at all.
+    pub(crate) fn expiry(kind: Kind, ttl: Option<Duration>) -> Self {
+        DecodeError::new(match (kind, ttl) {
+            (Kind::Recovered | Kind::Closed | Kind::Unparked, _) => {
+                format!("{} is never stored", kind.as_str())
+            }
+            (_, None) => format!("{} stored with no expiry", kind.as_str()),
+            (_, Some(_)) => format!("{} stored with an expiry", kind.as_str()),
+        })
+    }
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "not a fleet notice: {}", self.what)
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gated() -> Notice {
+        Notice {
+            kind: Kind::Gated,
+            layer: String::new(),
+            scope: "api.openai.com/gpt-4o".into(),
+            replica: "web-1".into(),
+            wait: Duration::from_millis(30_000),
+            reason: "status:429".into(),
+            manual: false,
+        }
+    }
+
+    #[test]
+    fn a_notice_survives_its_encoding() {
+        let n = gated();
+        assert_eq!(Notice::decode(&n.encode()).unwrap(), n);
+        let text = String::from_utf8(n.encode()).unwrap();
+        assert_eq!(
+            text,
+            r#"{"v":1,"kind":"gated","layer":"","scope":"api.openai.com/gpt-4o","replica":"web-1","wait_ms":30000,"reason":"status:429","manual":false}"#
+        );
+    }
+
+    #[test]
+    fn garbage_and_other_versions_are_typed_errors() {
+        for (bytes, says) in [
+            (&b"hello"[..], "expected value"),
+            (br#"{"v":2,"kind":"gated","layer":"","scope":"a","replica":"r","wait_ms":1}"#, "version 2"),
+            (br#"{"v":1,"kind":"exploded","layer":"","scope":"a","replica":"r","wait_ms":1}"#, "unknown variant"),
+            (br#"{"v":1,"kind":"gated","layer":"","scope":"","replica":"r","wait_ms":1}"#, "empty scope"),
+            (br#"{"v":1,"kind":"gated","layer":"","scope":"a","replica":"r","wait_ms":0}"#, "gated with no wait"),
+            (br#"{"v":1,"kind":"parked","layer":"","scope":"a","replica":"r","wait_ms":99999999999999}"#, "more than a month"),
+            (br#"{"v":1,"kind":"gated","layer":"","scope":"a","replica":"r","wait_ms":-5}"#, "invalid value"),
+            (br#"{"v":1,"kind":"gated","layer":"","scope":"a\nb","replica":"r","wait_ms":5}"#, "control character"),
+            (br#"{"v":1,"kind":"gated","layer":"","scope":"a","replica":"r","wait_ms":5,"key":"sk-x"}"#, "unknown field"),
+        ] {
+            let err = Notice::decode(bytes).unwrap_err().to_string();
+            assert!(err.starts_with("not a fleet notice: "), "{err}");
+            assert!(err.contains(says), "{err} should say {says}");
+        }
+        let huge = vec![b' '; MAX_NOTICE_BYTES + 1];
+        assert!(
+            Notice::decode(&huge)
+                .unwrap_err()
+                .to_string()
+                .contains("more than 4096")
+        );
+    }
+
+    #[test]
+    fn decisions_without_a_deadline_carry_no_wait() {
+        let bytes =
+            br#"{"v":1,"kind":"recovered","layer":"x","scope":"a","replica":"r","wait_ms":5000}"#;
+        assert_eq!(Notice::decode(bytes).unwrap().wait, Duration::ZERO);
+    }
+}

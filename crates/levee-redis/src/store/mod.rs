@@ -1,0 +1,88 @@
+//! Where replicas meet: a store of decisions that expire, and a channel
+//! of notices.
+//!
+//! The fleet's logic is written once, against [`Store`]: [`RedisStore`] for
+//! production, [`MemoryStore`] (simulated latency, loss and outages, in
+//! tokio time) for tests and the drill.
+
+use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+mod memory;
+mod redis;
+
+pub use self::memory::MemoryStore;
+pub use self::redis::RedisStore;
+
+/// One stored decision: its encoded notice and how long it still lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stored {
+    /// The encoded notice, as [`Store::put`] was given it.
+    pub value: Vec<u8>,
+    /// Time left before the store forgets it, as the store counts it (so a
+    /// replica's clock never enters it); `None` for a decision that lasts
+    /// until removed.
+    pub ttl: Option<Duration>,
+}
+
+/// Notices as they arrive, until the store is lost: then the receiver
+/// ends, and the fleet reconnects.
+pub type Notices = mpsc::Receiver<Vec<u8>>;
+
+/// A shared store of decisions, with a channel for notices of them.
+///
+/// Every operation may fail or be slow: the fleet calls them from its own
+/// task, never from a request, and bounds each by a timeout.
+pub trait Store: Send + Sync + 'static {
+    /// Stores `notice` under `key` for `ttl` (`None`: until removed), unless
+    /// the key already holds a value that lives longer (a gate's deadline
+    /// never shortens); then sends `notice` on `channel` if it was stored.
+    fn put(
+        &self,
+        channel: &str,
+        key: &str,
+        notice: &[u8],
+        ttl: Option<Duration>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Removes `keys`, then sends `notice` on `channel`.
+    fn remove(
+        &self,
+        channel: &str,
+        keys: &[String],
+        notice: &[u8],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Every live value whose key starts with `prefix`.
+    fn scan(&self, prefix: &str) -> impl Future<Output = Result<Vec<Stored>, StoreError>> + Send;
+
+    /// Notices sent on `channel` from now on.
+    fn listen(&self, channel: &str) -> impl Future<Output = Result<Notices, StoreError>> + Send;
+}
+
+/// A store operation that failed: the store is down, slow or refused it.
+/// Its message never carries a credential.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreError {
+    message: String,
+}
+
+impl StoreError {
+    /// An error saying `message` (which must hold no secret).
+    pub fn new(message: impl Into<String>) -> Self {
+        StoreError {
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "fleet store: {}", self.message)
+    }
+}
+
+impl std::error::Error for StoreError {}

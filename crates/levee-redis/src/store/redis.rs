@@ -1,0 +1,351 @@
+//! The production store: Redis keys with a time to live, and pub/sub.
+
+use std::fmt;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::sync::{OnceCell, mpsc};
+
+use super::{Notices, Store, StoreError, Stored};
+
+/// Stores `ARGV[1]` under `KEYS[1]` for `ARGV[2]` ms (`-1`: no expiry)
+/// unless the key lives longer, and publishes it on `ARGV[3]` if stored:
+/// one round trip, atomic, so two replicas racing keep the longer wait.
+const PUT_KEEPING_THE_LONGER: &str = r"
+local held = redis.call('PTTL', KEYS[1])
+local ttl = tonumber(ARGV[2])
+if held == -1 then return 0 end
+if held > 0 and ttl >= 0 and held >= ttl then return 0 end
+if ttl < 0 then
+  redis.call('SET', KEYS[1], ARGV[1])
+else
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
+end
+redis.call('PUBLISH', ARGV[3], ARGV[1])
+return 1
+";
+
+/// Keys read per `SCAN` step.
+const SCAN_COUNT: usize = 256;
+
+/// A [`Store`] on a Redis server (or Valkey, or a managed Redis): one
+/// reconnecting connection for commands (the `redis` crate's
+/// `ConnectionManager`), one subscription for notices.
+///
+/// The URL's password never appears in its `Debug`, in a
+/// [`StoreError`] or in a log line. TLS (`rediss://`) needs one of the
+/// `redis` crate's TLS features, which the application enables.
+///
+/// ```
+/// use levee_redis::RedisStore;
+///
+/// let store = RedisStore::open("redis://:s3cret@cache.internal:6379/0").unwrap();
+/// assert_eq!(format!("{store:?}"), r#"RedisStore { url: "redis://:***@cache.internal:6379/0" }"#);
+/// assert!(RedisStore::open("http://nope").is_err());
+/// ```
+pub struct RedisStore {
+    client: redis::Client,
+    commands: OnceCell<ConnectionManager>,
+    url: String,
+    secret: Option<String>,
+    timeout: Duration,
+}
+
+impl RedisStore {
+    /// A store for the server at `url` (`redis://`, `rediss://`,
+    /// `redis+unix://`), checked now; nothing connects until the fleet runs.
+    pub fn open(url: &str) -> Result<Self, StoreError> {
+        let (redacted, secret) = redact(url);
+        let client = redis::Client::open(url).map_err(|e| {
+            let message = scrub(&e.to_string(), secret.as_deref());
+            StoreError::new(format!("invalid url {redacted}: {message}"))
+        })?;
+        Ok(RedisStore {
+            client,
+            commands: OnceCell::new(),
+            url: redacted,
+            secret,
+            timeout: Duration::from_secs(2),
+        })
+    }
+
+    /// How long one operation may take before it counts as failed (2 s by
+    /// default).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The URL with its password masked.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn error(&self, what: &str, e: &redis::RedisError) -> StoreError {
+        let message = scrub(&e.to_string(), self.secret.as_deref());
+        StoreError::new(format!("{what} at {}: {message}", self.url))
+    }
+
+    async fn commands(&self) -> Result<ConnectionManager, StoreError> {
+        let timeout = self.timeout;
+        let manager = self
+            .commands
+            .get_or_try_init(|| async {
+                // The fleet backs off and reconnects on its own: the manager
+                // tries once per command, within the operation's timeout.
+                let config = ConnectionManagerConfig::new()
+                    .set_number_of_retries(1)
+                    .set_connection_timeout(Some(timeout))
+                    .set_response_timeout(Some(timeout));
+                ConnectionManager::new_lazy_with_config(self.client.clone(), config)
+            })
+            .await
+            .map_err(|e| self.error("connecting", &e))?;
+        Ok(manager.clone())
+    }
+
+    /// Runs `f` within the timeout.
+    async fn timed<R>(
+        &self,
+        what: &str,
+        f: impl Future<Output = Result<R, StoreError>>,
+    ) -> Result<R, StoreError> {
+        tokio::time::timeout(self.timeout, f)
+            .await
+            .map_err(|_| StoreError::new(format!("{what} at {}: timed out", self.url)))?
+    }
+}
+
+impl Store for RedisStore {
+    async fn put(
+        &self,
+        channel: &str,
+        key: &str,
+        notice: &[u8],
+        ttl: Option<Duration>,
+    ) -> Result<(), StoreError> {
+        self.timed("storing", async {
+            let mut conn = self.commands().await?;
+            let ttl_ms = ttl.map_or(-1, |t| {
+                i64::try_from(t.as_millis().max(1)).unwrap_or(i64::MAX)
+            });
+            redis::Script::new(PUT_KEEPING_THE_LONGER)
+                .key(key)
+                .arg(notice)
+                .arg(ttl_ms)
+                .arg(channel)
+                .invoke_async::<i64>(&mut conn)
+                .await
+                .map_err(|e| self.error("storing", &e))?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn remove(
+        &self,
+        channel: &str,
+        keys: &[String],
+        notice: &[u8],
+    ) -> Result<(), StoreError> {
+        self.timed("removing", async {
+            let mut conn = self.commands().await?;
+            let mut pipe = redis::pipe();
+            pipe.atomic();
+            if !keys.is_empty() {
+                pipe.del(keys).ignore();
+            }
+            pipe.publish(channel, notice).ignore();
+            pipe.query_async::<()>(&mut conn)
+                .await
+                .map_err(|e| self.error("removing", &e))
+        })
+        .await
+    }
+
+    async fn scan(&self, prefix: &str) -> Result<Vec<Stored>, StoreError> {
+        self.timed("reading", async {
+            let mut conn = self.commands().await?;
+            let pattern = format!("{}*", glob_escape(prefix));
+            let mut keys: Vec<String> = Vec::new();
+            let mut cursor: u64 = 0;
+            loop {
+                let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(SCAN_COUNT)
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(|e| self.error("reading", &e))?;
+                keys.extend(batch);
+                cursor = next;
+                if cursor == 0 {
+                    break;
+                }
+            }
+            keys.sort_unstable();
+            keys.dedup();
+            if keys.is_empty() {
+                return Ok(Vec::new());
+            }
+            let mut pipe = redis::pipe();
+            for key in &keys {
+                pipe.get(key).pttl(key);
+            }
+            let values: Vec<(Option<Vec<u8>>, i64)> = pipe
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| self.error("reading", &e))?;
+            Ok(values
+                .into_iter()
+                // Gone between SCAN and GET (-2), or expired: skipped.
+                .filter_map(|(value, ttl)| {
+                    let value = value?;
+                    let ttl = match ttl {
+                        -1 => None,
+                        ms if ms > 0 => Some(Duration::from_millis(ms.unsigned_abs())),
+                        _ => return None,
+                    };
+                    Some(Stored { value, ttl })
+                })
+                .collect())
+        })
+        .await
+    }
+
+    async fn listen(&self, channel: &str) -> Result<Notices, StoreError> {
+        let mut pubsub = self
+            .timed("subscribing", async {
+                let mut pubsub = self
+                    .client
+                    .get_async_pubsub()
+                    .await
+                    .map_err(|e| self.error("subscribing", &e))?;
+                pubsub
+                    .subscribe(channel)
+                    .await
+                    .map_err(|e| self.error("subscribing", &e))?;
+                Ok(pubsub)
+            })
+            .await?
+            .into_on_message();
+        let (tx, rx) = mpsc::channel(1024);
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    message = pubsub.next() => {
+                        let Some(message) = message else { break };
+                        // A listener that falls behind loses notices, not
+                        // memory: the periodic read makes up for them.
+                        if let Err(mpsc::error::TrySendError::Closed(_)) =
+                            tx.try_send(message.get_payload_bytes().to_vec())
+                        {
+                            break;
+                        }
+                    }
+                    () = tx.closed() => break,
+                }
+            }
+        });
+        Ok(rx)
+    }
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("url", &self.url)
+            .finish()
+    }
+}
+
+/// The URL with the password of its user info masked, and the password.
+pub(crate) fn redact(url: &str) -> (String, Option<String>) {
+    let Some(scheme_end) = url.find("://") else {
+        return (url.to_owned(), None);
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let Some(at) = authority.rfind('@') else {
+        return (url.to_owned(), None);
+    };
+    let userinfo = &authority[..at];
+    let (user, password) = match userinfo.split_once(':') {
+        Some((user, password)) => (user, password),
+        // `redis://secret@host`: the lone part is the password to Redis.
+        None => ("", userinfo),
+    };
+    if password.is_empty() {
+        return (url.to_owned(), None);
+    }
+    let masked = format!("{}://{user}:***{}", &url[..scheme_end], &rest[at..]);
+    (masked, Some(password.to_owned()))
+}
+
+/// `text` with every occurrence of `secret` masked.
+fn scrub(text: &str, secret: Option<&str>) -> String {
+    match secret {
+        Some(s) if !s.is_empty() => text.replace(s, "***"),
+        _ => text.to_owned(),
+    }
+}
+
+/// `text` as a literal in a Redis glob pattern.
+fn glob_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_masked_wherever_the_url_puts_them() {
+        for (url, shown, secret) in [
+            ("redis://:pw@h:6379/0", "redis://:***@h:6379/0", Some("pw")),
+            ("redis://user:pw@h", "redis://user:***@h", Some("pw")),
+            ("rediss://pw@h/1", "rediss://:***@h/1", Some("pw")),
+            ("redis://h:6379", "redis://h:6379", None),
+            ("redis://user:@h", "redis://user:@h", None),
+            ("redis://:p@ss@h", "redis://:***@h", Some("p@ss")),
+            (
+                "redis+unix:///run/redis.sock",
+                "redis+unix:///run/redis.sock",
+                None,
+            ),
+        ] {
+            let (masked, found) = redact(url);
+            assert_eq!(masked, shown, "{url}");
+            assert_eq!(found.as_deref(), secret, "{url}");
+        }
+    }
+
+    #[test]
+    fn an_invalid_url_is_refused_without_its_password() {
+        let err = RedisStore::open("redis://:hunter2@")
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("hunter2"), "{err}");
+        let err = RedisStore::open("mysql://:hunter2@h")
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("hunter2"), "{err}");
+        assert!(err.starts_with("fleet store: invalid url"), "{err}");
+    }
+
+    #[test]
+    fn glob_characters_in_the_namespace_are_literal() {
+        assert_eq!(glob_escape("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
+    }
+}

@@ -1,0 +1,121 @@
+//! Replicas of one service, each a full breaker layer over its own scripted
+//! upstream, sharing nothing but a fleet store.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::{Request, Response};
+use http_body_util::BodyExt;
+use levee_redis::{BreakerPolicy, Fleet, FleetHandle, Store};
+use tower::{BoxError, ServiceBuilder, ServiceExt};
+use tower_levee::breaker::{BreakerHandle, BreakerLayer, RequestHead};
+
+/// The account every replica calls; with no model named it is the failure
+/// domain, the quota scope and the billing scope.
+pub const ACCOUNT: &str = "api.openai.com";
+
+pub const INSUFFICIENT_QUOTA: &str = r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","code":"insufficient_quota"}}"#;
+
+/// What an upstream answers: status, headers, body.
+#[derive(Clone)]
+pub struct Answer(pub u16, pub Vec<(&'static str, String)>, pub String);
+
+impl Answer {
+    pub fn ok() -> Self {
+        Answer(200, vec![], r#"{"id":"chatcmpl-1"}"#.into())
+    }
+    pub fn throttled(secs: u64) -> Self {
+        Answer(
+            429,
+            vec![("retry-after", secs.to_string())],
+            r#"{"error":{"code":"rate_limit_exceeded"}}"#.into(),
+        )
+    }
+    pub fn status(code: u16) -> Self {
+        Answer(code, vec![], String::new())
+    }
+}
+
+pub struct Replica {
+    pub id: String,
+    pub handle: BreakerHandle,
+    pub fleet: FleetHandle,
+    layer: BreakerLayer,
+    answer: Arc<Mutex<Answer>>,
+    calls: Arc<AtomicUsize>,
+}
+
+impl Replica {
+    pub fn new<S: Store>(store: S, id: &str, policy: BreakerPolicy) -> Self {
+        let layer = BreakerLayer::new();
+        let handle = layer.handle();
+        let fleet = Fleet::builder()
+            .namespace("test")
+            .replica(id)
+            .policy(policy)
+            .attach(&handle)
+            .spawn(store)
+            .unwrap();
+        Replica {
+            id: id.into(),
+            handle,
+            fleet,
+            layer,
+            answer: Arc::new(Mutex::new(Answer::ok())),
+            calls: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    pub fn answer(&self, answer: Answer) {
+        *self.answer.lock().unwrap() = answer;
+    }
+
+    /// Upstream calls made so far.
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    /// One call through the layer, its body read to the end: the status
+    /// the caller saw, or the error.
+    pub async fn call(&self) -> Result<u16, BoxError> {
+        let answer = self.answer.clone();
+        let calls = self.calls.clone();
+        let upstream = tower::service_fn(move |_req: Request<String>| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            let Answer(status, headers, body) = answer.lock().unwrap().clone();
+            async move {
+                let mut res = Response::builder().status(status);
+                for (k, v) in headers {
+                    res = res.header(k, v);
+                }
+                Ok::<_, BoxError>(res.body(body).unwrap())
+            }
+        });
+        let svc = ServiceBuilder::new()
+            .layer(self.layer.clone())
+            .service(upstream);
+        let res = svc.oneshot(request()).await?;
+        let status = res.status().as_u16();
+        res.into_body().collect().await?;
+        Ok(status)
+    }
+
+    /// Whether the layer would refuse a call now, and why.
+    pub fn refuses(&self) -> Option<BoxError> {
+        self.handle.admits(&RequestHead::of(&request())).err()
+    }
+}
+
+pub fn request() -> Request<String> {
+    Request::post("https://api.openai.com/v1/chat/completions")
+        .body(String::new())
+        .unwrap()
+}
+
+/// Lets the fleets' tasks run (paused time advances by `ms`).
+pub async fn settle(ms: u64) {
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+}
