@@ -3,6 +3,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod redis_server;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -118,4 +120,16 @@ pub fn request() -> Request<String> {
 /// Lets the fleets' tasks run (paused time advances by `ms`).
 pub async fn settle(ms: u64) {
     tokio::time::sleep(Duration::from_millis(ms)).await;
+}
+
+/// Waits (in real time, at most `secs`) until `done` holds; whether it did.
+pub async fn eventually(secs: u64, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while !done() {
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    true
 }
