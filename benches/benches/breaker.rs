@@ -94,6 +94,33 @@ fn levee_closed() -> tower_levee::breaker::Breaker<Bare> {
     BreakerLayer::new().layer(Bare)
 }
 
+/// The fleet's task runs here, apart from the calls measured.
+static FLEET_RUNTIME: std::sync::LazyLock<tokio::runtime::Runtime> =
+    std::sync::LazyLock::new(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_time()
+            .build()
+            .unwrap()
+    });
+
+/// Closed, with a fleet attached and connected (to the simulated store):
+/// the fleet hears transitions only, so a closed call must cost the same.
+fn levee_closed_with_fleet() -> tower_levee::breaker::Breaker<Bare> {
+    let layer = BreakerLayer::new();
+    let _runtime = FLEET_RUNTIME.enter();
+    let fleet = levee_redis::Fleet::builder()
+        .attach(&layer.handle())
+        .spawn(levee_redis::MemoryStore::new())
+        .unwrap();
+    while !fleet.status().connected {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Kept running for the whole bench.
+    std::mem::forget(fleet);
+    layer.layer(Bare)
+}
+
 /// Open with a cool-off (as after failures) that outlasts the run: every
 /// call is refused, and each refusal compares the clock to the deadline.
 fn levee_open() -> tower_levee::breaker::Breaker<Bare> {
@@ -134,6 +161,12 @@ fn benches(c: &mut Criterion) {
     single_thread(c, "breaker", "bare", Bare);
     single_thread(c, "breaker", "move-only-same-size", SameSize(Bare));
     single_thread(c, "breaker", "levee-closed", levee_closed());
+    single_thread(
+        c,
+        "breaker",
+        "levee-closed-fleet",
+        levee_closed_with_fleet(),
+    );
     single_thread(c, "breaker", "levee-open-rejecting", levee_open());
     single_thread(c, "breaker", "tower-resilience", resilience());
     single_thread(c, "breaker", "failsafe", failsafe_breaker());
@@ -141,6 +174,12 @@ fn benches(c: &mut Criterion) {
     contended(c, "breaker", "bare", Bare);
     contended(c, "breaker", "move-only-same-size", SameSize(Bare));
     contended(c, "breaker", "levee-closed", levee_closed());
+    contended(
+        c,
+        "breaker",
+        "levee-closed-fleet",
+        levee_closed_with_fleet(),
+    );
     contended(c, "breaker", "levee-open-rejecting", levee_open());
     contended(c, "breaker", "tower-resilience", resilience());
     contended(c, "breaker", "failsafe", failsafe_breaker());

@@ -73,6 +73,51 @@ fn main() {
     println!("test the_breakers_hot_paths_allocate_nothing_but_the_error ... ok");
     a_failovers_success_allocates_only_its_boxed_target_future();
     println!("test a_failovers_success_allocates_only_its_boxed_target_future ... ok");
+    a_fleet_attached_adds_no_allocation_to_a_closed_call();
+    println!("test a_fleet_attached_adds_no_allocation_to_a_closed_call ... ok");
+}
+
+fn a_fleet_attached_adds_no_allocation_to_a_closed_call() {
+    let _profiler = dhat::Profiler::builder().testing().build();
+    let openai = Uri::from_static("https://api.openai.com/v1/chat/completions");
+    // The fleet's task on its own runtime, connected before the count.
+    let fleet_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_time()
+        .build()
+        .unwrap();
+    let layer = BreakerLayer::new();
+    let fleet = {
+        let _entered = fleet_runtime.enter();
+        // Idle while counting: no sweep falls inside the count.
+        levee_redis::Fleet::builder()
+            .sweep_every(Duration::from_secs(3600))
+            .attach(&layer.handle())
+            .spawn(levee_redis::MemoryStore::new())
+            .unwrap()
+    };
+    while !fleet.status().connected {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let calls = 1000;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let mut svc = layer.layer(Bare);
+    let per_call = rt.block_on(async {
+        for _ in 0..10 {
+            let _ = svc.ready().await.unwrap().call(request(&openai)).await;
+        }
+        let before = dhat::HeapStats::get().total_blocks;
+        for _ in 0..calls {
+            let res = svc.ready().await.unwrap().call(request(&openai)).await;
+            std::hint::black_box(res.is_ok());
+        }
+        (dhat::HeapStats::get().total_blocks - before) as f64 / calls as f64
+    });
+    assert_eq!(per_call, 0.0, "closed, with a fleet attached");
+    assert!(fleet.status().connected);
+    drop(fleet);
 }
 
 fn a_failovers_success_allocates_only_its_boxed_target_future() {
