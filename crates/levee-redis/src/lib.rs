@@ -72,12 +72,14 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod config;
 mod fleet;
 mod keys;
 mod notice;
 mod policy;
 mod store;
 
+pub use config::FleetConfig;
 pub use fleet::{Fleet, FleetBuilder, FleetHandle, FleetStatus};
 pub use notice::{DecodeError, Kind, MAX_NOTICE_BYTES, MAX_WAIT, Notice};
 pub use policy::BreakerPolicy;

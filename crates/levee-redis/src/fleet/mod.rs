@@ -120,14 +120,7 @@ impl FleetBuilder {
     /// # Panics
     /// Outside a tokio runtime, as `tokio::spawn` does.
     pub fn spawn<S: Store>(self, store: S) -> Result<FleetHandle, ConfigError> {
-        name("fleet.namespace", &self.namespace, false)?;
-        let replica = match self.replica {
-            Some(id) => {
-                name("fleet.replica", &id, false)?;
-                id
-            }
-            None => format!("r-{:016x}", fastrand::u64(..)),
-        };
+        let replica = self.check_settings()?;
         let mut layers = HashMap::new();
         for (layer, handle) in self.layers {
             name("fleet.layer", &layer, true)?;
@@ -144,26 +137,6 @@ impl FleetBuilder {
                 "no breaker layer attached: a fleet shares a layer's decisions",
             ));
         }
-        if self.policy == BreakerPolicy::Quorum(0) {
-            return Err(ConfigError::new(
-                "fleet.policy",
-                "quorum(0): a quorum needs at least 1 replica",
-            ));
-        }
-        if !(Duration::from_millis(10)..=Duration::from_secs(3600)).contains(&self.sweep_every) {
-            return Err(ConfigError::new(
-                "fleet.sweep_every",
-                format!("must be between 10ms and 1h, got {:?}", self.sweep_every),
-            ));
-        }
-        let (min, max) = self.backoff;
-        if min.is_zero() || min > max {
-            return Err(ConfigError::new(
-                "fleet.reconnect_backoff",
-                format!("needs 0 < min <= max, got {min:?} to {max:?}"),
-            ));
-        }
-
         let status = Arc::new(StatusCell::new(&replica));
         let (tx, rx) = mpsc::channel(QUEUE);
         for (layer, handle) in &layers {
@@ -191,6 +164,40 @@ impl FleetBuilder {
             status,
             task,
         })
+    }
+}
+
+impl FleetBuilder {
+    /// Checks every setting but the layers; the replica id to use.
+    pub(crate) fn check_settings(&self) -> Result<String, ConfigError> {
+        name("fleet.namespace", &self.namespace, false)?;
+        let replica = match &self.replica {
+            Some(id) => {
+                name("fleet.replica", id, false)?;
+                id.clone()
+            }
+            None => format!("r-{:016x}", fastrand::u64(..)),
+        };
+        if self.policy == BreakerPolicy::Quorum(0) {
+            return Err(ConfigError::new(
+                "fleet.policy",
+                "quorum(0): a quorum needs at least 1 replica",
+            ));
+        }
+        if !(Duration::from_millis(10)..=Duration::from_secs(3600)).contains(&self.sweep_every) {
+            return Err(ConfigError::new(
+                "fleet.sweep_every",
+                format!("must be between 10ms and 1h, got {:?}", self.sweep_every),
+            ));
+        }
+        let (min, max) = self.backoff;
+        if min.is_zero() || min > max {
+            return Err(ConfigError::new(
+                "fleet.reconnect_backoff",
+                format!("needs 0 < min <= max, got {min:?} to {max:?}"),
+            ));
+        }
+        Ok(replica)
     }
 }
 

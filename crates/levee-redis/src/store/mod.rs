@@ -16,6 +16,7 @@ mod redis;
 
 pub use self::memory::MemoryStore;
 pub use self::redis::RedisStore;
+pub(crate) use self::redis::redact;
 
 /// One stored decision: its encoded notice and how long it still lives.
 #[derive(Clone, Debug, PartialEq, Eq)]
