@@ -12,7 +12,7 @@ use crate::policy::BreakerPolicy;
 use crate::store::{RedisStore, StoreError};
 
 /// A fleet's settings, as a `[fleet]` table beside the service's
-/// [`LeveeConfig`](tower_levee::config::LeveeConfig). Every field but
+/// `tower_levee::config::LeveeConfig` (feature `serde`). Every field but
 /// `url` is optional; durations are written the human way; an unknown
 /// field is an error, and every value is checked at load with an error
 /// that names it.
