@@ -3,6 +3,8 @@
 //! Outside CI a machine without `redis-server` skips the test with a loud
 //! message; in CI (`CI=true`) a missing server fails it.
 
+#![allow(unreachable_pub, dead_code)]
+
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
