@@ -37,6 +37,17 @@ fn provider_label(dialect: &str) -> &'static str {
     }
 }
 
+/// A replica's place in a fleet sharing decisions through `store`.
+#[derive(Debug)]
+pub struct FleetLink {
+    /// The store every replica of the run shares.
+    pub store: levee_redis::MemoryStore,
+    /// This replica's index.
+    pub replica: usize,
+    /// The fleet's settings.
+    pub spec: crate::scenario::FleetSpec,
+}
+
 /// The Levee stack of one run.
 pub struct LeveeStack {
     svc: Retry<Failover<Bytes, SimBody>>,
@@ -45,6 +56,8 @@ pub struct LeveeStack {
     /// Each request's token cost, when token limits are simulated.
     tokens: u64,
     events: Arc<Mutex<Vec<TransitionRecord>>>,
+    /// The replica's fleet task, stopped with the stack.
+    _fleet: Option<levee_redis::FleetHandle>,
 }
 
 impl std::fmt::Debug for LeveeStack {
@@ -127,7 +140,12 @@ pub fn breaker_config(cfg: &LeveeConfig) -> Result<BreakerConfig, BoxError> {
 
 impl LeveeStack {
     /// Builds the stack over `provider`, recording transitions.
-    pub fn new(sc: &Scenario, provider: &Provider, start: Instant) -> Result<Self, BoxError> {
+    pub fn new(
+        sc: &Scenario,
+        provider: &Provider,
+        start: Instant,
+        fleet: Option<FleetLink>,
+    ) -> Result<Self, BoxError> {
         let cfg = &sc.levee;
         let mut gate = GateConfig::builder();
         if let Some(w) = cfg.gate.default_wait {
@@ -198,6 +216,18 @@ impl LeveeStack {
             })
             .build()
             .map_err(|e| format!("[levee.breaker]: {e}"))?;
+        let fleet = fleet
+            .map(|link| {
+                levee_redis::Fleet::builder()
+                    .namespace("drill")
+                    .replica(format!("replica-{}", link.replica))
+                    .policy(link.spec.policy)
+                    .sweep_every(link.spec.sweep_every)
+                    .attach(&breaker.handle())
+                    .spawn(link.store)
+                    .map_err(|e| format!("[fleet]: {e}"))
+            })
+            .transpose()?;
         let attempt_timeout = cfg.attempt_timeout.unwrap_or(sc.load.timeout / 3);
         let max_concurrent = cfg.bulkhead.max_concurrent.unwrap_or(256);
         let mut failover = Failover::builder();
@@ -260,6 +290,7 @@ impl LeveeStack {
             timeout: sc.load.timeout,
             tokens: sc.load.tokens,
             events,
+            _fleet: fleet,
         })
     }
 

@@ -67,6 +67,8 @@ pub struct Record {
     pub latency: Duration,
     /// The target that served it, or why it failed.
     pub result: Result<usize, Fail>,
+    /// The replica of the service that took it (0 without a fleet).
+    pub replica: usize,
 }
 
 /// One transition of a breaker, gate or park, as the report lists it.

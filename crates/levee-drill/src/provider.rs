@@ -34,6 +34,11 @@ pub struct CallStats {
     /// Calls the provider did not answer with a success (error status,
     /// transport error, hang, mid-stream error): wasted calls.
     pub rejected: u64,
+    /// Calls answered with a throttle (a 429 with its wait: a throttle
+    /// fault, or a rate or token limit reached).
+    pub throttled: u64,
+    /// Calls answered that the account's spend cap is exhausted.
+    pub capped: u64,
     /// When each target's account first answered that its spend cap was
     /// exhausted (from the start).
     pub cap_reached: BTreeMap<String, Duration>,
@@ -170,6 +175,8 @@ impl Provider {
         let mut midstream = false;
         let mut first_token: Option<Duration> = None;
         let mut answer = None;
+        // Which kind of refusal the answer is, for the counts.
+        let (mut throttled, mut capped) = (false, false);
         for f in self.active(&target.name, t) {
             answer = match f.kind.as_str() {
                 "outage" => Some(Answer::Respond(
@@ -183,8 +190,12 @@ impl Provider {
                 "hang" => Some(Answer::Hang),
                 "connect_error" => Some(Answer::Fail(connect_error(), Duration::from_millis(5))),
                 "revoke_key" => Some(Answer::Respond(dialect::revoked(d), quick)),
-                "spend_cap" => Some(Answer::Respond(dialect::spend_cap(d), quick)),
+                "spend_cap" => {
+                    capped = true;
+                    Some(Answer::Respond(dialect::spend_cap(d), quick))
+                }
                 "throttle" => {
+                    throttled = true;
                     let wait = (f.to - t).min(Duration::from_secs(20));
                     Some(Answer::Respond(
                         dialect::throttle(d, model, wait, target.rpm),
@@ -214,6 +225,7 @@ impl Provider {
             && st.spent.get(&target.account).copied().unwrap_or(0) >= target.spend_cap
         {
             st.stats.cap_reached.entry(target.name.clone()).or_insert(t);
+            capped = true;
             answer = Some(Answer::Respond(dialect::spend_cap(d), quick));
         }
         // What the limits report on this call's answer.
@@ -253,6 +265,7 @@ impl Provider {
             match taken {
                 Ok(left) => reported.requests = Some(left),
                 Err(wait) => {
+                    throttled = true;
                     answer = Some(Answer::Respond(
                         dialect::throttle(d, model, wait, target.rpm),
                         quick,
@@ -277,6 +290,7 @@ impl Provider {
             match b.take(now, cost as f64, rate, cap) {
                 Ok(left) => reported.tokens = Some(left),
                 Err(wait) => {
+                    throttled = true;
                     answer = Some(Answer::Respond(
                         dialect::throttle_tokens(d, model, wait, target.tpm),
                         quick,
@@ -322,6 +336,8 @@ impl Provider {
         if wasted {
             st.stats.rejected += 1;
         }
+        st.stats.throttled += u64::from(throttled);
+        st.stats.capped += u64::from(capped);
         answer
     }
 

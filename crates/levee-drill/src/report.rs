@@ -94,6 +94,14 @@ pub struct StackResult {
     pub upstream_calls_by_target: BTreeMap<String, u64>,
     /// Calls the provider did not answer with a success (wasted calls).
     pub upstream_rejected_calls: u64,
+    /// Calls the provider answered with a throttle (a 429 with its wait).
+    pub upstream_throttled_calls: u64,
+    /// Calls that reached an account whose spend cap was exhausted.
+    pub upstream_capped_calls: u64,
+    /// With a `[fleet]`: each replica's share of the requests (the numbers
+    /// above are the fleet's totals).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<ReplicaResult>,
     /// Succeeded requests served by a target other than the first, over succeeded requests.
     pub fallback_share: f64,
     /// Latency percentiles.
@@ -110,6 +118,19 @@ pub struct StackResult {
     /// The per-request records, for the timeline picture.
     #[serde(skip)]
     pub records: Vec<Record>,
+}
+
+/// One replica's requests, in a fleet's result.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ReplicaResult {
+    /// The replica's index.
+    pub replica: usize,
+    /// Requests the load balancer gave it.
+    pub requests: u64,
+    /// Of them, answered with a success.
+    pub succeeded: u64,
+    /// Failed ones by cause.
+    pub failed: Failed,
 }
 
 fn percentile(sorted: &[u64], p: f64) -> u64 {
@@ -144,6 +165,20 @@ impl StackResult {
             .collect();
         lat.sort_unstable();
         let (detect, recover) = timings(sc, &run);
+        let mut replicas =
+            vec![ReplicaResult::default(); if sc.fleet.is_some() { sc.replicas() } else { 0 }];
+        for (i, r) in replicas.iter_mut().enumerate() {
+            r.replica = i;
+        }
+        for rec in &run.records {
+            if let Some(r) = replicas.get_mut(rec.replica) {
+                r.requests += 1;
+                match rec.result {
+                    Ok(_) => r.succeeded += 1,
+                    Err(f) => r.failed.add(f),
+                }
+            }
+        }
         StackResult {
             stack: run.stack,
             requests: run.records.len() as u64,
@@ -161,6 +196,9 @@ impl StackResult {
                 })
                 .collect(),
             upstream_rejected_calls: run.calls.rejected,
+            upstream_throttled_calls: run.calls.throttled,
+            upstream_capped_calls: run.calls.capped,
+            replicas,
             fallback_share: if succeeded == 0 {
                 0.0
             } else {
@@ -196,8 +234,9 @@ impl StackResult {
 }
 
 fn timings(sc: &Scenario, run: &StackRun) -> (Option<Duration>, Option<Duration>) {
-    // The first scripted fault; else the first spend cap reached (no end).
-    let (target, from, to) = match sc.faults.first() {
+    // The first scripted fault of a provider (a store outage is the
+    // fleet's); else the first spend cap reached (no end).
+    let (target, from, to) = match sc.faults.iter().find(|f| f.kind != "store_outage") {
         Some(f) => (f.target.as_str(), f.from, f.to),
         None => match run.calls.cap_reached.iter().min_by_key(|(_, at)| **at) {
             Some((name, at)) => (name.as_str(), *at, sc.duration),
@@ -295,6 +334,30 @@ pub fn table(report: &ScenarioReport) -> String {
                 fails.join(" ")
             }
         );
+        if !r.replicas.is_empty() {
+            let served: Vec<String> = r
+                .replicas
+                .iter()
+                .map(|x| {
+                    let rate = if x.requests == 0 {
+                        1.0
+                    } else {
+                        x.succeeded as f64 / x.requests as f64
+                    };
+                    format!("{:.1}%", rate * 100.0)
+                })
+                .collect();
+            let _ = writeln!(
+                s,
+                "  {:<12} {} replica{}, upstream 429s {}, calls to capped accounts {}; served by replica: {}",
+                "",
+                r.replicas.len(),
+                if r.replicas.len() == 1 { "" } else { "s" },
+                r.upstream_throttled_calls,
+                r.upstream_capped_calls,
+                served.join(" ")
+            );
+        }
     }
     s
 }
@@ -302,12 +365,21 @@ pub fn table(report: &ScenarioReport) -> String {
 /// One line per scenario: each stack's success rate and upstream calls.
 pub fn summary(reports: &[ScenarioReport]) -> String {
     let mut s = String::new();
-    let stacks = ["unprotected", "naive", "levee"];
+    let stacks: Vec<&str> = crate::scenario::STACKS
+        .into_iter()
+        .filter(|st| {
+            reports
+                .iter()
+                .any(|r| r.results.iter().any(|x| x.stack == *st))
+        })
+        .collect();
     let _ = writeln!(
         s,
         "| scenario | {} |",
         stacks
+            .iter()
             .map(|st| format!("{st}: served (upstream calls)"))
+            .collect::<Vec<_>>()
             .join(" | ")
     );
     let _ = writeln!(s, "|---|{}", "---|".repeat(stacks.len()));

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::levee::LeveeStack;
+use crate::levee::{FleetLink, LeveeStack};
 use crate::outcome::{Fail, Record, TransitionRecord};
 use crate::provider::{CallStats, Provider};
 use crate::report::{ScenarioReport, StackResult};
@@ -83,16 +83,48 @@ async fn drive(
         provider
     };
     let transitions: Rc<RefCell<Vec<TransitionRecord>>> = Rc::default();
-    let stack = Rc::new(match name.as_str() {
-        "unprotected" => Stack::Unprotected,
-        "naive" => Stack::Naive(Naive::new(
-            sc.targets.iter().map(|t| t.name.clone()).collect(),
-            start,
-            transitions.clone(),
-        )),
-        "levee" => Stack::Levee(LeveeStack::new(&sc, &provider, start)?),
-        other => return Err(format!("unknown stack {other:?}").into()),
-    });
+    // The fleet store the `levee-fleet` replicas share, and its outages.
+    let store = match (name.as_str(), &sc.fleet) {
+        ("levee-fleet", Some(spec)) => {
+            Some(levee_redis::MemoryStore::new().with_latency(spec.latency))
+        }
+        _ => None,
+    };
+    if let Some(store) = &store {
+        for f in sc.faults.iter().filter(|f| f.kind == "store_outage") {
+            let (store, from, to) = (store.clone(), f.from, f.to);
+            tokio::task::spawn_local(async move {
+                tokio::time::sleep_until(start + from).await;
+                store.set_available(false);
+                tokio::time::sleep_until(start + to).await;
+                store.set_available(true);
+            });
+        }
+    }
+    let mut replicas = Vec::with_capacity(sc.replicas());
+    for replica in 0..sc.replicas() {
+        replicas.push(match name.as_str() {
+            "unprotected" => Stack::Unprotected,
+            "naive" => Stack::Naive(Naive::new(
+                sc.targets.iter().map(|t| t.name.clone()).collect(),
+                start,
+                transitions.clone(),
+            )),
+            "levee" | "levee-fleet" => {
+                let link = store
+                    .as_ref()
+                    .zip(sc.fleet.as_ref())
+                    .map(|(store, spec)| FleetLink {
+                        store: store.clone(),
+                        replica,
+                        spec: spec.clone(),
+                    });
+                Stack::Levee(LeveeStack::new(&sc, &provider, start, link)?)
+            }
+            other => return Err(format!("unknown stack {other:?}").into()),
+        });
+    }
+    let replicas = Rc::new(replicas);
     let rng = Rc::new(RefCell::new(fastrand::Rng::with_seed(
         sc.seed.wrapping_add(17),
     )));
@@ -101,8 +133,10 @@ async fn drive(
     let mut tasks = Vec::with_capacity(arrivals.len());
     for (i, at) in arrivals.iter().copied().enumerate() {
         tokio::time::sleep_until(start + at).await;
-        let (stack, provider, rng, records) = (
-            stack.clone(),
+        // A load balancer's round robin.
+        let replica = i % replicas.len();
+        let (replicas, provider, rng, records) = (
+            replicas.clone(),
             provider.clone(),
             rng.clone(),
             records.clone(),
@@ -111,7 +145,7 @@ async fn drive(
         tasks.push(tokio::task::spawn_local(async move {
             let began = Instant::now();
             let fut = async {
-                match &*stack {
+                match &replicas[replica] {
                     Stack::Unprotected => unprotected(&provider, &rng).await,
                     Stack::Naive(n) => n.call(&provider, &rng).await,
                     Stack::Levee(l) => l.call().await,
@@ -124,6 +158,7 @@ async fn drive(
                 at,
                 latency: Instant::now() - began,
                 result,
+                replica,
             });
         }));
     }
@@ -131,9 +166,12 @@ async fn drive(
         t.await?;
     }
     let mut transitions = transitions.borrow().clone();
-    if let Stack::Levee(l) = &*stack {
-        transitions.extend(l.transitions());
+    for stack in replicas.iter() {
+        if let Stack::Levee(l) = stack {
+            transitions.extend(l.transitions());
+        }
     }
+    transitions.sort_by_key(|t| t.t_ms);
     let records = records
         .borrow_mut()
         .drain(..)

@@ -10,11 +10,13 @@ pub use crate::config::{
     BreakerOverrides, BulkheadOverrides, GateOverrides, LeveeConfig, ParkOverrides, RetryOverrides,
 };
 
-/// The three stacks a scenario can compare.
-pub const STACKS: [&str; 3] = ["unprotected", "naive", "levee"];
+/// The stacks a scenario can compare: `levee-fleet` is Levee with its
+/// replicas sharing decisions through the fleet store (a scenario with a
+/// `[fleet]` table runs it beside `levee`, whose replicas share nothing).
+pub const STACKS: [&str; 4] = ["unprotected", "naive", "levee", "levee-fleet"];
 
 /// The fault kinds a scenario can script.
-pub const FAULT_KINDS: [&str; 11] = [
+pub const FAULT_KINDS: [&str; 12] = [
     "outage",
     "overload",
     "hang",
@@ -26,6 +28,7 @@ pub const FAULT_KINDS: [&str; 11] = [
     "midstream_error",
     "flap",
     "slow_first_token",
+    "store_outage",
 ];
 
 /// The dialects the simulated provider speaks.
@@ -50,6 +53,31 @@ pub struct Scenario {
     pub faults: Vec<Fault>,
     /// Overrides of the Levee stack's default configuration.
     pub levee: LeveeConfig,
+    /// Replicas of the service sharing the load, if more than one process.
+    pub fleet: Option<FleetSpec>,
+}
+
+/// A fleet of replicas: each runs its own copy of every stack over the same
+/// providers, and arrivals go to them in turn, as a load balancer's
+/// round robin would.
+#[derive(Clone, Debug)]
+pub struct FleetSpec {
+    /// How many replicas (1 to 64).
+    pub replicas: u32,
+    /// One-way latency of the fleet store (in virtual time the simulated
+    /// store with Redis's semantics).
+    pub latency: Duration,
+    /// When a replica adopts another's breaker open.
+    pub policy: levee_redis::BreakerPolicy,
+    /// How often each replica reads the store back.
+    pub sweep_every: Duration,
+}
+
+impl Scenario {
+    /// The number of replicas (1 without a `[fleet]`).
+    pub fn replicas(&self) -> usize {
+        self.fleet.as_ref().map_or(1, |f| f.replicas as usize)
+    }
 }
 
 /// The offered load.
@@ -157,6 +185,25 @@ struct RawScenario {
     fault: Vec<RawFault>,
     #[serde(default)]
     levee: LeveeConfig,
+    fleet: Option<RawFleet>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFleet {
+    replicas: u32,
+    store: Option<RawStores>,
+    latency: Option<String>,
+    policy: Option<String>,
+    sweep_every: Option<String>,
+}
+
+/// `store = "redis"`, or a list to compare: `["none", "redis"]`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawStores {
+    One(String),
+    Many(Vec<String>),
 }
 
 #[derive(Deserialize)]
@@ -217,14 +264,41 @@ impl Scenario {
         if duration.is_zero() {
             return Err(err("duration", "must be above zero"));
         }
-        let stacks = raw
-            .stacks
-            .unwrap_or_else(|| STACKS.iter().map(|s| s.to_string()).collect());
+        let fleet = raw.fleet.map(fleet_spec).transpose()?;
+        let stacks = match raw.stacks {
+            Some(stacks) => stacks,
+            None => {
+                // Levee with each store the fleet compares; without a
+                // fleet, one process and nothing to share.
+                let stores = fleet
+                    .as_ref()
+                    .map_or(vec!["none"], |(_, stores)| stores.clone());
+                let mut stacks = vec!["unprotected".to_owned(), "naive".to_owned()];
+                for store in stores {
+                    stacks.push(
+                        if store == "redis" {
+                            "levee-fleet"
+                        } else {
+                            "levee"
+                        }
+                        .to_owned(),
+                    );
+                }
+                stacks
+            }
+        };
+        let fleet = fleet.map(|(spec, _)| spec);
         for (i, s) in stacks.iter().enumerate() {
             if !STACKS.contains(&s.as_str()) {
                 return Err(err(
                     &format!("stacks[{i}]"),
                     format!("unknown stack {s:?}; expected one of {STACKS:?}"),
+                ));
+            }
+            if s == "levee-fleet" && fleet.is_none() {
+                return Err(err(
+                    &format!("stacks[{i}]"),
+                    "`levee-fleet` needs a [fleet] table (replicas and their store)",
                 ));
             }
         }
@@ -295,6 +369,12 @@ impl Scenario {
                 return Err(err(
                     &field("kind"),
                     format!("unknown kind {:?}; expected one of {FAULT_KINDS:?}", f.kind),
+                ));
+            }
+            if f.kind == "store_outage" && (fleet.is_none() || f.target != "*") {
+                return Err(err(
+                    &field("kind"),
+                    "a store_outage takes the fleet store away: it needs a [fleet] table and target = \"*\"",
                 ));
             }
             let from = f
@@ -375,6 +455,68 @@ impl Scenario {
             targets,
             faults,
             levee,
+            fleet,
         })
     }
+}
+
+/// The fleet's settings, and the stores it compares.
+fn fleet_spec(raw: RawFleet) -> Result<(FleetSpec, Vec<&'static str>), ScenarioError> {
+    if !(1..=64).contains(&raw.replicas) {
+        return Err(err(
+            "fleet.replicas",
+            format!("must be within 1..=64, got {}", raw.replicas),
+        ));
+    }
+    let named = match raw.store {
+        None => vec!["none".to_owned(), "redis".to_owned()],
+        Some(RawStores::One(s)) => vec![s],
+        Some(RawStores::Many(v)) => v,
+    };
+    let mut stores = Vec::new();
+    for s in &named {
+        let store = match s.as_str() {
+            "none" => "none",
+            "redis" => "redis",
+            other => {
+                return Err(err(
+                    "fleet.store",
+                    format!("unknown store {other:?}; expected \"none\" or \"redis\""),
+                ));
+            }
+        };
+        if !stores.contains(&store) {
+            stores.push(store);
+        }
+    }
+    if stores.is_empty() {
+        return Err(err("fleet.store", "name at least one store"));
+    }
+    let latency = match &raw.latency {
+        Some(l) => dur("fleet.latency", l)?,
+        None => Duration::from_millis(1),
+    };
+    let policy = match &raw.policy {
+        Some(p) => p.parse().map_err(|e: String| err("fleet.policy", e))?,
+        None => levee_redis::BreakerPolicy::default(),
+    };
+    let sweep_every = match &raw.sweep_every {
+        Some(s) => dur("fleet.sweep_every", s)?,
+        None => Duration::from_secs(1),
+    };
+    if !(Duration::from_millis(10)..=Duration::from_secs(3600)).contains(&sweep_every) {
+        return Err(err(
+            "fleet.sweep_every",
+            format!("must be within 10ms..=1h, got {sweep_every:?}"),
+        ));
+    }
+    Ok((
+        FleetSpec {
+            replicas: raw.replicas,
+            latency,
+            policy,
+            sweep_every,
+        },
+        stores,
+    ))
 }

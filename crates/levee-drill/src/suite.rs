@@ -3,7 +3,7 @@
 use crate::scenario::{Scenario, ScenarioError};
 
 /// The built-in scenarios: (file name, TOML text).
-pub const SUITE: [(&str, &str); 10] = [
+pub const SUITE: [(&str, &str); 14] = [
     (
         "hard-outage.toml",
         include_str!("../scenarios/hard-outage.toml"),
@@ -37,6 +37,22 @@ pub const SUITE: [(&str, &str); 10] = [
     (
         "slow-first-token.toml",
         include_str!("../scenarios/slow-first-token.toml"),
+    ),
+    (
+        "fleet-throttle.toml",
+        include_str!("../scenarios/fleet-throttle.toml"),
+    ),
+    (
+        "fleet-spend-cap.toml",
+        include_str!("../scenarios/fleet-spend-cap.toml"),
+    ),
+    (
+        "fleet-store-outage.toml",
+        include_str!("../scenarios/fleet-store-outage.toml"),
+    ),
+    (
+        "fleet-quiet-dead-primary.toml",
+        include_str!("../scenarios/fleet-quiet-dead-primary.toml"),
     ),
 ];
 

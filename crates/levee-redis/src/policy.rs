@@ -77,8 +77,13 @@ impl FromStr for BreakerPolicy {
     }
 }
 
-/// A domain's open reports: the replica, until when, and why.
-type Reporters = HashMap<String, (Instant, String)>;
+/// A domain's open reports (the replica, until when, and why), and
+/// whether this replica adopted the open they make.
+#[derive(Debug, Default)]
+struct Reporters {
+    by_replica: HashMap<String, (Instant, String)>,
+    adopted: bool,
+}
 
 /// The breaker opens other replicas report, per layer and domain, each
 /// until its cool-off ends.
@@ -103,18 +108,48 @@ impl Reports {
             .by_domain
             .entry((layer.to_owned(), domain.to_owned()))
             .or_default();
-        reporters.insert(replica.to_owned(), (until, reason.to_owned()));
-        reporters.retain(|_, (at, _)| *at > now);
-        let latest = reporters.values().map(|(at, _)| *at).max().unwrap_or(until);
-        (u32::try_from(reporters.len()).unwrap_or(u32::MAX), latest)
+        reporters.by_replica.retain(|_, (at, _)| *at > now);
+        if reporters.by_replica.is_empty() {
+            // Every earlier report lapsed: a new episode needs its quorum.
+            reporters.adopted = false;
+        }
+        reporters
+            .by_replica
+            .insert(replica.to_owned(), (until, reason.to_owned()));
+        let latest = reporters
+            .by_replica
+            .values()
+            .map(|(at, _)| *at)
+            .max()
+            .unwrap_or(until);
+        let count = u32::try_from(reporters.by_replica.len()).unwrap_or(u32::MAX);
+        (count, latest)
+    }
+
+    /// Records that this replica adopted `domain`'s open: later reports of
+    /// the same episode extend it one by one (the quorum was met).
+    pub(crate) fn adopted(&mut self, layer: &str, domain: &str) {
+        if let Some(r) = self
+            .by_domain
+            .get_mut(&(layer.to_owned(), domain.to_owned()))
+        {
+            r.adopted = true;
+        }
+    }
+
+    /// Whether this replica adopted `domain`'s open in the current episode.
+    pub(crate) fn is_adopted(&self, layer: &str, domain: &str) -> bool {
+        self.by_domain
+            .get(&(layer.to_owned(), domain.to_owned()))
+            .is_some_and(|r| r.adopted)
     }
 
     /// `replica` no longer reports `domain` open (its probe succeeded).
     pub(crate) fn withdraw(&mut self, layer: &str, domain: &str, replica: &str) {
         let key = (layer.to_owned(), domain.to_owned());
         if let Some(reporters) = self.by_domain.get_mut(&key) {
-            reporters.remove(replica);
-            if reporters.is_empty() {
+            reporters.by_replica.remove(replica);
+            if reporters.by_replica.is_empty() {
                 self.by_domain.remove(&key);
             }
         }
@@ -125,7 +160,7 @@ impl Reports {
     pub(crate) fn clear(&mut self, layer: &str, domain: &str) -> Vec<String> {
         self.by_domain
             .remove(&(layer.to_owned(), domain.to_owned()))
-            .map(|r| r.into_keys().collect())
+            .map(|r| r.by_replica.into_keys().collect())
             .unwrap_or_default()
     }
 
@@ -135,10 +170,10 @@ impl Reports {
         seen: &std::collections::HashSet<(String, String, String)>,
     ) {
         self.by_domain.retain(|(layer, domain), reporters| {
-            reporters.retain(|replica, _| {
+            reporters.by_replica.retain(|replica, _| {
                 seen.contains(&(layer.clone(), domain.clone(), replica.clone()))
             });
-            !reporters.is_empty()
+            !reporters.by_replica.is_empty()
         });
     }
 }

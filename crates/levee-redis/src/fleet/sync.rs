@@ -17,6 +17,14 @@ use crate::notice::{DecodeError, Kind, MAX_WAIT, Notice};
 use crate::policy::{BreakerPolicy, Reports};
 use crate::store::{Notices, Store, StoreError};
 
+/// How long past a reporting replica's cool-off its report stands: the
+/// time it has to send its probe (its next call after the cool-off). While
+/// a report stands, replicas that adopted the open send no probes of
+/// their own: the reporter's probe speaks for the fleet, its recovery ends
+/// their cool-offs at once, and its failure reopens them. A reporter with
+/// no call in that time leaves the probing to whoever adopted.
+pub(crate) const PROBE_GRACE: Duration = Duration::from_secs(10);
+
 /// What the task runs with.
 #[derive(Debug)]
 pub(crate) struct Settings {
@@ -329,10 +337,16 @@ impl<S: Store> Sync<S> {
                 let Some(needed) = self.settings.policy.needed() else {
                     return;
                 };
-                let (count, until) =
-                    self.reports
-                        .report(&n.layer, scope, &n.replica, now + n.wait, &n.reason, now);
-                if count < needed {
+                let (count, until) = self.reports.report(
+                    &n.layer,
+                    scope,
+                    &n.replica,
+                    now + n.wait + PROBE_GRACE,
+                    &n.reason,
+                    now,
+                );
+                let adopted = self.reports.is_adopted(&n.layer, scope);
+                if count < needed && !adopted {
                     return;
                 }
                 let reason = if count == 1 {
@@ -340,6 +354,7 @@ impl<S: Store> Sync<S> {
                 } else {
                     format!("{count} replicas report it open ({})", n.reason)
                 };
+                self.reports.adopted(&n.layer, scope);
                 handle.adopt(FleetUpdate::Opened {
                     scope,
                     wait: until.saturating_duration_since(now),

@@ -1,0 +1,143 @@
+//! Fleets of replicas in virtual time: sharing decisions through the fleet
+//! store learns a throttle or a spend cap once for the fleet, spares a dead
+//! primary the thresholds of quiet replicas, and a store outage costs
+//! nothing but the sharing itself.
+
+use levee_drill::report::{ScenarioReport, StackResult, table};
+use levee_drill::run::run_scenario;
+use levee_drill::scenario::Scenario;
+use levee_drill::suite;
+
+fn builtin(name: &str) -> Scenario {
+    suite::scenarios()
+        .expect("the built-in scenarios parse")
+        .into_iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no built-in scenario {name}"))
+}
+
+fn run(sc: &Scenario) -> ScenarioReport {
+    let report = run_scenario(sc).expect("the scenario runs");
+    print!("{}", table(&report));
+    for s in &report.results {
+        assert_eq!(s.requests, s.succeeded + s.failed.total(), "{}", s.stack);
+    }
+    report
+}
+
+fn stack<'a>(r: &'a ScenarioReport, name: &str) -> &'a StackResult {
+    r.results
+        .iter()
+        .find(|s| s.stack == name)
+        .expect("stack ran")
+}
+
+/// The same scenario as one replica carrying one replica's share.
+fn one_replica(sc: &Scenario) -> Scenario {
+    let mut one = sc.clone();
+    let n = sc.replicas() as f64;
+    one.load.rate /= n;
+    if let Some(f) = &mut one.fleet {
+        f.replicas = 1;
+    }
+    one
+}
+
+#[test]
+fn a_shared_throttle_costs_the_fleet_what_it_costs_one_replica() {
+    let sc = builtin("fleet-throttle");
+    let r = run(&sc);
+    let shared = stack(&r, "levee-fleet").upstream_throttled_calls;
+    let alone = stack(&r, "levee").upstream_throttled_calls;
+    let single = stack(&run(&one_replica(&sc)), "levee").upstream_throttled_calls;
+    println!("429s: one replica {single}, 8 sharing {shared}, 8 alone {alone}");
+    assert!(single > 0);
+    assert!(shared as f64 <= 1.5 * single as f64, "{shared} vs {single}");
+    assert!(alone >= 5 * single, "{alone} vs {single}");
+    assert_eq!(stack(&r, "levee-fleet").success_rate(), 1.0);
+}
+
+#[test]
+fn a_spend_cap_one_replica_meets_parks_the_fleet() {
+    let r = run(&builtin("fleet-spend-cap"));
+    let shared = stack(&r, "levee-fleet");
+    let alone = stack(&r, "levee");
+    println!(
+        "calls to the capped account: sharing {}, alone {}",
+        shared.upstream_capped_calls, alone.upstream_capped_calls
+    );
+    assert!(
+        shared.upstream_capped_calls <= 2,
+        "{}",
+        shared.upstream_capped_calls
+    );
+    assert!(alone.upstream_capped_calls >= 8);
+    assert_eq!(shared.success_rate(), 1.0);
+}
+
+#[test]
+fn quiet_replicas_sharing_opens_spare_a_dead_primary() {
+    let r = run(&builtin("fleet-quiet-dead-primary"));
+    let dead = |s: &StackResult| s.upstream_calls_by_target["primary"];
+    let (shared, alone) = (dead(stack(&r, "levee-fleet")), dead(stack(&r, "levee")));
+    println!("calls to the dead primary: sharing {shared}, alone {alone}");
+    assert!((shared as f64) < 0.6 * alone as f64, "{shared} vs {alone}");
+    assert_eq!(stack(&r, "levee-fleet").success_rate(), 1.0);
+}
+
+#[test]
+fn a_store_outage_fails_no_request_and_costs_only_the_sharing() {
+    let outage = run(&builtin("fleet-store-outage"));
+    let steady = run(&builtin("fleet-throttle"));
+    let throttled = |r: &ScenarioReport, s: &str| stack(r, s).upstream_throttled_calls;
+    let during = throttled(&outage, "levee-fleet");
+    println!(
+        "429s: sharing {}, sharing with the store gone 30 s {during}, alone {}",
+        throttled(&steady, "levee-fleet"),
+        throttled(&steady, "levee")
+    );
+    assert_eq!(stack(&outage, "levee-fleet").success_rate(), 1.0);
+    assert!(
+        during > throttled(&steady, "levee-fleet"),
+        "it shared through the outage?"
+    );
+    assert!(
+        during < throttled(&steady, "levee"),
+        "it never shared again?"
+    );
+    // The same scenario without the outage gives exactly the shared numbers.
+    let mut no_outage = builtin("fleet-store-outage");
+    no_outage.faults.retain(|f| f.kind != "store_outage");
+    assert_eq!(
+        throttled(&run(&no_outage), "levee-fleet"),
+        throttled(&steady, "levee-fleet")
+    );
+}
+
+#[test]
+fn a_fleet_table_is_checked_at_load() {
+    let base = "name = \"x\"\nduration = \"10s\"\n[load]\nrate = 1\nmodel = \"m\"\n[[target]]\nname = \"a\"\ndialect = \"openai\"\n";
+    for (extra, says) in [
+        ("[fleet]\nreplicas = 0\n", "fleet.replicas"),
+        ("[fleet]\nreplicas = 2\nstore = \"etcd\"\n", "fleet.store"),
+        ("[fleet]\nreplicas = 2\npolicy = \"most\"\n", "fleet.policy"),
+        (
+            "[fleet]\nreplicas = 2\nsweep_every = \"1ms\"\n",
+            "fleet.sweep_every",
+        ),
+        (
+            "[[fault]]\ntarget = \"*\"\nkind = \"store_outage\"\n",
+            "store_outage",
+        ),
+    ] {
+        let err = Scenario::from_toml(&format!("{base}{extra}"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(says), "{extra}: {err}");
+    }
+    let err = Scenario::from_toml(&format!("{base}stacks = [\"levee-fleet\"]\n"));
+    assert!(err.is_err(), "levee-fleet without a fleet");
+    let sc =
+        Scenario::from_toml(&format!("{base}[fleet]\nreplicas = 3\nstore = \"redis\"\n")).unwrap();
+    assert_eq!(sc.stacks, ["unprotected", "naive", "levee-fleet"]);
+}
