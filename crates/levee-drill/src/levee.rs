@@ -37,11 +37,20 @@ fn provider_label(dialect: &str) -> &'static str {
     }
 }
 
+/// Where a fleet's replicas meet.
+#[derive(Clone, Debug)]
+pub enum FleetStore {
+    /// The simulated store, in virtual time.
+    Simulated(levee_redis::MemoryStore),
+    /// A real Redis server (`--live`), by URL.
+    Redis(String),
+}
+
 /// A replica's place in a fleet sharing decisions through `store`.
 #[derive(Debug)]
 pub struct FleetLink {
     /// The store every replica of the run shares.
-    pub store: levee_redis::MemoryStore,
+    pub store: FleetStore,
     /// This replica's index.
     pub replica: usize,
     /// The fleet's settings.
@@ -217,15 +226,18 @@ impl LeveeStack {
             .build()
             .map_err(|e| format!("[levee.breaker]: {e}"))?;
         let fleet = fleet
-            .map(|link| {
-                levee_redis::Fleet::builder()
+            .map(|link| -> Result<_, BoxError> {
+                let fleet = levee_redis::Fleet::builder()
                     .namespace("drill")
                     .replica(format!("replica-{}", link.replica))
                     .policy(link.spec.policy)
                     .sweep_every(link.spec.sweep_every)
-                    .attach(&breaker.handle())
-                    .spawn(link.store)
-                    .map_err(|e| format!("[fleet]: {e}"))
+                    .attach(&breaker.handle());
+                let spawned = match link.store {
+                    FleetStore::Simulated(store) => fleet.spawn(store),
+                    FleetStore::Redis(url) => fleet.spawn(levee_redis::RedisStore::open(&url)?),
+                };
+                Ok(spawned.map_err(|e| format!("[fleet]: {e}"))?)
             })
             .transpose()?;
         let attempt_timeout = cfg.attempt_timeout.unwrap_or(sc.load.timeout / 3);

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::levee::{FleetLink, LeveeStack};
+use crate::levee::{FleetLink, FleetStore, LeveeStack};
 use crate::outcome::{Fail, Record, TransitionRecord};
 use crate::provider::{CallStats, Provider};
 use crate::report::{ScenarioReport, StackResult};
@@ -83,24 +83,52 @@ async fn drive(
         provider
     };
     let transitions: Rc<RefCell<Vec<TransitionRecord>>> = Rc::default();
-    // The fleet store the `levee-fleet` replicas share, and its outages.
+    // The fleet store the `levee-fleet` replicas share, and its outages:
+    // simulated in virtual time, a redis-server of the run's own live.
+    let outages: Vec<(Duration, Duration)> = sc
+        .faults
+        .iter()
+        .filter(|f| f.kind == "store_outage")
+        .map(|f| (f.from, f.to))
+        .collect();
     let store = match (name.as_str(), &sc.fleet) {
+        ("levee-fleet", Some(_)) if live => {
+            let server = levee_redis::LocalRedis::start(None).map_err(|e| {
+                format!("--live with a [fleet] runs a redis-server on 127.0.0.1: {e}")
+            })?;
+            let url = server.url();
+            let server = Rc::new(RefCell::new(server));
+            for (from, to) in outages.iter().copied() {
+                let server = server.clone();
+                tokio::task::spawn_local(async move {
+                    tokio::time::sleep_until(start + from).await;
+                    server.borrow_mut().kill();
+                    tokio::time::sleep_until(start + to).await;
+                    if let Err(e) = server.borrow_mut().restart() {
+                        eprintln!("the drill's redis-server did not restart: {e}");
+                    }
+                });
+            }
+            Some((FleetStore::Redis(url), Some(server)))
+        }
         ("levee-fleet", Some(spec)) => {
-            Some(levee_redis::MemoryStore::new().with_latency(spec.latency))
+            let store = levee_redis::MemoryStore::new().with_latency(spec.latency);
+            for (from, to) in outages.iter().copied() {
+                let store = store.clone();
+                tokio::task::spawn_local(async move {
+                    tokio::time::sleep_until(start + from).await;
+                    store.set_available(false);
+                    tokio::time::sleep_until(start + to).await;
+                    store.set_available(true);
+                });
+            }
+            Some((FleetStore::Simulated(store), None))
         }
         _ => None,
     };
-    if let Some(store) = &store {
-        for f in sc.faults.iter().filter(|f| f.kind == "store_outage") {
-            let (store, from, to) = (store.clone(), f.from, f.to);
-            tokio::task::spawn_local(async move {
-                tokio::time::sleep_until(start + from).await;
-                store.set_available(false);
-                tokio::time::sleep_until(start + to).await;
-                store.set_available(true);
-            });
-        }
-    }
+    // Kept until the run ends.
+    let (store, _server) = store.unzip();
+    let _server = _server.flatten();
     let mut replicas = Vec::with_capacity(sc.replicas());
     for replica in 0..sc.replicas() {
         replicas.push(match name.as_str() {

@@ -6,9 +6,6 @@
 //! Run: `cargo run --release -p levee-redis --example convergence [-- N]`
 //! (N transitions, default 200). Prints p50, p90, p99 and the worst.
 
-#[path = "../tests/support/redis_server.rs"]
-mod redis_server;
-
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -49,9 +46,7 @@ fn replica(url: &str, id: &str) -> (BreakerLayer, FleetHandle, Adopted) {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), BoxError> {
     let transitions: usize = std::env::args().nth(1).map_or(Ok(200), |n| n.parse())?;
-    let Some(server) = redis_server::RedisServer::start(None) else {
-        return Ok(());
-    };
+    let server = levee_redis::LocalRedis::start(None)?;
     let url = server.url();
     let (throttled, origin_fleet, _) = replica(&url, "origin");
     let observers: Vec<Observer> = (0..2)

@@ -75,12 +75,16 @@
 mod config;
 mod fleet;
 mod keys;
+#[cfg(feature = "local-server")]
+mod local;
 mod notice;
 mod policy;
 mod store;
 
 pub use config::FleetConfig;
 pub use fleet::{Fleet, FleetBuilder, FleetHandle, FleetStatus};
+#[cfg(feature = "local-server")]
+pub use local::LocalRedis;
 pub use notice::{DecodeError, Kind, MAX_NOTICE_BYTES, MAX_WAIT, Notice};
 pub use policy::BreakerPolicy;
 pub use store::{MemoryStore, Notices, RedisStore, Store, StoreError, Stored};

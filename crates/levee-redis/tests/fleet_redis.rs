@@ -3,8 +3,9 @@
 
 mod support;
 
+use levee_redis::LocalRedis as RedisServer;
 use levee_redis::{BreakerPolicy, RedisStore};
-use support::redis_server::RedisServer;
+use support::redis_server;
 use support::{ACCOUNT, Answer, INSUFFICIENT_QUOTA, Replica, eventually};
 use tower_levee::breaker::{CircuitOpen, Parked, Throttled};
 
@@ -34,7 +35,7 @@ async fn trip(r: &Replica) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttle_on_one_replica_gates_the_others_through_redis() {
-    let Some(server) = RedisServer::start(None) else {
+    let Some(server) = redis_server::start(None) else {
         return;
     };
     let fleet = replicas(&server, 3, BreakerPolicy::default());
@@ -51,7 +52,7 @@ async fn a_throttle_on_one_replica_gates_the_others_through_redis() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spend_cap_parks_every_replica_and_one_operators_unpark_lifts_it() {
-    let Some(server) = RedisServer::start(None) else {
+    let Some(server) = redis_server::start(None) else {
         return;
     };
     let fleet = replicas(&server, 3, BreakerPolicy::default());
@@ -69,7 +70,7 @@ async fn a_spend_cap_parks_every_replica_and_one_operators_unpark_lifts_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_replicas_open_stays_its_own_and_a_quorum_of_two_opens_the_fleet() {
-    let Some(server) = RedisServer::start(None) else {
+    let Some(server) = redis_server::start(None) else {
         return;
     };
     let fleet = replicas(&server, 3, BreakerPolicy::Quorum(2));
@@ -91,7 +92,7 @@ async fn one_replicas_open_stays_its_own_and_a_quorum_of_two_opens_the_fleet() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_killed_and_restarted_fails_no_request_and_decisions_are_published_again() {
-    let Some(mut server) = RedisServer::start(None) else {
+    let Some(mut server) = redis_server::start(None) else {
         return;
     };
     let fleet = replicas(&server, 2, BreakerPolicy::default());
@@ -109,7 +110,7 @@ async fn redis_killed_and_restarted_fails_no_request_and_decisions_are_published
         "not told while Redis is down"
     );
 
-    server.restart();
+    server.restart().unwrap();
     connected(&fleet).await;
     let gated = |r: &Replica| r.refuses().is_some_and(|e| e.is::<Throttled>());
     assert!(
@@ -123,7 +124,7 @@ async fn redis_killed_and_restarted_fails_no_request_and_decisions_are_published
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn values_this_version_did_not_write_are_counted_and_change_nothing() {
-    let Some(server) = RedisServer::start(None) else {
+    let Some(server) = redis_server::start(None) else {
         return;
     };
     let fleet = replicas(&server, 1, BreakerPolicy::Follow);
@@ -168,7 +169,7 @@ async fn values_this_version_did_not_write_are_counted_and_change_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_password_never_shows_in_debug_status_or_errors() {
-    let Some(server) = RedisServer::start(Some("hunter2-correct")) else {
+    let Some(server) = redis_server::start(Some("hunter2-correct")) else {
         return;
     };
     let url = server.url();
