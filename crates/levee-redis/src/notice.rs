@@ -230,6 +230,8 @@ impl std::error::Error for DecodeError {}
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     fn gated() -> Notice {
@@ -278,6 +280,93 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("more than 4096")
+        );
+    }
+
+    fn kinds() -> impl Strategy<Value = Kind> {
+        prop_oneof![
+            Just(Kind::Gated),
+            Just(Kind::Parked),
+            Just(Kind::Opened),
+            Just(Kind::Isolated),
+            Just(Kind::Recovered),
+            Just(Kind::Closed),
+            Just(Kind::Unparked),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_decode_to_a_bounded_notice_or_a_typed_error(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+            if let Ok(n) = Notice::decode(&bytes) {
+                prop_assert!(n.wait <= MAX_WAIT);
+                prop_assert!(!n.scope.is_empty() && n.scope.len() <= MAX_SCOPE);
+                prop_assert!(!n.replica.is_empty());
+            }
+        }
+
+        #[test]
+        fn any_json_shaped_value_decodes_bounded_or_not_at_all(
+            v in 0u32..3,
+            kind in "[a-z_]{0,12}",
+            scope in "\\PC{0,40}",
+            replica in "[a-z0-9-]{0,8}",
+            wait_ms in any::<u64>(),
+            extra in proptest::option::of("[a-z]{1,6}"),
+        ) {
+            let mut text = format!(
+                r#"{{"v":{v},"kind":{kind:?},"layer":"","scope":{scope:?},"replica":{replica:?},"wait_ms":{wait_ms}"#
+            );
+            if let Some(extra) = extra {
+                text.push_str(&format!(r#","{extra}":1"#));
+            }
+            text.push('}');
+            match Notice::decode(text.as_bytes()) {
+                Ok(n) => {
+                    prop_assert_eq!(v, VERSION);
+                    prop_assert!(n.wait <= MAX_WAIT);
+                    prop_assert!(!n.kind.has_wait() || !n.wait.is_zero());
+                    prop_assert_eq!(&n.scope, &scope);
+                }
+                Err(e) => prop_assert!(e.to_string().starts_with("not a fleet notice: ")),
+            }
+        }
+
+        #[test]
+        fn every_notice_within_bounds_survives_its_encoding(
+            kind in kinds(),
+            layer in "[a-z0-9._-]{0,16}",
+            scope in "[a-zA-Z0-9./:_-]{1,80}",
+            replica in "[a-z0-9._-]{1,16}",
+            wait_ms in 1u64..=MAX_WAIT.as_millis() as u64,
+            reason in "[ -~]{0,64}",
+            manual in any::<bool>(),
+        ) {
+            let n = Notice {
+                kind,
+                layer,
+                scope,
+                replica,
+                wait: if kind.has_wait() { Duration::from_millis(wait_ms) } else { Duration::ZERO },
+                reason,
+                manual,
+            };
+            prop_assert_eq!(Notice::decode(&n.encode()).unwrap(), n);
+        }
+    }
+
+    #[test]
+    fn a_notice_carries_durations_only_so_clock_skew_never_enters_it() {
+        // Every field a notice has: a wait from the moment it was sent, and
+        // no instant of any replica's clock.
+        let value: serde_json::Value = serde_json::from_slice(&gated().encode()).unwrap();
+        let mut fields: Vec<_> = value.as_object().unwrap().keys().cloned().collect();
+        fields.sort();
+        assert_eq!(
+            fields,
+            [
+                "kind", "layer", "manual", "reason", "replica", "scope", "v", "wait_ms"
+            ]
         );
     }
 

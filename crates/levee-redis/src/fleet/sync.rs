@@ -275,6 +275,8 @@ impl<S: Store> Sync<S> {
     async fn sweep(&mut self) -> Result<(), StoreError> {
         let stored = self.store.scan(self.settings.keys.prefix()).await?;
         let now = Instant::now();
+        // This replica's own decisions that ended need no republishing.
+        self.held.retain(|_, h| h.until.is_none_or(|u| u > now));
         let mut seen = HashSet::new();
         for s in stored {
             let mut notice = match Notice::decode(&s.value) {
