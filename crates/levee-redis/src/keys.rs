@@ -1,39 +1,35 @@
 //! The one place keys and the channel are named.
 
 use crate::notice::{Kind, Notice};
+use crate::store::Space;
 
 /// The store's keys under one namespace and format version:
 /// `{namespace}:v1:{gate|park|isolate}:{layer}:{scope}` and
 /// `{namespace}:v1:open:{layer}:{replica}:{scope}` (a breaker open is one
 /// replica's report: a quorum counts them), with notices on
-/// `{namespace}:v1:notices`. Layer names and replica ids hold no `:`, so
+/// `{namespace}:v1:notices`, indexed in `{namespace}:v1:index`. Layer names and replica ids hold no `:`, so
 /// the scope, which may, comes last.
 #[derive(Clone, Debug)]
 pub(crate) struct Keys {
-    prefix: String,
-    channel: String,
+    space: Space,
 }
 
 impl Keys {
     pub(crate) fn new(namespace: &str) -> Self {
-        let prefix = format!("{namespace}:v{}:", crate::notice::VERSION);
-        let channel = format!("{prefix}notices");
-        // Keys and channels live apart in Redis, but a scan of the prefix
-        // must not be asked to read the channel's name as a key.
+        let root = format!("{namespace}:v{}:", crate::notice::VERSION);
         Keys {
-            prefix: format!("{prefix}s:"),
-            channel,
+            space: Space {
+                // Decisions under `s:`, apart from the index's own key.
+                prefix: format!("{root}s:"),
+                channel: format!("{root}notices"),
+                index: format!("{root}index"),
+            },
         }
     }
 
-    /// Every stored decision's key starts with this.
-    pub(crate) fn prefix(&self) -> &str {
-        &self.prefix
-    }
-
-    /// Where notices go.
-    pub(crate) fn channel(&self) -> &str {
-        &self.channel
+    /// The prefix, channel and index of the fleet's decisions.
+    pub(crate) fn space(&self) -> &Space {
+        &self.space
     }
 
     /// The key a lasting decision is stored under; `None` for a notice
@@ -78,10 +74,10 @@ impl Keys {
     }
 
     fn state(&self, what: &str, layer: &str, scope: &str) -> String {
-        format!("{}{what}:{layer}:{scope}", self.prefix)
+        format!("{}{what}:{layer}:{scope}", self.space.prefix)
     }
 
     fn open(&self, layer: &str, replica: &str, scope: &str) -> String {
-        format!("{}open:{layer}:{replica}:{scope}", self.prefix)
+        format!("{}open:{layer}:{replica}:{scope}", self.space.prefix)
     }
 }

@@ -87,4 +87,4 @@ pub use fleet::{Fleet, FleetBuilder, FleetHandle, FleetStatus};
 pub use local::LocalRedis;
 pub use notice::{DecodeError, Kind, MAX_NOTICE_BYTES, MAX_WAIT, Notice};
 pub use policy::BreakerPolicy;
-pub use store::{MemoryStore, Notices, RedisStore, Store, StoreError, Stored};
+pub use store::{MemoryStore, Notices, RedisStore, Space, Store, StoreError, Stored};

@@ -210,7 +210,11 @@ async fn garbage_in_the_store_is_counted_and_changes_nothing() {
     settle(10).await;
     let prefix = "test:v1:s:";
     // Written as by hand: into the keys, with no notice.
-    let channel = "elsewhere";
+    let space = levee_redis::Space {
+        prefix: prefix.into(),
+        channel: "elsewhere".into(),
+        index: "test:v1:index".into(),
+    };
     for (key, value, ttl) in [
         ("gate::x", &b"not json"[..], Some(60)),
         ("gate::y", br#"{"v":9,"kind":"gated","layer":"","scope":"api.openai.com","replica":"evil","wait_ms":5}"#, Some(60)),
@@ -218,7 +222,7 @@ async fn garbage_in_the_store_is_counted_and_changes_nothing() {
         ("open::w", br#"{"v":1,"kind":"recovered","layer":"","scope":"api.openai.com","replica":"evil","wait_ms":0}"#, None),
     ] {
         let key = format!("{prefix}{key}");
-        store.put(channel, &key, value, ttl.map(Duration::from_secs)).await.unwrap();
+        store.put(&space, &key, value, ttl.map(Duration::from_secs)).await.unwrap();
     }
     settle(1_100).await;
     let status = fleet[0].fleet.status();
@@ -289,5 +293,83 @@ async fn invalid_settings_name_their_field() {
     for (builder, field) in cases {
         let err = builder.spawn(store.clone()).unwrap_err();
         assert_eq!(err.field, field, "{err}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_operators_close_elsewhere_is_never_undone_by_a_republish() {
+    let store = MemoryStore::new();
+    let fleet = fleet_of(&store, 3, BreakerPolicy::default());
+    settle(10).await;
+    fleet[0].handle.isolate(ACCOUNT);
+    settle(10).await;
+    assert!(fleet[2].refuses().is_some());
+    fleet[1].handle.close(ACCOUNT);
+    settle(10).await;
+    assert!(fleet.iter().all(|r| r.refuses().is_none()));
+    // The store restarts empty; replica 0 publishes what it still holds.
+    store.set_available(false);
+    settle(10).await;
+    store.set_available(true);
+    settle(7_000).await;
+    assert!(fleet.iter().all(|r| r.fleet.status().connected));
+    for r in &fleet {
+        assert!(r.refuses().is_none(), "{} isolated again", r.id);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_manual_open_ends_with_an_operators_close_elsewhere() {
+    let store = MemoryStore::new();
+    let fleet = fleet_of(&store, 3, BreakerPolicy::default());
+    settle(10).await;
+    fleet[0].handle.open(ACCOUNT);
+    settle(10).await;
+    assert!(
+        fleet[2].refuses().is_some(),
+        "opened by hand: adopted whatever the policy"
+    );
+    fleet[1].handle.close(ACCOUNT);
+    settle(1_500).await;
+    for r in &fleet {
+        assert!(
+            r.refuses().is_none(),
+            "{} open again after a read of the store",
+            r.id
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_replica_alone_never_holds_the_fleet_open_once_the_others_recovered() {
+    let store = MemoryStore::new();
+    let fleet = fleet_of(&store, 4, BreakerPolicy::Quorum(2));
+    settle(10).await;
+    // A real outage, seen by three replicas: a quorum.
+    for r in &fleet[..3] {
+        r.answer(Answer::status(503));
+        for _ in 0..5 {
+            let _ = r.call().await;
+        }
+    }
+    settle(10).await;
+    assert!(fleet[3].refuses().is_some(), "a quorum");
+    // Replicas 0 and 1 recover: their probes succeed after the cool-off.
+    // Replica 2's path is broken: its probe fails, and it reports again.
+    tokio::time::advance(Duration::from_secs(10)).await;
+    for r in &fleet[..2] {
+        r.answer(Answer::ok());
+        assert_eq!(r.call().await.unwrap(), 200);
+    }
+    settle(10).await;
+    let _ = fleet[2].call().await;
+    assert!(fleet[2].refuses().is_some(), "replica 2 is open again");
+    for _ in 0..6 {
+        settle(1_100).await;
+        assert!(
+            fleet[3].refuses().is_none(),
+            "replica 2 alone holds the fleet open"
+        );
+        assert!(fleet[0].refuses().is_none());
     }
 }

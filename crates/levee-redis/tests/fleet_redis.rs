@@ -153,11 +153,20 @@ async fn values_this_version_did_not_write_are_counted_and_change_nothing() {
             ),
         ),
     ] {
-        let _: () = redis::cmd("SET")
-            .arg(format!("test:v1:s:{key}"))
+        // Written by hand, and listed in the fleet's index as if stored by it.
+        let key = format!("test:v1:s:{key}");
+        let _: () = redis::pipe()
+            .cmd("SET")
+            .arg(&key)
             .arg(value)
             .arg("EX")
             .arg(60)
+            .ignore()
+            .cmd("ZADD")
+            .arg("test:v1:index")
+            .arg("+inf")
+            .arg(&key)
+            .ignore()
             .query_async(&mut conn)
             .await
             .unwrap();

@@ -252,3 +252,46 @@ async fn a_local_throttle_is_an_event_of_traffic_origin() {
     assert_eq!(res.status(), 429);
     assert_eq!(seen.lock().unwrap()[0], ("gate", "gated", Origin::Traffic));
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_adopted_open_never_runs_a_custom_schedule_past_its_range() {
+    use levee_core::breaker::{BreakerConfig, Cooldown};
+    // 2^n overflows (and panics in a debug build) long before u32::MAX.
+    let schedule = Cooldown::custom(|n| Duration::from_secs(10 * 2u64.pow(n)));
+    let config = BreakerConfig::builder().cooldown(schedule).build().unwrap();
+    let layer = BreakerLayer::builder().breaker(config).build().unwrap();
+    let handle = layer.handle();
+    let wait = Duration::from_secs(30 * 24 * 3600);
+    assert!(handle.adopt(FleetUpdate::Opened {
+        scope: ACCOUNT,
+        wait,
+        reason: "x"
+    }));
+    let left = handle.retry_after(&RequestHead::of(&openai())).unwrap();
+    assert_eq!(left, tower_levee::breaker::MAX_ADOPTED_OPEN);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_subscriber_may_subscribe_another_from_its_callback() {
+    let layer = BreakerLayer::new();
+    let handle = layer.handle();
+    let inner = handle.clone();
+    let later = Arc::new(AtomicUsize::new(0));
+    let count = later.clone();
+    let once = std::sync::Once::new();
+    handle.subscribe(EventSubscriber::new(move |_| {
+        once.call_once(|| {
+            let count = count.clone();
+            inner.subscribe(EventSubscriber::new(move |_| {
+                count.fetch_add(1, Ordering::SeqCst);
+            }));
+        });
+    }));
+    handle.open(ACCOUNT);
+    handle.close(ACCOUNT);
+    assert_eq!(
+        later.load(Ordering::SeqCst),
+        1,
+        "the one added heard the next event"
+    );
+}

@@ -12,9 +12,10 @@ impl BreakerState {
     /// transition's reason). Nothing is counted and the cool-off growth is
     /// unchanged: this replica saw no failure of its own.
     ///
-    /// Already open: the cool-off is extended to `until` if that is later,
-    /// with no transition. Isolated, or `until` not after `now`: nothing
-    /// changes.
+    /// Already open by adoption: the cool-off is extended to `until` if
+    /// that is later, with no transition. Open from this replica's own
+    /// failures, or isolated, or `until` not after `now`: nothing changes
+    /// (its own cool-off ends when it would, and its probe speaks for it).
     pub fn adopt_open(
         &mut self,
         now: Timestamp,
@@ -26,10 +27,13 @@ impl BreakerState {
         }
         let from = self.status;
         if from == BreakerStatus::Open {
-            self.open_until = self.open_until.max(Some(until));
+            if self.adopted {
+                self.open_until = self.open_until.max(Some(until));
+            }
             return None;
         }
         self.set_status(BreakerStatus::Open, now);
+        self.adopted = true;
         self.open_until = Some(until);
         self.round.clear();
         self.reset_policy_later();
@@ -98,6 +102,31 @@ mod tests {
         assert_eq!(isolated.open_until(), None);
         assert!(!isolated.end_cooloff(at(2)));
         assert!(isolated.is_isolated());
+    }
+
+    #[test]
+    fn a_breaker_open_from_its_own_failures_keeps_its_own_cooloff() {
+        use crate::breaker::{Cooldown, Outcome};
+        use crate::classify::Verdict;
+        let cfg = BreakerConfig::builder()
+            .threshold(1)
+            .cooldown(Cooldown::fixed(Duration::from_secs(10)))
+            .build()
+            .unwrap();
+        let mut b = BreakerState::new(&cfg);
+        let mut rng = fastrand::Rng::with_seed(1);
+        let permit = b.admit(&cfg, at(0)).0.permit().unwrap();
+        b.record(
+            &cfg,
+            "d",
+            permit,
+            &Outcome::new(Verdict::Availability, "status:503"),
+            at(0),
+            &mut rng,
+        );
+        assert_eq!(b.open_until(), Some(at(10)));
+        assert!(b.adopt_open(at(1), at(60), "x").is_none());
+        assert_eq!(b.open_until(), Some(at(10)), "its own probe at 10 s");
     }
 
     #[test]

@@ -35,6 +35,9 @@ pub struct BreakerState {
     pub(super) open_until: Option<Timestamp>,
     /// Held open until [`close`](BreakerState::close).
     pub(super) isolated: bool,
+    /// Open because other replicas reported it ([`adopt_open`](BreakerState::adopt_open)),
+    /// not from this one's own failures; cleared by any change of status.
+    pub(super) adopted: bool,
     /// Failed recoveries since the breaker last recovered: the cool-off exponent.
     pub(super) reopens: u32,
     /// Failures (availability or credential) since the last success.
@@ -74,6 +77,7 @@ impl BreakerState {
             generation: 0,
             open_until: None,
             isolated: false,
+            adopted: false,
             reopens: 0,
             consecutive_failures: 0,
             credential_failures: 0,
@@ -302,6 +306,7 @@ impl BreakerState {
                 _ => {}
             }
             self.status = status;
+            self.adopted = false;
             self.generation = self.generation.wrapping_add(1);
         }
     }

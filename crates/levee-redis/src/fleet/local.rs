@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use levee_core::gate::{FLEET, PACED};
+use levee_core::gate::PACED;
 use levee_core::transition::{Mechanism, State};
 use tokio::time::Instant;
 use tower_levee::breaker::{Origin, ScopeEvent};
@@ -44,8 +44,7 @@ pub(crate) fn decision(layer: &Arc<str>, event: &ScopeEvent) -> Option<Decision>
         (Mechanism::Breaker, State::Closed) if manual => Kind::Closed,
         (Mechanism::Breaker, State::Closed) => Kind::Recovered,
         (Mechanism::Gate, State::Gated) if !manual => {
-            let cause = transition.cause.as_deref();
-            if cause == Some(PACED.as_str()) || cause == Some(FLEET.as_str()) {
+            if transition.cause.as_deref() == Some(PACED.as_str()) {
                 return None;
             }
             Kind::Gated

@@ -143,7 +143,12 @@ impl FleetBuilder {
             let layer: Arc<str> = Arc::from(layer.as_str());
             let tx = tx.clone();
             let status = status.clone();
+            // A layer cannot drop a subscriber: once the fleet is gone
+            // (its task stopped, the queue closed), this one does nothing.
             handle.subscribe(EventSubscriber::new(move |event| {
+                if tx.is_closed() {
+                    return;
+                }
                 if let Some(d) = local::decision(&layer, event)
                     && tx.try_send(d).is_err()
                 {
@@ -217,7 +222,13 @@ impl FleetHandle {
 
     /// Whether the store is reachable, and what was shared.
     pub fn status(&self) -> FleetStatus {
-        self.status.get()
+        let mut status = self.status.get();
+        if self.task.is_finished() {
+            // Stopped (a panic in a callback it ran): nothing is shared.
+            status.connected = false;
+            status.running = false;
+        }
+        status
     }
 }
 

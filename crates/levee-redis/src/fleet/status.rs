@@ -17,6 +17,9 @@ pub struct FleetStatus {
     /// Whether the store is reachable now. While it is not, every layer
     /// runs on its own state: no request waits on it or fails for it.
     pub connected: bool,
+    /// Whether the fleet's task runs (it stops only with its handle, or
+    /// if it panicked).
+    pub running: bool,
     /// Times the store was lost.
     pub disconnects: u64,
     /// Decisions of this replica told to the store (again after an outage).
@@ -40,6 +43,7 @@ impl StatusCell {
     pub(crate) fn new(replica: &str) -> Self {
         StatusCell(Mutex::new(FleetStatus {
             replica: replica.to_owned(),
+            running: true,
             ..FleetStatus::default()
         }))
     }
@@ -107,6 +111,10 @@ impl StatusCell {
     }
 
     pub(crate) fn dropped(&self) {
-        self.lock().dropped += 1;
+        let mut s = self.lock();
+        s.dropped += 1;
+        if s.dropped == 1 {
+            tracing::warn!(target: "levee::fleet", replica = %s.replica, "the fleet's queue is full: decisions are not being shared (counted in `dropped`)");
+        }
     }
 }

@@ -97,12 +97,13 @@ impl<S: Store> Sync<S> {
         }
     }
 
-    /// Runs until every attached layer is gone.
+    /// Runs until the fleet's handle aborts it (the layers it holds keep
+    /// the queue of decisions open).
     pub(crate) async fn run(mut self) {
         let (min, max) = self.settings.backoff;
         let mut backoff = min;
         loop {
-            let listened = self.store.listen(self.settings.keys.channel()).await;
+            let listened = self.store.listen(self.settings.keys.space()).await;
             let lost = match listened {
                 Ok(notices) => match self.connected(notices).await {
                     Ok(()) => return,
@@ -164,7 +165,10 @@ impl<S: Store> Sync<S> {
                         return Err(StoreError::new("the notice subscription ended"));
                     };
                     match Notice::decode(&bytes) {
-                        Ok(notice) => self.apply(&notice, Instant::now()),
+                        Ok(notice) => {
+                            let now = Instant::now();
+                            self.apply(&notice, now, now);
+                        }
                         Err(e) => self.status.decode_error(&e),
                     }
                 }
@@ -211,7 +215,7 @@ impl<S: Store> Sync<S> {
     /// Tells the store; a decision already over is not told, and a removal
     /// the store missed is kept for when it is back.
     async fn send(&mut self, outgoing: Outgoing) -> Result<(), StoreError> {
-        let channel = self.settings.keys.channel().to_owned();
+        let space = self.settings.keys.space().clone();
         let started = Instant::now();
         let sent = match outgoing {
             Outgoing::Put { key, mut notice } => {
@@ -232,10 +236,10 @@ impl<S: Store> Sync<S> {
                     None => None,
                 };
                 notice.wait = ttl.unwrap_or_default();
-                self.store.put(&channel, &key, &notice.encode(), ttl).await
+                self.store.put(&space, &key, &notice.encode(), ttl).await
             }
             Outgoing::Remove { keys, notice } => {
-                let result = self.store.remove(&channel, &keys, &notice.encode()).await;
+                let result = self.store.remove(&space, &keys, &notice.encode()).await;
                 if result.is_err() {
                     self.pending.push(Outgoing::Remove { keys, notice });
                 }
@@ -248,13 +252,30 @@ impl<S: Store> Sync<S> {
         Ok(())
     }
 
+    /// Forgets this replica's held decisions that another replica's close
+    /// or unpark ended.
+    fn forget(&mut self, n: &Notice) {
+        let mine = Notice {
+            replica: self.settings.replica.clone(),
+            ..n.clone()
+        };
+        for key in self.settings.keys.ended_by(&mine, std::iter::empty()) {
+            self.held.remove(&key);
+        }
+    }
+
     /// After the store was away: the removals it missed, then every lasting
     /// decision still in force.
     async fn republish(&mut self) -> Result<(), StoreError> {
         let now = Instant::now();
         self.held.retain(|_, h| h.until.is_none_or(|u| u > now));
-        for removal in std::mem::take(&mut self.pending) {
-            self.send(removal).await?;
+        let mut pending = std::mem::take(&mut self.pending).into_iter();
+        while let Some(removal) = pending.next() {
+            if let Err(e) = self.send(removal).await {
+                // `send` kept the one that failed; keep the rest after it.
+                self.pending.extend(pending);
+                return Err(e);
+            }
         }
         let lasting: Vec<Outgoing> = self
             .held
@@ -273,7 +294,7 @@ impl<S: Store> Sync<S> {
     /// Reads every decision in the store: what a lost notice would have
     /// said, and which breaker reports still stand.
     async fn sweep(&mut self) -> Result<(), StoreError> {
-        let stored = self.store.scan(self.settings.keys.prefix()).await?;
+        let stored = self.store.scan(self.settings.keys.space()).await?;
         let now = Instant::now();
         // This replica's own decisions that ended need no republishing.
         self.held.retain(|_, h| h.until.is_none_or(|u| u > now));
@@ -287,8 +308,12 @@ impl<S: Store> Sync<S> {
                 }
             };
             // The store's own count of the time left: no replica's clock.
+            // What it counted down since the decision was sent is the
+            // decision's age.
+            let mut age = Duration::ZERO;
             match (notice.kind, s.ttl) {
                 (Kind::Gated | Kind::Parked | Kind::Opened, Some(ttl)) => {
+                    age = notice.wait.saturating_sub(ttl);
                     notice.wait = ttl.min(MAX_WAIT);
                 }
                 (Kind::Isolated, None) => {}
@@ -297,25 +322,26 @@ impl<S: Store> Sync<S> {
                     continue;
                 }
             }
-            if notice.kind == Kind::Opened && !notice.manual {
+            if notice.kind == Kind::Opened {
                 seen.insert((
                     notice.layer.clone(),
                     notice.scope.clone(),
                     notice.replica.clone(),
                 ));
             }
-            self.apply(&notice, now);
+            self.apply(&notice, now.checked_sub(age).unwrap_or(now), now);
         }
-        self.reports.retain_seen(&seen);
+        self.reports.retain_seen(&seen, now, PROBE_GRACE, MAX_WAIT);
         Ok(())
     }
 
-    /// Applies another replica's decision to the layer it names.
-    fn apply(&mut self, n: &Notice, now: Instant) {
+    /// Applies another replica's decision, made at `made_at`, to the layer
+    /// it names.
+    fn apply(&mut self, n: &Notice, made_at: Instant, now: Instant) {
         if n.replica == self.settings.replica {
             return;
         }
-        let Some(handle) = self.layers.get(&n.layer) else {
+        let Some(handle) = self.layers.get(&n.layer).cloned() else {
             return;
         };
         let scope = n.scope.as_str();
@@ -330,25 +356,29 @@ impl<S: Store> Sync<S> {
                 wait: n.wait,
                 reason: &n.reason,
             }),
-            Kind::Opened if n.manual => handle.adopt(FleetUpdate::Opened {
-                scope,
-                wait: n.wait,
-                reason: &format!("opened by hand on {}", n.replica),
-            }),
+            Kind::Opened if n.manual => {
+                self.reports.by_hand(&n.layer, scope, &n.replica);
+                handle.adopt(FleetUpdate::Opened {
+                    scope,
+                    wait: n.wait,
+                    reason: &format!("opened by hand on {}", n.replica),
+                })
+            }
             Kind::Opened => {
                 let Some(needed) = self.settings.policy.needed() else {
                     return;
                 };
-                let (count, until) = self.reports.report(
-                    &n.layer,
-                    scope,
-                    &n.replica,
-                    now + n.wait + PROBE_GRACE,
-                    &n.reason,
-                    now,
-                );
-                let adopted = self.reports.is_adopted(&n.layer, scope);
-                if count < needed && !adopted {
+                let until = now + n.wait + PROBE_GRACE;
+                let Some((count, until)) = self
+                    .reports
+                    .report(&n.layer, scope, &n.replica, made_at, until, &n.reason, now)
+                else {
+                    return;
+                };
+                // Every report counts afresh: one replica whose path is
+                // broken never holds the fleet open once the others have
+                // recovered.
+                if count < needed {
                     return;
                 }
                 let reason = if count == 1 {
@@ -356,7 +386,6 @@ impl<S: Store> Sync<S> {
                 } else {
                     format!("{count} replicas report it open ({})", n.reason)
                 };
-                self.reports.adopted(&n.layer, scope);
                 handle.adopt(FleetUpdate::Opened {
                     scope,
                     wait: until.saturating_duration_since(now),
@@ -365,7 +394,7 @@ impl<S: Store> Sync<S> {
             }
             Kind::Isolated => handle.adopt(FleetUpdate::Isolated { scope }),
             Kind::Recovered => {
-                self.reports.withdraw(&n.layer, scope, &n.replica);
+                self.reports.recovered(&n.layer, scope, now);
                 if self.settings.policy == BreakerPolicy::Local {
                     return;
                 }
@@ -373,9 +402,15 @@ impl<S: Store> Sync<S> {
             }
             Kind::Closed => {
                 self.reports.clear(&n.layer, scope);
+                // An operator's close ends this replica's own open or
+                // isolation too: never publish it again.
+                self.forget(n);
                 handle.adopt(FleetUpdate::Closed { scope })
             }
-            Kind::Unparked => handle.adopt(FleetUpdate::Unparked { scope }),
+            Kind::Unparked => {
+                self.forget(n);
+                handle.adopt(FleetUpdate::Unparked { scope })
+            }
         };
         if changed {
             self.status.adopted();

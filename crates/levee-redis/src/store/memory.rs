@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::{Notices, Store, StoreError, Stored};
+use super::{Notices, Space, Store, StoreError, Stored};
 
 /// An in-process [`Store`] in tokio time: replicas in one process (tests,
 /// the drill) share one by cloning it.
@@ -167,7 +167,7 @@ impl Inner {
 impl Store for MemoryStore {
     async fn put(
         &self,
-        channel: &str,
+        space: &Space,
         key: &str,
         notice: &[u8],
         ttl: Option<Duration>,
@@ -186,7 +186,7 @@ impl Store for MemoryStore {
                 inner
                     .values
                     .insert(key.to_owned(), (notice.to_vec(), expires));
-                inner.notify(channel, notice);
+                inner.notify(&space.channel, notice);
             }
         })
         .await
@@ -194,7 +194,7 @@ impl Store for MemoryStore {
 
     async fn remove(
         &self,
-        channel: &str,
+        space: &Space,
         keys: &[String],
         notice: &[u8],
     ) -> Result<(), StoreError> {
@@ -202,12 +202,13 @@ impl Store for MemoryStore {
             for key in keys {
                 inner.values.remove(key);
             }
-            inner.notify(channel, notice);
+            inner.notify(&space.channel, notice);
         })
         .await
     }
 
-    async fn scan(&self, prefix: &str) -> Result<Vec<Stored>, StoreError> {
+    async fn scan(&self, space: &Space) -> Result<Vec<Stored>, StoreError> {
+        let prefix = space.prefix.as_str();
         self.op(|inner, now| {
             inner.values.retain(|_, (_, at)| live(*at, now));
             inner
@@ -223,10 +224,10 @@ impl Store for MemoryStore {
         .await
     }
 
-    async fn listen(&self, channel: &str) -> Result<Notices, StoreError> {
+    async fn listen(&self, space: &Space) -> Result<Notices, StoreError> {
         self.op(|inner, _| {
             let (tx, rx) = mpsc::channel(1024);
-            inner.listeners.push((channel.to_owned(), tx));
+            inner.listeners.push((space.channel.clone(), tx));
             rx
         })
         .await

@@ -18,6 +18,19 @@ pub use self::memory::MemoryStore;
 pub use self::redis::RedisStore;
 pub(crate) use self::redis::redact;
 
+/// Where one fleet's decisions live in a store: the prefix of their keys,
+/// the channel of their notices, and the index of their keys (so that a
+/// read of the fleet's decisions never walks the rest of a shared Redis).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Space {
+    /// Every decision's key starts with it.
+    pub prefix: String,
+    /// Notices are sent on it.
+    pub channel: String,
+    /// The index of the keys stored (a Redis sorted set by expiry).
+    pub index: String,
+}
+
 /// One stored decision: its encoded notice and how long it still lives.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stored {
@@ -38,30 +51,31 @@ pub type Notices = mpsc::Receiver<Vec<u8>>;
 /// Every operation may fail or be slow: the fleet calls them from its own
 /// task, never from a request, and bounds each by a timeout.
 pub trait Store: Send + Sync + 'static {
-    /// Stores `notice` under `key` for `ttl` (`None`: until removed), unless
-    /// the key already holds a value that lives longer (a gate's deadline
-    /// never shortens); then sends `notice` on `channel` if it was stored.
+    /// Stores `notice` under `key` (in `space`) for `ttl` (`None`: until
+    /// removed), unless the key already holds a value that lives longer (a
+    /// gate's deadline never shortens); then sends `notice` on the space's
+    /// channel if it was stored.
     fn put(
         &self,
-        channel: &str,
+        space: &Space,
         key: &str,
         notice: &[u8],
         ttl: Option<Duration>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Removes `keys`, then sends `notice` on `channel`.
+    /// Removes `keys`, then sends `notice` on the space's channel.
     fn remove(
         &self,
-        channel: &str,
+        space: &Space,
         keys: &[String],
         notice: &[u8],
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Every live value whose key starts with `prefix`.
-    fn scan(&self, prefix: &str) -> impl Future<Output = Result<Vec<Stored>, StoreError>> + Send;
+    /// Every live value stored in `space`.
+    fn scan(&self, space: &Space) -> impl Future<Output = Result<Vec<Stored>, StoreError>> + Send;
 
-    /// Notices sent on `channel` from now on.
-    fn listen(&self, channel: &str) -> impl Future<Output = Result<Notices, StoreError>> + Send;
+    /// Notices sent on the space's channel from now on.
+    fn listen(&self, space: &Space) -> impl Future<Output = Result<Notices, StoreError>> + Send;
 }
 
 /// A store operation that failed: the store is down, slow or refused it.

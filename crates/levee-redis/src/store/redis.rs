@@ -7,31 +7,63 @@ use futures_util::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::{OnceCell, mpsc};
 
-use super::{Notices, Store, StoreError, Stored};
+use super::{Notices, Space, Store, StoreError, Stored};
 
 /// Stores `ARGV[1]` under `KEYS[1]` for `ARGV[2]` ms (`-1`: no expiry)
-/// unless the key lives longer, and publishes it on `ARGV[3]` if stored:
-/// one round trip, atomic, so two replicas racing keep the longer wait.
-const PUT_KEEPING_THE_LONGER: &str = r"
+/// unless the key lives longer, indexes it in `KEYS[2]` by its expiry on
+/// the server's clock, and publishes it on `ARGV[3]` if stored: one round
+/// trip, atomic, so two replicas racing keep the longer wait.
+const PUT: &str = r"
 local held = redis.call('PTTL', KEYS[1])
 local ttl = tonumber(ARGV[2])
 if held == -1 then return 0 end
 if held > 0 and ttl >= 0 and held >= ttl then return 0 end
 if ttl < 0 then
   redis.call('SET', KEYS[1], ARGV[1])
+  redis.call('ZADD', KEYS[2], '+inf', KEYS[1])
 else
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
+  redis.call('ZADD', KEYS[2], now + ttl, KEYS[1])
 end
 redis.call('PUBLISH', ARGV[3], ARGV[1])
 return 1
 ";
 
-/// Keys read per `SCAN` step.
-const SCAN_COUNT: usize = 256;
+/// Every live value the index `KEYS[1]` lists (at most `ARGV[1]`), each
+/// followed by its time to live in ms; drops what expired from the index.
+/// One round trip that reads the fleet's keys only, however many others
+/// the server holds.
+const SCAN: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. now)
+local keys = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+local out = {}
+for _, k in ipairs(keys) do
+  local v = redis.call('GET', k)
+  local ttl = redis.call('PTTL', k)
+  if v and ttl ~= -2 then
+    table.insert(out, v)
+    table.insert(out, ttl)
+  else
+    redis.call('ZREM', KEYS[1], k)
+  end
+end
+return out
+";
+
+/// The most decisions one read returns: far above any fleet's live
+/// decisions, a bound on what a flooded index costs.
+const MAX_SCAN: usize = 10_000;
 
 /// A [`Store`] on a Redis server (or Valkey, or a managed Redis): one
 /// reconnecting connection for commands (the `redis` crate's
-/// `ConnectionManager`), one subscription for notices.
+/// `ConnectionManager`), one subscription for notices. Keys are read
+/// through the fleet's index, never by walking the server's keys; the
+/// scripts touch keys they are not given, so a Redis Cluster is not
+/// supported (a standalone server or a replicated primary is).
 ///
 /// The URL's password never appears in its `Debug`, in a
 /// [`StoreError`] or in a log line. TLS (`rediss://`) needs one of the
@@ -120,7 +152,7 @@ impl RedisStore {
 impl Store for RedisStore {
     async fn put(
         &self,
-        channel: &str,
+        space: &Space,
         key: &str,
         notice: &[u8],
         ttl: Option<Duration>,
@@ -130,11 +162,12 @@ impl Store for RedisStore {
             let ttl_ms = ttl.map_or(-1, |t| {
                 i64::try_from(t.as_millis().max(1)).unwrap_or(i64::MAX)
             });
-            redis::Script::new(PUT_KEEPING_THE_LONGER)
+            redis::Script::new(PUT)
                 .key(key)
+                .key(&space.index)
                 .arg(notice)
                 .arg(ttl_ms)
-                .arg(channel)
+                .arg(&space.channel)
                 .invoke_async::<i64>(&mut conn)
                 .await
                 .map_err(|e| self.error("storing", &e))?;
@@ -145,7 +178,7 @@ impl Store for RedisStore {
 
     async fn remove(
         &self,
-        channel: &str,
+        space: &Space,
         keys: &[String],
         notice: &[u8],
     ) -> Result<(), StoreError> {
@@ -155,8 +188,9 @@ impl Store for RedisStore {
             pipe.atomic();
             if !keys.is_empty() {
                 pipe.del(keys).ignore();
+                pipe.zrem(&space.index, keys).ignore();
             }
-            pipe.publish(channel, notice).ignore();
+            pipe.publish(&space.channel, notice).ignore();
             pipe.query_async::<()>(&mut conn)
                 .await
                 .map_err(|e| self.error("removing", &e))
@@ -164,46 +198,18 @@ impl Store for RedisStore {
         .await
     }
 
-    async fn scan(&self, prefix: &str) -> Result<Vec<Stored>, StoreError> {
+    async fn scan(&self, space: &Space) -> Result<Vec<Stored>, StoreError> {
         self.timed("reading", async {
             let mut conn = self.commands().await?;
-            let pattern = format!("{}*", glob_escape(prefix));
-            let mut keys: Vec<String> = Vec::new();
-            let mut cursor: u64 = 0;
-            loop {
-                let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg(&pattern)
-                    .arg("COUNT")
-                    .arg(SCAN_COUNT)
-                    .query_async(&mut conn)
-                    .await
-                    .map_err(|e| self.error("reading", &e))?;
-                keys.extend(batch);
-                cursor = next;
-                if cursor == 0 {
-                    break;
-                }
-            }
-            keys.sort_unstable();
-            keys.dedup();
-            if keys.is_empty() {
-                return Ok(Vec::new());
-            }
-            let mut pipe = redis::pipe();
-            for key in &keys {
-                pipe.get(key).pttl(key);
-            }
-            let values: Vec<(Option<Vec<u8>>, i64)> = pipe
-                .query_async(&mut conn)
+            let values: Vec<(Vec<u8>, i64)> = redis::Script::new(SCAN)
+                .key(&space.index)
+                .arg(MAX_SCAN)
+                .invoke_async(&mut conn)
                 .await
                 .map_err(|e| self.error("reading", &e))?;
             Ok(values
                 .into_iter()
-                // Gone between SCAN and GET (-2), or expired: skipped.
                 .filter_map(|(value, ttl)| {
-                    let value = value?;
                     let ttl = match ttl {
                         -1 => None,
                         ms if ms > 0 => Some(Duration::from_millis(ms.unsigned_abs())),
@@ -216,7 +222,8 @@ impl Store for RedisStore {
         .await
     }
 
-    async fn listen(&self, channel: &str) -> Result<Notices, StoreError> {
+    async fn listen(&self, space: &Space) -> Result<Notices, StoreError> {
+        let channel = space.channel.as_str();
         let mut pubsub = self
             .timed("subscribing", async {
                 let mut pubsub = self
@@ -262,28 +269,40 @@ impl fmt::Debug for RedisStore {
     }
 }
 
-/// The URL with the password of its user info masked, and the password.
+/// The URL with its password masked, and the password: the user info's
+/// (`redis://user:pw@host`, and a lone `redis://pw@host`, which the
+/// `redis` crate reads as a user name but people write as a password),
+/// and a `pass` or `password` query parameter (`redis+unix:///s?pass=pw`).
 pub(crate) fn redact(url: &str) -> (String, Option<String>) {
     let Some(scheme_end) = url.find("://") else {
         return (url.to_owned(), None);
     };
+    let (mut masked, mut secret) = (url.to_owned(), None);
     let rest = &url[scheme_end + 3..];
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    let Some(at) = authority.rfind('@') else {
-        return (url.to_owned(), None);
-    };
-    let userinfo = &authority[..at];
-    let (user, password) = match userinfo.split_once(':') {
-        Some((user, password)) => (user, password),
-        // `redis://secret@host`: the lone part is the password to Redis.
-        None => ("", userinfo),
-    };
-    if password.is_empty() {
-        return (url.to_owned(), None);
+    if let Some(at) = rest[..authority_end].rfind('@') {
+        let userinfo = &rest[..at];
+        let (user, password) = userinfo.split_once(':').unwrap_or(("", userinfo));
+        if !password.is_empty() {
+            secret = Some(password.to_owned());
+            masked = format!("{}://{user}:***{}", &url[..scheme_end], &rest[at..]);
+        }
     }
-    let masked = format!("{}://{user}:***{}", &url[..scheme_end], &rest[at..]);
-    (masked, Some(password.to_owned()))
+    if let Some(q) = masked.find('?') {
+        let (head, query) = masked.split_at(q + 1);
+        let mut parts = Vec::new();
+        for pair in query.split('&') {
+            match pair.split_once('=') {
+                Some((name, value)) if matches!(name, "pass" | "password") && !value.is_empty() => {
+                    secret.get_or_insert_with(|| value.to_owned());
+                    parts.push(format!("{name}=***"));
+                }
+                _ => parts.push(pair.to_owned()),
+            }
+        }
+        masked = format!("{head}{}", parts.join("&"));
+    }
+    (masked, secret)
 }
 
 /// `text` with every occurrence of `secret` masked.
@@ -292,18 +311,6 @@ fn scrub(text: &str, secret: Option<&str>) -> String {
         Some(s) if !s.is_empty() => text.replace(s, "***"),
         _ => text.to_owned(),
     }
-}
-
-/// `text` as a literal in a Redis glob pattern.
-fn glob_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]
@@ -342,10 +349,5 @@ mod tests {
             .to_string();
         assert!(!err.contains("hunter2"), "{err}");
         assert!(err.starts_with("fleet store: invalid url"), "{err}");
-    }
-
-    #[test]
-    fn glob_characters_in_the_namespace_are_literal() {
-        assert_eq!(glob_escape("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
     }
 }

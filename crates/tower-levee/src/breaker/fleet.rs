@@ -22,7 +22,7 @@ use super::shared::Shared;
 /// Waits are durations from now, never instants: replicas' clocks differ,
 /// and a duration cannot stretch a provider's wait by their skew. Each is
 /// bounded as a local one is: a gate by the gate's `max_wait`, a breaker by
-/// its longest cool-off, a park by a month.
+/// its longest cool-off (an hour under a custom schedule), a park by a month.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FleetUpdate<'a> {
@@ -45,7 +45,9 @@ pub enum FleetUpdate<'a> {
         reason: &'a str,
     },
     /// Replicas found a failure domain failing: open its breaker for `wait`
-    /// without counting a failure here or growing the cool-off.
+    /// without counting a failure here or growing the cool-off. A breaker
+    /// already open from this replica's own failures keeps its own
+    /// cool-off (its probe speaks for it); one open by adoption is extended.
     Opened {
         /// The failure domain's key.
         scope: &'a str,
@@ -182,9 +184,18 @@ impl Shared {
     }
 }
 
+/// The bound on an open adopted under a custom cool-off schedule: the
+/// schedule is the user's function, and is not called with growth it was
+/// never written for.
+pub const MAX_ADOPTED_OPEN: Duration = Duration::from_secs(3600);
+
 /// The longest cool-off the breaker itself would choose: a bound on one
 /// adopted from another replica.
 fn longest_cooloff(cfg: &BreakerConfig) -> Duration {
-    let longest = |c: &Cooldown| c.bounds(u32::MAX).1;
+    let longest = |c: &Cooldown| match c {
+        // Saturating arithmetic: the capped maximum.
+        Cooldown::Exponential { .. } => c.bounds(u32::MAX).1,
+        Cooldown::Custom(_) => MAX_ADOPTED_OPEN,
+    };
     longest(&cfg.cooldown).max(longest(&cfg.credential_cooldown))
 }

@@ -95,7 +95,7 @@ pub(crate) use self::body::ServedTag;
 pub use self::cost::TokenCost;
 pub use self::error::{CircuitOpen, Parked, Throttled};
 pub use self::event::{EventSubscriber, Origin, ScopeEvent};
-pub use self::fleet::FleetUpdate;
+pub use self::fleet::{FleetUpdate, MAX_ADOPTED_OPEN};
 pub use self::handle::{BreakerHandle, LimitLeft, Rejections, ScopeHealth, ScopeState};
 pub use self::hold::StreamHold;
 pub use self::latency::LatencyEstimate;

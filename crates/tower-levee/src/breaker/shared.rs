@@ -67,8 +67,9 @@ pub(crate) struct Shared {
     pub(crate) parks: DeadlineTable<ParkState>,
     pub(crate) stats: Stats,
     /// Subscribers added through the handle after the layer was built
-    /// (a fleet sync): read on transitions only.
-    watchers: RwLock<Vec<EventSubscriber>>,
+    /// (a fleet sync): read on transitions only, and copied out before
+    /// they are called, so a subscriber may subscribe another.
+    watchers: RwLock<Arc<[EventSubscriber]>>,
     rng: Mutex<fastrand::Rng>,
     weak: Weak<Shared>,
 }
@@ -87,7 +88,7 @@ impl Shared {
             gates: DeadlineTable::new(max_keys),
             parks: DeadlineTable::new(max_keys),
             stats: Stats::default(),
-            watchers: RwLock::default(),
+            watchers: RwLock::new(Arc::from([])),
             rng: Mutex::new(rng),
             weak: weak.clone(),
         })
@@ -347,17 +348,24 @@ impl Shared {
 
     pub(crate) fn emit(&self, event: Option<ScopeEvent>) {
         if let Some(e) = event {
-            let watchers = self.watchers.read().unwrap_or_else(PoisonError::into_inner);
+            let watchers = self
+                .watchers
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
             e.emit(self.settings.subscribers.iter().chain(watchers.iter()));
         }
     }
 
     /// Adds a subscriber to every later event.
     pub(crate) fn watch(&self, subscriber: EventSubscriber) {
-        self.watchers
+        let mut watchers = self
+            .watchers
             .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(subscriber);
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut all = watchers.to_vec();
+        all.push(subscriber);
+        *watchers = all.into();
     }
 
     // === Manual control and the fleet's (from the handle) ===
