@@ -1,6 +1,9 @@
 //! What the client examples share: a fake provider on 127.0.0.1, reading an
 //! outcome, and checking the outcomes against the ones an example promises.
 
+// Each example uses its part.
+#![allow(dead_code)]
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -136,3 +139,76 @@ pub(crate) fn check(seen: &[String], expected: &[&str]) -> Result<(), BoxError> 
         Err(format!("expected {expected:?}, got {seen:?}").into())
     }
 }
+
+/// An OpenAI-compatible provider on 127.0.0.1 for async-openai, answering
+/// by the model a request names: `gpt-4o` completes (a stream when asked),
+/// `gpt-4o-busy` answers 429 with a 20 s wait, `gpt-4o-broken` streams an
+/// in-band error before any content, `gpt-4o-capped` says the quota is
+/// exhausted. Returns its address and a count of the requests it answered.
+pub(crate) async fn fake_openai() -> std::io::Result<(SocketAddr, Arc<AtomicUsize>)> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let answered = Arc::new(AtomicUsize::new(0));
+    let count = answered.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let count = count.clone();
+            let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                count.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    let body = req.into_body().collect().await?.to_bytes();
+                    let text = String::from_utf8_lossy(&body);
+                    let streamed = text.contains(r#""stream":true"#);
+                    let (status, content_type, answer): (u16, &str, &'static str) = if text
+                        .contains("gpt-4o-busy")
+                    {
+                        (
+                            429,
+                            "application/json",
+                            r#"{"error":{"message":"Rate limit reached for gpt-4o","type":"requests","code":"rate_limit_exceeded"}}"#,
+                        )
+                    } else if text.contains("gpt-4o-capped") {
+                        (
+                            429,
+                            "application/json",
+                            r#"{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}"#,
+                        )
+                    } else if text.contains("gpt-4o-broken") {
+                        (
+                            200,
+                            "text/event-stream",
+                            "data: {\"error\":{\"message\":\"The server had an error while processing your request.\",\"type\":\"server_error\"}}\n\n",
+                        )
+                    } else if streamed {
+                        (200, "text/event-stream", OPENAI_CHUNKS)
+                    } else {
+                        (
+                            200,
+                            "application/json",
+                            r#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there"},"finish_reason":"stop"}]}"#,
+                        )
+                    };
+                    let mut res = Response::builder()
+                        .status(status)
+                        .header("content-type", content_type);
+                    if status == 429 {
+                        res = res.header("retry-after", "20");
+                    }
+                    Ok::<_, hyper::Error>(
+                        res.body(Full::new(Bytes::from_static(answer.as_bytes())))
+                            .unwrap(),
+                    )
+                }
+            });
+            tokio::spawn(async move {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    Ok((addr, answered))
+}
+
+/// The stream `fake_openai` sends for `gpt-4o`: "Hello there" in two pieces.
+pub(crate) const OPENAI_CHUNKS: &str = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hello\"},\"finish_reason\":null}]}\n\ndata: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" there\"},\"finish_reason\":null}]}\n\ndata: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";

@@ -33,11 +33,16 @@ fn the_readme_quick_starts_are_the_compiled_examples() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let blocks = quick_start_blocks(&readme);
-    assert_eq!(blocks.len(), 2, "a hyper and a reqwest quick start");
-    for (block, example) in blocks
-        .iter()
-        .zip(["quickstart_hyper", "quickstart_reqwest"])
-    {
+    assert_eq!(
+        blocks.len(),
+        3,
+        "a hyper, a reqwest and an async-openai quick start"
+    );
+    for (block, example) in blocks.iter().zip([
+        "quickstart_hyper",
+        "quickstart_reqwest",
+        "quickstart_async_openai",
+    ]) {
         let file = root.join("examples").join(format!("{example}.rs"));
         let code = std::fs::read_to_string(&file).unwrap();
         assert_eq!(

@@ -88,6 +88,8 @@
 
 pub use levee_core as core;
 
+#[cfg(feature = "async-openai")]
+pub mod async_openai;
 #[cfg(feature = "axum")]
 pub mod axum;
 pub mod breaker;
