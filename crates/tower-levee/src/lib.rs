@@ -107,6 +107,8 @@ mod millis;
 mod registry;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
+#[cfg(feature = "reqwest-middleware")]
+pub mod reqwest_middleware;
 pub mod retry;
 mod striped;
 mod sync;
