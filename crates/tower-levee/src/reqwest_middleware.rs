@@ -34,9 +34,9 @@
 //! as it was. Put it first in the chain, so that a refusal costs nothing
 //! after it.
 //!
-//! The middleware has no retry and no bulkhead: a reqwest middleware runs
-//! the rest of its chain once. For those, use the tower stack over
-//! [`HttpClient`](crate::reqwest::HttpClient).
+//! The middleware is the breaker layer only: the retry budget and the
+//! bulkhead are not offered as middleware (yet). For those, use the tower
+//! stack over [`HttpClient`](crate::reqwest::HttpClient).
 
 use std::fmt;
 use std::future::{Future, ready};
