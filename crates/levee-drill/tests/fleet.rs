@@ -3,33 +3,17 @@
 //! primary the thresholds of quiet replicas, and a store outage costs
 //! nothing but the sharing itself.
 
-use levee_drill::report::{ScenarioReport, StackResult, table};
-use levee_drill::run::run_scenario;
+use levee_drill::report::{ScenarioReport, StackResult};
 use levee_drill::scenario::Scenario;
-use levee_drill::suite;
 
-fn builtin(name: &str) -> Scenario {
-    suite::scenarios()
-        .expect("the built-in scenarios parse")
-        .into_iter()
-        .find(|s| s.name == name)
-        .unwrap_or_else(|| panic!("no built-in scenario {name}"))
-}
+mod support;
+use support::{assert_accounted, stack};
 
+/// Runs `sc` with every request accounted for.
 fn run(sc: &Scenario) -> ScenarioReport {
-    let report = run_scenario(sc).expect("the scenario runs");
-    print!("{}", table(&report));
-    for s in &report.results {
-        assert_eq!(s.requests, s.succeeded + s.failed.total(), "{}", s.stack);
-    }
+    let report = support::run(sc);
+    assert_accounted(&report);
     report
-}
-
-fn stack<'a>(r: &'a ScenarioReport, name: &str) -> &'a StackResult {
-    r.results
-        .iter()
-        .find(|s| s.stack == name)
-        .expect("stack ran")
 }
 
 /// The same scenario as one replica carrying one replica's share.
@@ -45,7 +29,7 @@ fn one_replica(sc: &Scenario) -> Scenario {
 
 #[test]
 fn a_shared_throttle_costs_the_fleet_what_it_costs_one_replica() {
-    let sc = builtin("fleet-throttle");
+    let sc = support::scenario("fleet-throttle");
     let r = run(&sc);
     let shared = stack(&r, "levee-fleet").upstream_throttled_calls;
     let alone = stack(&r, "levee").upstream_throttled_calls;
@@ -59,7 +43,7 @@ fn a_shared_throttle_costs_the_fleet_what_it_costs_one_replica() {
 
 #[test]
 fn a_spend_cap_one_replica_meets_parks_the_fleet() {
-    let r = run(&builtin("fleet-spend-cap"));
+    let r = run(&support::scenario("fleet-spend-cap"));
     let shared = stack(&r, "levee-fleet");
     let alone = stack(&r, "levee");
     println!(
@@ -77,7 +61,7 @@ fn a_spend_cap_one_replica_meets_parks_the_fleet() {
 
 #[test]
 fn quiet_replicas_sharing_opens_spare_a_dead_primary() {
-    let r = run(&builtin("fleet-quiet-dead-primary"));
+    let r = run(&support::scenario("fleet-quiet-dead-primary"));
     let dead = |s: &StackResult| s.upstream_calls_by_target["primary"];
     let (shared, alone) = (dead(stack(&r, "levee-fleet")), dead(stack(&r, "levee")));
     println!("calls to the dead primary: sharing {shared}, alone {alone}");
@@ -87,8 +71,8 @@ fn quiet_replicas_sharing_opens_spare_a_dead_primary() {
 
 #[test]
 fn a_store_outage_fails_no_request_and_costs_only_the_sharing() {
-    let outage = run(&builtin("fleet-store-outage"));
-    let steady = run(&builtin("fleet-throttle"));
+    let outage = run(&support::scenario("fleet-store-outage"));
+    let steady = run(&support::scenario("fleet-throttle"));
     let throttled = |r: &ScenarioReport, s: &str| stack(r, s).upstream_throttled_calls;
     let during = throttled(&outage, "levee-fleet");
     println!(
@@ -106,7 +90,7 @@ fn a_store_outage_fails_no_request_and_costs_only_the_sharing() {
         "it never shared again?"
     );
     // The same scenario without the outage gives exactly the shared numbers.
-    let mut no_outage = builtin("fleet-store-outage");
+    let mut no_outage = support::scenario("fleet-store-outage");
     no_outage.faults.retain(|f| f.kind != "store_outage");
     assert_eq!(
         throttled(&run(&no_outage), "levee-fleet"),

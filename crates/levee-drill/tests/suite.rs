@@ -3,46 +3,19 @@
 
 use std::time::Duration;
 
-use levee_drill::report::{ScenarioReport, StackResult, table};
+use levee_drill::report::StackResult;
 use levee_drill::run::run_scenario;
 use levee_drill::scenario::Scenario;
 use levee_drill::suite;
 
+mod support;
+use support::{assert_accounted, run, stack};
+
 /// A built-in scenario by name, cut to `secs` seconds (debug builds are slow).
 fn builtin(name: &str, secs: u64) -> Scenario {
-    let mut sc = suite::scenarios()
-        .expect("the built-in scenarios parse")
-        .into_iter()
-        .find(|s| s.name == name)
-        .unwrap_or_else(|| panic!("no built-in scenario {name}"));
+    let mut sc = support::scenario(name);
     sc.duration = Duration::from_secs(secs);
     sc
-}
-
-fn run(sc: &Scenario) -> ScenarioReport {
-    let report = run_scenario(sc).expect("the scenario runs");
-    print!("{}", table(&report));
-    report
-}
-
-fn stack<'a>(r: &'a ScenarioReport, name: &str) -> &'a StackResult {
-    r.results
-        .iter()
-        .find(|s| s.stack == name)
-        .expect("stack ran")
-}
-
-fn assert_accounted(r: &ScenarioReport) {
-    for s in &r.results {
-        assert_eq!(
-            s.requests,
-            s.succeeded + s.failed.total(),
-            "{}/{}: requests = succeeded + Σ failed",
-            r.scenario,
-            s.stack
-        );
-        assert!(s.requests > 0, "{}/{}: no traffic", r.scenario, s.stack);
-    }
 }
 
 #[test]

@@ -66,10 +66,7 @@ async fn one_replicas_open_is_not_adopted_but_a_quorum_of_two_is() {
     let store = MemoryStore::new();
     let fleet = fleet_of(&store, 3, BreakerPolicy::Quorum(2));
     settle(10).await;
-    fleet[0].answer(Answer::status(503));
-    for _ in 0..5 {
-        fleet[0].call().await.unwrap();
-    }
+    fleet[0].trip().await;
     assert_eq!(
         fleet[0].handle.breaker_status(ACCOUNT),
         Some(BreakerStatus::Open)
@@ -80,10 +77,7 @@ async fn one_replicas_open_is_not_adopted_but_a_quorum_of_two_is() {
         "one replica's open is its own"
     );
 
-    fleet[1].answer(Answer::status(503));
-    for _ in 0..5 {
-        fleet[1].call().await.unwrap();
-    }
+    fleet[1].trip().await;
     settle(10).await;
     let err = fleet[2].call().await.unwrap_err();
     assert!(err.is::<CircuitOpen>(), "{err}");
@@ -117,10 +111,7 @@ async fn a_recovery_elsewhere_sends_this_replica_to_its_own_probe() {
     let store = MemoryStore::new();
     let fleet = fleet_of(&store, 2, BreakerPolicy::Follow);
     settle(10).await;
-    fleet[0].answer(Answer::status(503));
-    for _ in 0..5 {
-        fleet[0].call().await.unwrap();
-    }
+    fleet[0].trip().await;
     settle(10).await;
     assert!(fleet[1].refuses().is_some());
     // The cool-off ends on replica 0; its probe succeeds.

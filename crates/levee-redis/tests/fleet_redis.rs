@@ -25,14 +25,6 @@ async fn connected(fleet: &[Replica]) {
     );
 }
 
-async fn trip(r: &Replica) {
-    r.answer(Answer::status(503));
-    for _ in 0..5 {
-        r.call().await.unwrap();
-    }
-    assert!(r.refuses().is_some_and(|e| e.is::<CircuitOpen>()));
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttle_on_one_replica_gates_the_others_through_redis() {
     let Some(server) = redis_server::start(None) else {
@@ -75,11 +67,11 @@ async fn one_replicas_open_stays_its_own_and_a_quorum_of_two_opens_the_fleet() {
     };
     let fleet = replicas(&server, 3, BreakerPolicy::Quorum(2));
     connected(&fleet).await;
-    trip(&fleet[0]).await;
+    fleet[0].trip().await;
     // Two sweeps later, still only replica 0's.
     tokio::time::sleep(std::time::Duration::from_millis(2_100)).await;
     assert!(fleet[1].refuses().is_none() && fleet[2].refuses().is_none());
-    trip(&fleet[1]).await;
+    fleet[1].trip().await;
     assert!(
         eventually(5, || fleet[2]
             .refuses()

@@ -163,7 +163,8 @@ impl FleetBuilder {
             sweep_every: self.sweep_every,
             backoff: self.backoff,
         };
-        let task = tokio::spawn(sync::Sync::new(store, settings, layers, rx, status.clone()).run());
+        let task =
+            tokio::spawn(sync::FleetTask::new(store, settings, layers, rx, status.clone()).run());
         Ok(FleetHandle {
             replica,
             status,

@@ -52,7 +52,8 @@ enum Outgoing {
     Remove { keys: Vec<String>, notice: Notice },
 }
 
-pub(crate) struct Sync<S> {
+/// The fleet's background task: one per [`Fleet`](super::Fleet) spawned.
+pub(crate) struct FleetTask<S> {
     store: S,
     settings: Settings,
     layers: HashMap<String, BreakerHandle>,
@@ -69,7 +70,7 @@ pub(crate) struct Sync<S> {
     rng: fastrand::Rng,
 }
 
-impl<S: Store> Sync<S> {
+impl<S: Store> FleetTask<S> {
     pub(crate) fn new(
         store: S,
         settings: Settings,
@@ -83,7 +84,7 @@ impl<S: Store> Sync<S> {
             .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
                 (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
             });
-        Sync {
+        FleetTask {
             store,
             settings,
             layers,

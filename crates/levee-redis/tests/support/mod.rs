@@ -105,6 +105,19 @@ impl Replica {
         Ok(status)
     }
 
+    /// Five 503s in a row: the breaker opens (its default threshold).
+    pub async fn trip(&self) {
+        self.answer(Answer::status(503));
+        for _ in 0..5 {
+            self.call().await.unwrap();
+        }
+        let refused = self.refuses().expect("open");
+        assert!(
+            refused.is::<tower_levee::breaker::CircuitOpen>(),
+            "{refused}"
+        );
+    }
+
     /// Whether the layer would refuse a call now, and why.
     pub fn refuses(&self) -> Option<BoxError> {
         self.handle.admits(&RequestHead::of(&request())).err()
