@@ -22,7 +22,7 @@ fn breaker() -> tower_levee::breaker::Breaker<Bare> {
 }
 
 /// `n` targets, the primary healthy (and warmed so its domain is tracked).
-fn failover(n: usize) -> Failover<(), Empty<Bytes>> {
+fn failover(n: usize) -> Failover<(), Empty<Bytes>, Bare> {
     let mut b = Failover::builder();
     for i in 0..n {
         b = b.target(Target::new(format!("t{i}"), Bare));
@@ -31,7 +31,7 @@ fn failover(n: usize) -> Failover<(), Empty<Bytes>> {
 }
 
 /// Two targets, the primary's breaker open: every call skips it.
-fn failover_primary_open() -> Failover<(), Empty<Bytes>> {
+fn failover_primary_open() -> Failover<(), Empty<Bytes>, Bare> {
     let f = failover(2);
     f.handle().breaker("t0").unwrap().isolate("api.openai.com");
     f

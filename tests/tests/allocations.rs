@@ -1,7 +1,9 @@
-//! The breaker's hot paths allocate nothing: a call through a closed breaker
-//! (once its clone knows the URI) and, apart from the boxed error every
-//! tower error is, a refusal by an open one. A failover's successful call
-//! allocates its boxed target future only: `ServedBy` travels in the body.
+//! The hot paths allocate nothing: a call through a closed breaker (once
+//! its clone knows the URI), through the quick-start stack (retry budget →
+//! bulkhead → breaker) and through a failover (`ServedBy` travels in the
+//! body, each target's future inside the failover's); a refusal by an open
+//! breaker allocates only the boxed error every tower error is. A failover
+//! over boxed targets allocates the boxed future, and nothing else.
 
 use std::convert::Infallible;
 use std::future::{Ready, ready};
@@ -14,7 +16,9 @@ use http_body_util::Empty;
 use levee_core::breaker::{BreakerConfig, Cooldown};
 use tower::{Layer, Service, ServiceExt};
 use tower_levee::breaker::{BreakerLayer, CircuitOpen};
+use tower_levee::bulkhead::BulkheadLayer;
 use tower_levee::failover::{Failover, ServedBy, Target};
+use tower_levee::retry::RetryBudgetLayer;
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
@@ -71,8 +75,10 @@ where
 fn main() {
     the_breakers_hot_paths_allocate_nothing_but_the_error();
     println!("test the_breakers_hot_paths_allocate_nothing_but_the_error ... ok");
-    a_failovers_success_allocates_only_its_boxed_target_future();
-    println!("test a_failovers_success_allocates_only_its_boxed_target_future ... ok");
+    a_failovers_success_allocates_nothing();
+    println!("test a_failovers_success_allocates_nothing ... ok");
+    the_quick_start_stacks_success_allocates_nothing();
+    println!("test the_quick_start_stacks_success_allocates_nothing ... ok");
     a_fleet_attached_adds_no_allocation_to_a_closed_call();
     println!("test a_fleet_attached_adds_no_allocation_to_a_closed_call ... ok");
 }
@@ -120,7 +126,7 @@ fn a_fleet_attached_adds_no_allocation_to_a_closed_call() {
     drop(fleet);
 }
 
-fn a_failovers_success_allocates_only_its_boxed_target_future() {
+fn a_failovers_success_allocates_nothing() {
     let _profiler = dhat::Profiler::builder().testing().build();
     let openai = Uri::from_static("https://api.openai.com/v1/chat/completions");
     let one = Failover::builder()
@@ -140,12 +146,42 @@ fn a_failovers_success_allocates_only_its_boxed_target_future() {
     assert_eq!(ServedBy::of(&res).map(|s| s.target), Some("primary"));
     assert!(res.extensions().is_empty());
     for (name, svc) in [("one target", one), ("two targets", two)] {
-        assert_eq!(
-            allocations_per_call(svc, &openai, 1000),
-            1.0,
-            "{name}: the boxed target future only"
-        );
+        assert_eq!(allocations_per_call(svc, &openai, 1000), 0.0, "{name}");
     }
+    // Targets of different types, boxed: the boxed future, nothing else.
+    let boxed = Failover::builder()
+        .target(Target::new("primary", Bare).boxed())
+        .target(
+            Target::new(
+                "backup",
+                tower::service_fn(|_: Request<()>| {
+                    ready(Ok::<_, Infallible>(Response::new(Empty::<Bytes>::new())))
+                }),
+            )
+            .boxed(),
+        )
+        .build()
+        .unwrap();
+    assert_eq!(
+        allocations_per_call(boxed, &openai, 1000),
+        1.0,
+        "boxed targets: the boxed future only"
+    );
+}
+
+fn the_quick_start_stacks_success_allocates_nothing() {
+    let _profiler = dhat::Profiler::builder().testing().build();
+    let openai = Uri::from_static("https://api.openai.com/v1/chat/completions");
+    let stack = tower::ServiceBuilder::new()
+        .layer(RetryBudgetLayer::with_defaults())
+        .layer(BulkheadLayer::named("llm", 64))
+        .layer(BreakerLayer::new())
+        .service(Bare);
+    assert_eq!(
+        allocations_per_call(stack, &openai, 1000),
+        0.0,
+        "retry budget -> bulkhead -> breaker"
+    );
 }
 
 fn the_breakers_hot_paths_allocate_nothing_but_the_error() {

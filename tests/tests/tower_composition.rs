@@ -273,7 +273,7 @@ async fn every_levee_rejection_is_returned_after_one_call() {
 }
 
 /// A failover with one target whose breaker is opened by hand.
-async fn no_target_available() -> (Failover<String, String>, Provider) {
+async fn no_target_available() -> (Failover<String, String, Provider>, Provider) {
     let provider = Provider::default();
     let failover = Failover::builder()
         .target(Target::new("a", provider.clone()).breaker(breaker()))

@@ -22,7 +22,7 @@ use tower_levee::{BoxError, BreakerLayer, BulkheadLayer, RetryBudget, RetryBudge
 
 use crate::dialect::SimBody;
 use crate::outcome::{Fail, TransitionRecord, is_timeout, rejection_kind, response_failure};
-use crate::provider::Provider;
+use crate::provider::{Provider, TargetService};
 use crate::scenario::{LeveeConfig, Scenario};
 
 /// The provider label of a dialect: targets of one provider are expected to
@@ -59,7 +59,7 @@ pub struct FleetLink {
 
 /// The Levee stack of one run.
 pub struct LeveeStack {
-    svc: Retry<Failover<Bytes, SimBody>>,
+    svc: Retry<Failover<Bytes, SimBody, tower::timeout::Timeout<TargetService>>>,
     budget: Arc<RetryBudget>,
     timeout: Duration,
     /// Each request's token cost, when token limits are simulated.

@@ -14,7 +14,10 @@ const GATE: Duration = Duration::from_secs(5);
 const PARK: Duration = Duration::from_secs(3600);
 
 /// Four targets: parked, gated, open, healthy — after a few requests.
-async fn four_states() -> (Failover<String, String>, HealthSnapshot) {
+async fn four_states() -> (
+    Failover<String, String, Scripted, TestClassifier>,
+    HealthSnapshot,
+) {
     let t = |name: &'static str, s: Scripted| -> Target<Scripted, String, TestClassifier> {
         Target::new(name, s).breaker(breaker(GATE, PARK))
     };
@@ -116,7 +119,7 @@ async fn the_snapshot_gives_each_targets_state_deadline_reason_and_scopes() {
 fn primary_and_backup(
     up: bool,
 ) -> (
-    Failover<String, String>,
+    Failover<String, String, Scripted, TestClassifier>,
     std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) {
     let primary_up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(up));

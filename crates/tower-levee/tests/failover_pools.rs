@@ -35,7 +35,14 @@ fn req() -> Request<String> {
 
 /// Sends `n` calls 100 ms apart (within every account's rate, 1,000 a
 /// minute: no call is spread to a later target) and counts who served.
-async fn served_counts(svc: &mut Failover<String, String>, n: usize) -> [usize; 3] {
+async fn served_counts<S>(svc: &mut S, n: usize) -> [usize; 3]
+where
+    S: Service<
+            Request<String>,
+            Response = Response<tower_levee::body::ResponseBody<String>>,
+            Error = tower::BoxError,
+        >,
+{
     let mut counts = [0; 3];
     for _ in 0..n {
         let res = svc.ready().await.unwrap().call(req()).await.unwrap();

@@ -34,7 +34,7 @@ fn two_targets(
     gate_a: Duration,
     b: &Scripted,
     gate_b: Duration,
-) -> Failover<String, String> {
+) -> Failover<String, String, Scripted, TestClassifier> {
     let t = |name: &'static str, s: &Scripted, gate| -> Target<Scripted, String, TestClassifier> {
         Target::new(name, s.clone()).breaker(breaker(gate, PARK))
     };

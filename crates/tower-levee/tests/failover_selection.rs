@@ -23,7 +23,10 @@ fn target(
 }
 
 /// A failover over `primary`, then `backup`, each behind its own breaker.
-fn primary_then_backup(primary: &Scripted, backup: &Scripted) -> Failover<String, String> {
+fn primary_then_backup(
+    primary: &Scripted,
+    backup: &Scripted,
+) -> Failover<String, String, Scripted, failover_support::TestClassifier> {
     Failover::builder()
         .target(target("primary", primary))
         .target(target("backup", backup))
@@ -32,7 +35,7 @@ fn primary_then_backup(primary: &Scripted, backup: &Scripted) -> Failover<String
 }
 
 async fn send(
-    svc: &mut Failover<String, String>,
+    svc: &mut Failover<String, String, Scripted, failover_support::TestClassifier>,
 ) -> Result<http::Response<tower_levee::body::ResponseBody<String>>, tower::BoxError> {
     svc.ready().await.unwrap().call(req()).await
 }

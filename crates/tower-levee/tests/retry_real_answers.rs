@@ -32,7 +32,7 @@ fn two_accounts(
     primary: &Provider,
     backup: &Provider,
     seed: u64,
-) -> tower_levee::Failover<String, String> {
+) -> tower_levee::Failover<String, String, Provider> {
     use tower_levee::failover::{Failover, Target};
     let seeded = |seed| BreakerLayer::builder().seed(seed).build().unwrap();
     Failover::builder()
@@ -339,8 +339,9 @@ async fn a_failover_stopped_by_a_refusal_returns_the_real_answer_an_earlier_targ
         std::future::pending::<Result<Response<String>, Infallible>>()
     });
     let mut svc = Failover::builder()
-        .target(Target::new("primary", primary.clone()))
-        .target(Target::new("backup", hanging).max_concurrent(1))
+        // Two service types: each target boxed.
+        .target(Target::new("primary", primary.clone()).boxed())
+        .target(Target::new("backup", hanging).max_concurrent(1).boxed())
         // Go on after a failure, but stop at a refusal.
         .fallback_on(|a| a.refusal.is_none() && a.default_policy())
         .build()

@@ -159,7 +159,7 @@ fn target(
 }
 
 struct Stack {
-    svc: Failover<Empty<Bytes>, Incoming>,
+    svc: Failover<Empty<Bytes>, Incoming, Client1>,
     primary: BreakerHandle,
     backup: BreakerHandle,
 }
@@ -195,7 +195,7 @@ fn request() -> Request<Empty<Bytes>> {
 /// One request: who served it, and every byte the caller read (or the
 /// error that ended the body).
 async fn call(
-    svc: &mut Failover<Empty<Bytes>, Incoming>,
+    svc: &mut Failover<Empty<Bytes>, Incoming, Client1>,
 ) -> (&'static str, Result<Bytes, BoxError>) {
     let res = svc.ready().await.unwrap().call(request()).await.unwrap();
     let served = ServedBy::of(&res).unwrap().target;

@@ -95,7 +95,10 @@ fn request(model: &'static str) -> Request<()> {
     req
 }
 
-fn failover(primary: (&Provider, BreakerLayer), backup: &Provider) -> Failover<(), ChannelBody> {
+fn failover(
+    primary: (&Provider, BreakerLayer),
+    backup: &Provider,
+) -> Failover<(), ChannelBody, Provider> {
     Failover::builder()
         .target(Target::new("primary", primary.0.clone()).breaker(primary.1))
         .target(Target::new("backup", backup.clone()))

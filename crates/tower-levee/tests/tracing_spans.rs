@@ -189,7 +189,7 @@ fn request() -> Request<String> {
     .unwrap()
 }
 
-fn failover(primary_down: bool) -> Failover<String, String> {
+fn failover(primary_down: bool) -> Failover<String, String, Provider> {
     Failover::builder()
         .target(Target::new("primary", Provider::new(primary_down)))
         .target(Target::new("backup", Provider::new(false)))

@@ -249,6 +249,21 @@ fn record_scope(scopes: &Scopes<'_>) {
 
 // === Peek ===
 
+/// Peeks at `head`'s admission, with a caller's cache of its failure
+/// domain. When nothing in the layer can refuse, the answer is known
+/// without naming the request's scopes.
+#[inline]
+pub(crate) fn peek(
+    shared: &Shared,
+    head: &RequestHead<'_>,
+    cache: Option<&PeekCache>,
+) -> Result<(), BoxError> {
+    if shared.refuses_nothing() {
+        return Ok(());
+    }
+    admit(shared, head, Peek { cache })
+}
+
 /// Peeks at admission: takes no probe slot, counts no refusal, makes no
 /// transition, creates no scope and calls nothing.
 pub(crate) struct Peek<'c> {

@@ -13,7 +13,7 @@ use levee_core::clock::{Clock, Timestamp};
 use levee_core::gate::Closings;
 use levee_core::transition::State;
 
-use super::admission::{Peek, PeekCache, admit};
+use super::admission::{PeekCache, peek};
 use super::event::{EventSubscriber, Origin};
 use super::fleet::FleetUpdate;
 use super::latency::LatencyEstimate;
@@ -276,7 +276,7 @@ impl BreakerHandle {
     /// [`Throttled`]: super::Throttled
     /// [`CircuitOpen`]: super::CircuitOpen
     pub fn admits(&self, head: &RequestHead<'_>) -> Result<(), BoxError> {
-        admit(&self.shared, head, Peek { cache: None })
+        peek(&self.shared, head, None)
     }
 
     /// How long until the layer would admit `head`'s request, or `None` if
@@ -293,7 +293,7 @@ impl BreakerHandle {
         head: &RequestHead<'_>,
         cache: &PeekCache,
     ) -> Result<(), BoxError> {
-        admit(&self.shared, head, Peek { cache: Some(cache) })
+        peek(&self.shared, head, Some(cache))
     }
 
     /// Opens a domain's breaker now, as if it had just tripped (e.g. ahead of

@@ -88,6 +88,12 @@ impl DomainHot {
         })
     }
 
+    /// Whether the breaker is closed.
+    #[inline]
+    pub(crate) fn is_closed(&self) -> bool {
+        self.word.load(Ordering::Acquire) & STATUS_MASK == 0
+    }
+
     /// Whether a plain success needs no recording (closed and clean).
     #[inline]
     pub(crate) fn success_is_noop(&self) -> bool {

@@ -66,6 +66,10 @@ pub(crate) struct Shared {
     pub(crate) gates: DeadlineTable<GateState>,
     pub(crate) parks: DeadlineTable<ParkState>,
     pub(crate) stats: Stats,
+    /// Failure domains whose breaker is not closed (open, half-open or
+    /// isolated), counted as each is published: a peek finding none, and
+    /// no scope parked or gated, knows the answer without naming a scope.
+    not_closed: AtomicU64,
     /// Subscribers added through the handle after the layer was built
     /// (a fleet sync): read on transitions only, and copied out before
     /// they are called, so a subscriber may subscribe another.
@@ -88,6 +92,7 @@ impl Shared {
             gates: DeadlineTable::new(max_keys),
             parks: DeadlineTable::new(max_keys),
             stats: Stats::default(),
+            not_closed: AtomicU64::new(0),
             watchers: RwLock::new(Arc::from([])),
             rng: Mutex::new(rng),
             weak: weak.clone(),
@@ -289,8 +294,25 @@ impl Shared {
     /// Publishes a domain's breaker for the hot path (under its lock).
     pub(crate) fn publish(&self, handle: DomainHandle, state: &BreakerState) {
         if let Some(hot) = handle.hot() {
+            let was_closed = hot.is_closed();
             hot.publish(state, &self.settings.breaker);
+            match (was_closed, hot.is_closed()) {
+                (true, false) => self.not_closed.fetch_add(1, Ordering::Relaxed),
+                (false, true) => self.not_closed.fetch_sub(1, Ordering::Relaxed),
+                _ => 0,
+            };
         }
+    }
+
+    /// Whether nothing in the layer can refuse a call now: every breaker
+    /// closed (only a closed, idle domain is ever evicted, so the count is
+    /// exact), no scope parked or gated. Advice, as a peek is: the call
+    /// decides.
+    #[inline]
+    pub(crate) fn refuses_nothing(&self) -> bool {
+        self.not_closed.load(Ordering::Relaxed) == 0
+            && !self.parks.is_active()
+            && !self.gates.is_active()
     }
 
     /// Gates the quota scope (or parks the billing scope, for a wait past

@@ -213,10 +213,10 @@ impl FailoverConfig {
     }
 
     /// Applies these settings to `builder` (its `build` checks them again).
-    pub fn apply<B, RB: http_body::Body>(
+    pub fn apply<B, RB, S, C>(
         &self,
-        builder: FailoverBuilder<B, RB>,
-    ) -> Result<FailoverBuilder<B, RB>, ConfigError> {
+        builder: FailoverBuilder<B, RB, S, C>,
+    ) -> Result<FailoverBuilder<B, RB, S, C>, ConfigError> {
         self.validate()?;
         let builder = builder
             .max_retry_after(self.max_retry_after)

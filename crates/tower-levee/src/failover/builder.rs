@@ -1,6 +1,7 @@
 //! [`FailoverBuilder`]: the targets, in order, and the policy.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU32, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -8,16 +9,16 @@ use std::time::Duration;
 use bytes::Buf;
 use http::{Request, Response};
 use http_body::Body;
-use levee_core::classify::Classify;
+use levee_core::classify::{Classify, ProviderClassifier};
 use levee_core::config_error::ConfigError;
 use tokio::time::Instant;
-use tower::util::BoxCloneSyncService;
+use tower::util::Either;
 use tower_layer::Layer;
 use tower_service::Service;
 
 use super::service::Failover;
-use super::state::{Advance, Common, Entry, FallbackFn, Group, Meta, TargetMeta};
-use super::target::{Target, intern};
+use super::state::{Advance, Common, Entry, FallbackFn, Group, Meta, TargetMeta, TargetStack};
+use super::target::{BoxTargetService, Target, intern};
 use crate::breaker::PeekCache;
 use crate::error::BoxError;
 use crate::striped::Striped;
@@ -37,16 +38,21 @@ type Labels = (Option<Arc<str>>, Option<Arc<str>>);
 
 // The entry point lives beside what it returns, so that the service never
 // imports what builds it.
-impl<B, RB: Body> Failover<B, RB> {
+impl<B, RB, S, C> Failover<B, RB, S, C> {
     /// A builder: add targets in failover order, the primary first.
-    pub fn builder() -> FailoverBuilder<B, RB> {
+    pub fn builder() -> FailoverBuilder<B, RB, S, C> {
         FailoverBuilder::new()
     }
 }
 
-/// Builds a [`Failover`]. Add targets in order, the primary first.
-pub struct FailoverBuilder<B, RB: Body> {
-    targets: Vec<(TargetMeta, Entry<B, RB>)>,
+/// A target's entry: its stack and rewrite.
+type TargetEntry<B, S, C> = Entry<B, TargetStack<S, C>>;
+
+/// Builds a [`Failover`]. Add targets in order, the primary first; every
+/// target calls the same service type `S` (see [`Target::boxed`] for
+/// targets that do not).
+pub struct FailoverBuilder<B, RB, S = BoxTargetService<B, RB>, C = ProviderClassifier> {
+    targets: Vec<(TargetMeta, TargetEntry<B, S, C>)>,
     labels: Vec<Labels>,
     /// Each target's pool name.
     pools: Vec<Option<Arc<str>>>,
@@ -55,9 +61,10 @@ pub struct FailoverBuilder<B, RB: Body> {
     overload_window: Duration,
     fallback_on: Option<FallbackFn>,
     served_by_extension: bool,
+    _body: PhantomData<fn() -> RB>,
 }
 
-impl<B, RB: Body> FailoverBuilder<B, RB> {
+impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
     fn new() -> Self {
         FailoverBuilder {
             targets: Vec::new(),
@@ -68,21 +75,20 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
             overload_window: DEFAULT_OVERLOAD_WINDOW,
             fallback_on: None,
             served_by_extension: false,
+            _body: PhantomData,
         }
     }
 
     /// Adds a target after those already added. Its stack is built here:
-    /// bulkhead (if any) → its breaker layer → its service, boxed.
-    pub fn target<S, C>(mut self, target: Target<S, B, C>) -> Self
+    /// bulkhead (if any) → its breaker layer → its service.
+    pub fn target(mut self, target: Target<S, B, C>) -> Self
     where
-        S: Service<Request<B>, Response = Response<RB>> + Clone + Send + Sync + 'static,
-        S::Future: Send + 'static,
+        S: Service<Request<B>, Response = Response<RB>> + Clone,
         S::Error: Into<BoxError>,
-        C: Classify + Clone + 'static,
-        B: Send + 'static,
-        RB: Send + 'static,
-        RB::Data: Buf + Send + 'static,
-        RB::Error: Into<BoxError> + Send,
+        C: Classify + Clone,
+        RB: Body,
+        RB::Data: Buf + 'static,
+        RB::Error: Into<BoxError>,
     {
         let Target {
             name,
@@ -97,8 +103,8 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
         let handle = breaker.handle();
         let stacked = breaker.layer(service);
         let service = match &bulkhead {
-            Some(b) => BoxCloneSyncService::new(b.layer(stacked)),
-            None => BoxCloneSyncService::new(stacked),
+            Some(b) => Either::Right(b.layer(stacked)),
+            None => Either::Left(stacked),
         };
         self.labels.push((provider.clone(), region.clone()));
         self.pools.push(pool);
@@ -173,7 +179,7 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
     }
 
     /// Validates and builds the failover.
-    pub fn build(self) -> Result<Failover<B, RB>, ConfigError> {
+    pub fn build(self) -> Result<Failover<B, RB, S, C>, ConfigError> {
         let n = self.targets.len();
         if n == 0 {
             return Err(ConfigError::new(
@@ -270,7 +276,7 @@ impl<B, RB: Body> FailoverBuilder<B, RB> {
     }
 }
 
-impl<B, RB: Body> fmt::Debug for FailoverBuilder<B, RB> {
+impl<B, RB, S, C> fmt::Debug for FailoverBuilder<B, RB, S, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let names: Vec<_> = self.targets.iter().map(|(t, _)| t.name).collect();
         f.debug_struct("FailoverBuilder")

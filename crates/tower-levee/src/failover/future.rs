@@ -14,13 +14,12 @@ use tokio::time::Instant;
 use tower_service::Service;
 
 use super::error::{NoTargetAvailable, Refusal, RefusalKind};
-use super::state::{Common, TargetService};
+use super::state::Common;
 use super::target::ServedBy;
 use crate::breaker::{Reopening, RequestHead, ResponseBody};
 use crate::error::{BoxError, Rejection, is_rejection, transport_failure};
 
 type Output<RB> = Result<Response<ResponseBody<RB>>, BoxError>;
-type TargetFuture<RB> = Pin<Box<dyn Future<Output = Output<RB>> + Send>>;
 
 pin_project! {
     /// Response future of [`Failover`](super::Failover).
@@ -40,31 +39,34 @@ pin_project! {
     /// breaker admitted the call under. With the level disabled it is
     /// never created: the cost is the callsite's level check.
     #[project = ResponseFutureProj]
-    pub struct ResponseFuture<B, RB: Body> {
+    pub struct ResponseFuture<B, RB: Body, T: Service<Request<B>>> {
         #[pin]
-        state: State<B, RB>,
+        state: State<B, T, T::Future>,
         span: tracing::Span,
-        common: Arc<Common<B, RB>>,
+        common: Arc<Common<B, T>>,
         // The request as the caller sent it, kept for the next target.
         request: Option<Request<B>>,
         // The last answer that sent the request on, returned if no other
-        // target takes it.
-        last: Option<Output<RB>>,
+        // target takes it (boxed: only a failure fills it, and a success's
+        // future stays small, so it moves cheaply).
+        last: Option<Box<Output<RB>>>,
         progress: Progress,
     }
 }
 
 pin_project! {
     #[project = StateProj]
-    enum State<B, RB: Body> {
+    enum State<B, T, F> {
         // Choosing the next target.
         Select,
         // Decided in `call`: nothing to send.
-        Finished { output: Option<Output<RB>> },
-        // Waiting for the chosen target's service to be ready.
-        Ready { service: TargetService<B, RB>, request: Option<Request<B>>, index: usize },
+        Finished { error: Option<BoxError> },
+        // Waiting for the chosen target's service to be ready, with the
+        // request for it (boxed: a target not ready at once, or a second
+        // target, is the slow path).
+        Ready { pending: Option<Box<(T, Request<B>)>>, index: usize },
         // A target call in flight (it holds the permit and probe slot).
-        Calling { #[pin] future: TargetFuture<RB>, index: usize },
+        Calling { #[pin] future: F, index: usize },
         Done,
     }
 }
@@ -115,21 +117,33 @@ impl Progress {
 /// The outcome of choosing.
 #[allow(clippy::large_enum_variant)] // a return value, moved once, never stored
 enum Pick<B> {
-    Call(usize, Request<B>),
+    /// Call target `index` with its `rewritten` copy of the request, or
+    /// with the request itself; `keep` says whether another target may
+    /// follow, so the request must be kept aside.
+    Call {
+        index: usize,
+        rewritten: Option<Request<B>>,
+        keep: bool,
+    },
     /// The `fallback_on` hook kept the request at a target that refused.
     Stop(BoxError),
     /// No target left to try.
     Exhausted,
 }
 
-impl<B: Clone, RB: Body> ResponseFuture<B, RB> {
+impl<B, RB, T> ResponseFuture<B, RB, T>
+where
+    B: Clone,
+    RB: Body,
+    T: Service<Request<B>, Response = Response<ResponseBody<RB>>, Error = BoxError> + Clone,
+{
     /// Chooses the first target in `call` and, if the caller's clone of its
     /// service was polled ready, calls it at once; otherwise a clone of the
     /// target's service is readied in the future.
     pub(crate) fn start(
-        common: Arc<Common<B, RB>>,
+        common: Arc<Common<B, T>>,
         request: Request<B>,
-        services: &mut [TargetService<B, RB>],
+        services: &mut [T],
         ready: &mut u64,
     ) -> Self {
         let span = tracing::debug_span!(
@@ -144,26 +158,34 @@ impl<B: Clone, RB: Body> ResponseFuture<B, RB> {
         let mut request = Some(request);
         let mut progress = Progress::default();
         let state = match select(&common, &mut request, &mut progress) {
-            Pick::Call(index, req) if *ready & (1 << index) != 0 && index < services.len() => {
+            Pick::Call {
+                index,
+                rewritten,
+                keep,
+            } if *ready & (1 << index) != 0 && index < services.len() => {
                 // It must be polled ready again before its next call.
                 *ready &= !(1 << index);
                 progress.attempts = 1;
                 record_call(&span, &common, index, 1);
                 State::Calling {
-                    future: services[index].call(req),
+                    future: services[index].call(to_send(&mut request, rewritten, keep)),
                     index,
                 }
             }
-            Pick::Call(index, req) => State::Ready {
-                service: common.entries[index].service.clone(),
-                request: Some(req),
+            Pick::Call {
+                index,
+                rewritten,
+                keep,
+            } => State::Ready {
+                pending: Some(Box::new((
+                    common.entries[index].service.clone(),
+                    to_send(&mut request, rewritten, keep),
+                ))),
                 index,
             },
-            Pick::Stop(e) => State::Finished {
-                output: Some(Err(e)),
-            },
+            Pick::Stop(e) => State::Finished { error: Some(e) },
             Pick::Exhausted => State::Finished {
-                output: Some(Err(no_target(&common, &mut progress))),
+                error: Some(no_target(&common, &mut progress)),
             },
         };
         drop(entered);
@@ -178,10 +200,11 @@ impl<B: Clone, RB: Body> ResponseFuture<B, RB> {
     }
 }
 
-impl<B, RB> Future for ResponseFuture<B, RB>
+impl<B, RB, T> Future for ResponseFuture<B, RB, T>
 where
     B: Clone,
     RB: Body,
+    T: Service<Request<B>, Response = Response<ResponseBody<RB>>, Error = BoxError> + Clone,
 {
     type Output = Output<RB>;
 
@@ -195,7 +218,12 @@ where
     }
 }
 
-impl<B: Clone, RB: Body> ResponseFutureProj<'_, B, RB> {
+impl<B, RB, T> ResponseFutureProj<'_, B, RB, T>
+where
+    B: Clone,
+    RB: Body,
+    T: Service<Request<B>, Response = Response<ResponseBody<RB>>, Error = BoxError> + Clone,
+{
     /// The failover loop, one poll.
     fn poll_loop(&mut self, cx: &mut Context<'_>) -> Poll<Output<RB>> {
         let this = self;
@@ -206,20 +234,24 @@ impl<B: Clone, RB: Body> ResponseFutureProj<'_, B, RB> {
             let (index, output) = match this.state.as_mut().project() {
                 StateProj::Select => {
                     match select(this.common, this.request, this.progress) {
-                        Pick::Call(index, request) => {
+                        Pick::Call {
+                            index,
+                            rewritten,
+                            keep,
+                        } => {
                             // The previous answer is kept until this target
                             // answers: its bulkhead may still refuse.
                             let service = this.common.entries[index].service.clone();
+                            let request = to_send(this.request, rewritten, keep);
                             this.state.set(State::Ready {
-                                service,
-                                request: Some(request),
+                                pending: Some(Box::new((service, request))),
                                 index,
                             });
                             continue;
                         }
                         Pick::Stop(e) => {
                             let output = match this.last.take() {
-                                Some(last) => this.progress.last_answer(last),
+                                Some(last) => this.progress.last_answer(*last),
                                 None => Err(e),
                             };
                             this.state.set(State::Done);
@@ -229,7 +261,7 @@ impl<B: Clone, RB: Body> ResponseFutureProj<'_, B, RB> {
                             // A real answer beats a synthetic one; with none,
                             // every target refused and nothing was sent.
                             let output = match this.last.take() {
-                                Some(last) => this.progress.last_answer(last),
+                                Some(last) => this.progress.last_answer(*last),
                                 None => Err(no_target(this.common, this.progress)),
                             };
                             this.state.set(State::Done);
@@ -237,23 +269,21 @@ impl<B: Clone, RB: Body> ResponseFutureProj<'_, B, RB> {
                         }
                     }
                 }
-                StateProj::Finished { output } => {
-                    let output = output.take().expect("polled after completion");
+                StateProj::Finished { error } => {
+                    let error = error.take().expect("polled after completion");
                     this.state.set(State::Done);
-                    return Poll::Ready(output);
+                    return Poll::Ready(Err(error));
                 }
-                StateProj::Ready {
-                    service,
-                    request,
-                    index,
-                } => {
+                StateProj::Ready { pending, index } => {
                     let index = *index;
+                    let (service, _) = &mut **pending.as_mut().expect("polled after completion");
                     let ready = ready!(service.poll_ready(cx));
                     this.progress.attempts += 1;
                     match ready {
                         Ok(()) => {
                             record_call(this.span, this.common, index, this.progress.attempts);
-                            let request = request.take().expect("polled after completion");
+                            let (mut service, request) =
+                                *pending.take().expect("polled after completion");
                             let future = service.call(request);
                             this.state.set(State::Calling { future, index });
                             continue;
@@ -278,9 +308,9 @@ impl<B: Clone, RB: Body> ResponseFutureProj<'_, B, RB> {
 }
 
 /// Ends the request with a settled answer, or moves on to the next target.
-fn end_or_advance<B, RB: Body>(
-    mut state: Pin<&mut State<B, RB>>,
-    last: &mut Option<Output<RB>>,
+fn end_or_advance<B, RB: Body, T, F>(
+    mut state: Pin<&mut State<B, T, F>>,
+    last: &mut Option<Box<Output<RB>>>,
     progress: &mut Progress,
     settled: Settled<RB>,
 ) -> Option<Output<RB>> {
@@ -290,7 +320,7 @@ fn end_or_advance<B, RB: Body>(
             // answer an earlier target gave.
             let output = match output {
                 Err(e) if is_rejection(&*e) => match last.take() {
-                    Some(last) => progress.last_answer(last),
+                    Some(last) => progress.last_answer(*last),
                     None => Err(e),
                 },
                 output => output,
@@ -299,8 +329,8 @@ fn end_or_advance<B, RB: Body>(
             Some(output)
         }
         Settled::Advance(answer) => {
-            if answer.is_some() {
-                *last = answer;
+            if let Some(answer) = answer {
+                *last = Some(Box::new(answer));
             }
             state.set(State::Select);
             None
@@ -309,9 +339,10 @@ fn end_or_advance<B, RB: Body>(
 }
 
 /// Chooses the next target to call, skipping (and recording) those that
-/// refuse.
-fn select<B: Clone, RB: Body>(
-    common: &Common<B, RB>,
+/// refuse. The request is read where it lies: only a target's rewrite
+/// copies it (or takes it, when no other target is left untried).
+fn select<B: Clone, T>(
+    common: &Common<B, T>,
     request: &mut Option<Request<B>>,
     progress: &mut Progress,
 ) -> Pick<B> {
@@ -321,34 +352,40 @@ fn select<B: Clone, RB: Body>(
         else {
             break;
         };
-        let Some(mut req) = request.take() else {
-            break;
-        };
         progress.tried |= 1 << index;
         let others = meta.untried_left(progress.tried);
-        let rewrite = common.entries[index].rewrite.as_ref();
-        // A rewritten request can't be unwritten: keep the original aside
+        // A rewritten request can't be unwritten: the original stays aside
         // while another target may need it.
-        let mut original = match rewrite {
+        let rewritten = match &common.entries[index].rewrite {
             Some(f) => {
-                let original = others.then(|| req.clone());
-                f(&mut req);
-                original
+                let copy = if others {
+                    request.clone()
+                } else {
+                    request.take()
+                };
+                let Some(mut copy) = copy else {
+                    break;
+                };
+                f(&mut copy);
+                Some(copy)
             }
             None => None,
+        };
+        let Some(to_peek) = rewritten.as_ref().or(request.as_ref()) else {
+            break;
         };
         let target = &meta.targets[index];
         match target
             .breaker
-            .admits_cached(&RequestHead::of(&req), &target.peek)
+            .admits_cached(&RequestHead::of(to_peek), &target.peek)
         {
             Ok(()) => {
                 let more_calls = (progress.attempts as usize) + 1 < meta.max_targets;
-                *request = match original.take() {
-                    Some(o) => more_calls.then_some(o),
-                    None => (others && more_calls).then(|| req.clone()),
+                return Pick::Call {
+                    index,
+                    rewritten,
+                    keep: others && more_calls,
                 };
-                return Pick::Call(index, req);
             }
             Err(e) => {
                 let Some(refusal) = refusal(target.name, &*e) else {
@@ -359,15 +396,30 @@ fn select<B: Clone, RB: Body>(
                     return Pick::Stop(e);
                 }
                 progress.refusals.push(refusal);
-                *request = if rewrite.is_some() {
-                    original
-                } else {
-                    Some(req)
-                };
             }
         }
     }
     Pick::Exhausted
+}
+
+/// The request to send to a chosen target: its rewritten copy, else the
+/// request itself (a copy of it while another target may follow). The
+/// request is kept aside only while another target may follow.
+fn to_send<B: Clone>(
+    request: &mut Option<Request<B>>,
+    rewritten: Option<Request<B>>,
+    keep: bool,
+) -> Request<B> {
+    match rewritten {
+        Some(rewritten) => {
+            if !keep {
+                *request = None;
+            }
+            rewritten
+        }
+        None if keep => request.clone().expect("select read the request"),
+        None => request.take().expect("select read the request"),
+    }
 }
 
 /// `target`'s refusal, read from the rejection in `err`; `None` unless
@@ -387,7 +439,7 @@ pub(crate) fn refusal(
 }
 
 /// The error for a request no target took, from every target's refusal.
-fn no_target<B, RB: Body>(common: &Common<B, RB>, progress: &mut Progress) -> BoxError {
+fn no_target<B, T>(common: &Common<B, T>, progress: &mut Progress) -> BoxError {
     let meta = &*common.meta;
     meta.no_target
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -402,8 +454,8 @@ enum Settled<RB: Body> {
     Advance(Option<Output<RB>>),
 }
 
-fn settle<B, RB: Body>(
-    common: &Common<B, RB>,
+fn settle<B, RB: Body, T>(
+    common: &Common<B, T>,
     progress: &mut Progress,
     index: usize,
     output: Output<RB>,
@@ -455,8 +507,8 @@ fn settle<B, RB: Body>(
 
 /// A target's answer that failed: the request moves on (keeping the
 /// answer in case no other target takes it) unless the policy keeps it here.
-fn failed_answer<B, RB: Body>(
-    common: &Common<B, RB>,
+fn failed_answer<B, RB: Body, T>(
+    common: &Common<B, T>,
     progress: &mut Progress,
     index: usize,
     verdict: Verdict,
@@ -474,8 +526,8 @@ fn failed_answer<B, RB: Body>(
     Settled::Advance(Some(Ok(response)))
 }
 
-fn note_failure<B, RB: Body>(
-    common: &Common<B, RB>,
+fn note_failure<B, T>(
+    common: &Common<B, T>,
     progress: &mut Progress,
     index: usize,
     verdict: Verdict,
@@ -499,12 +551,7 @@ fn note_failure<B, RB: Body>(
 }
 
 /// Notes on the request's span which target is called, as which attempt.
-fn record_call<B, RB: Body>(
-    span: &tracing::Span,
-    common: &Common<B, RB>,
-    index: usize,
-    attempt: u32,
-) {
+fn record_call<B, T>(span: &tracing::Span, common: &Common<B, T>, index: usize, attempt: u32) {
     if !span.is_disabled() {
         span.record("target", common.meta.targets[index].name);
         span.record("attempt", attempt);
@@ -532,7 +579,7 @@ fn refused_verdict(kind: RefusalKind) -> Verdict {
     }
 }
 
-impl<B, RB: Body> fmt::Debug for ResponseFuture<B, RB> {
+impl<B, RB: Body, T: Service<Request<B>>> fmt::Debug for ResponseFuture<B, RB, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match &self.state {
             State::Select => "select",

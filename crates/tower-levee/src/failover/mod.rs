@@ -133,17 +133,18 @@
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
-//! // The primary account is throttled; the backup serves.
-//! let primary = tower::service_fn(|_req: Request<String>| async {
-//!     let res = Response::builder().status(429).header("retry-after", "20");
-//!     Ok::<_, Infallible>(res.body(String::new()).unwrap())
-//! });
-//! let backup = tower::service_fn(|_req: Request<String>| async {
-//!     Ok::<_, Infallible>(Response::new("hello".to_owned()))
-//! });
+//! // Two accounts behind one client type (targets over different types
+//! // are boxed: `Target::boxed`). The primary account is throttled; the
+//! // backup serves.
+//! let account = |status: u16| {
+//!     tower::service_fn(move |_req: Request<String>| async move {
+//!         let res = Response::builder().status(status).header("retry-after", "20");
+//!         Ok::<_, Infallible>(res.body("hello".to_owned()).unwrap())
+//!     })
+//! };
 //! let mut llm = Failover::builder()
-//!     .target(Target::new("primary", primary).provider("openai"))
-//!     .target(Target::new("backup", backup).provider("anthropic"))
+//!     .target(Target::new("primary", account(429)).provider("openai"))
+//!     .target(Target::new("backup", account(200)).provider("anthropic"))
 //!     .build()
 //!     .unwrap();
 //! let req = || Request::post("https://api.example.com/v1/chat").body(String::new()).unwrap();
@@ -179,6 +180,6 @@ pub use self::error::{NoTargetAvailable, Refusal, RefusalKind};
 pub use self::health::{BulkheadHealth, FailoverHandle, HealthSnapshot, TargetHealth};
 pub use self::service::Failover;
 pub use self::state::Advance;
-pub use self::target::{Rewrite, ServedBy, Target};
+pub use self::target::{BoxTargetService, Rewrite, ServedBy, Target};
 /// One scope of a target's breaker layer, as the health snapshot lists it.
 pub use crate::breaker::ScopeHealth;

@@ -1,16 +1,20 @@
 //! The failover service.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use bytes::Buf;
 use http::{Request, Response};
 use http_body::Body;
+use levee_core::classify::{Classify, ProviderClassifier};
 use tower_service::Service;
 
 use super::future::ResponseFuture;
 use super::health::FailoverHandle;
-use super::state::{Common, TargetService};
+use super::state::{Common, TargetStack};
+use super::target::BoxTargetService;
 use crate::breaker::ResponseBody;
 use crate::error::BoxError;
 
@@ -18,24 +22,33 @@ use crate::error::BoxError;
 /// next when one is throttled, out of quota, failing or rejects its key.
 /// Built by [`Failover::builder`]; see the [module docs](super).
 ///
+/// Every target calls the same service type `S` (through a breaker
+/// classifying with `C`), so a call allocates nothing: each target's future
+/// lives inside the failover's. Targets over different service types (a
+/// hyper client for one provider, a reqwest one for another) are made one
+/// type with [`Target::boxed`](super::Target::boxed), at one allocation per
+/// call; `S` then defaults to the boxed type, [`BoxTargetService`].
+///
 /// Clones share the targets' state; a clone copies the targets' services
-/// (one allocation each) and makes its own ready copies the first time it
-/// is polled ready, then calls them directly, so keep a clone per task (as
-/// the retry layer above it does) rather than one per request.
-pub struct Failover<B, RB: Body> {
-    pub(crate) common: Arc<Common<B, RB>>,
+/// and makes its own ready copies the first time it is polled ready, then
+/// calls them directly, so keep a clone per task (as the retry layer above
+/// it does) rather than one per request.
+pub struct Failover<B, RB, S = BoxTargetService<B, RB>, C = ProviderClassifier> {
+    pub(crate) common: Arc<Common<B, TargetStack<S, C>>>,
     /// This clone's copies of the targets' services (made on first
     /// `poll_ready`), and which of them are polled ready.
-    services: Vec<TargetService<B, RB>>,
+    services: Vec<TargetStack<S, C>>,
     ready: u64,
+    _body: PhantomData<fn() -> RB>,
 }
 
-impl<B, RB: Body> Failover<B, RB> {
-    pub(crate) fn from_common(common: Arc<Common<B, RB>>) -> Self {
+impl<B, RB, S, C> Failover<B, RB, S, C> {
+    pub(crate) fn from_common(common: Arc<Common<B, TargetStack<S, C>>>) -> Self {
         Failover {
             common,
             services: Vec::new(),
             ready: 0,
+            _body: PhantomData,
         }
     }
 
@@ -48,7 +61,7 @@ impl<B, RB: Body> Failover<B, RB> {
     }
 }
 
-impl<B, RB: Body> Clone for Failover<B, RB> {
+impl<B, RB, S: Clone, C: Clone> Clone for Failover<B, RB, S, C> {
     /// The clone shares the targets' state; its requests count references
     /// on a copy of its own, so clones on different threads share no
     /// count that every call writes.
@@ -57,20 +70,25 @@ impl<B, RB: Body> Clone for Failover<B, RB> {
     }
 }
 
-impl<B, RB: Body> fmt::Debug for Failover<B, RB> {
+impl<B, RB, S, C> fmt::Debug for Failover<B, RB, S, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(&*self.common.meta, f)
     }
 }
 
-impl<B, RB> Service<Request<B>> for Failover<B, RB>
+impl<B, RB, S, C> Service<Request<B>> for Failover<B, RB, S, C>
 where
     B: Clone,
+    S: Service<Request<B>, Response = Response<RB>> + Clone,
+    S::Error: Into<BoxError>,
     RB: Body,
+    RB::Data: Buf + 'static,
+    RB::Error: Into<BoxError>,
+    C: Classify + Clone,
 {
     type Response = Response<ResponseBody<RB>>;
     type Error = BoxError;
-    type Future = ResponseFuture<B, RB>;
+    type Future = ResponseFuture<B, RB, TargetStack<S, C>>;
 
     /// Always ready: which target a request goes to is decided per request.
     /// This polls each target's service once, so that `call` can call a

@@ -6,25 +6,22 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use http::{Request, Response};
-use http_body::Body;
 use levee_core::classify::Verdict;
 use levee_core::classify::hints::{self, RateLimits};
 use levee_core::clock::duration_nanos;
 use tokio::time::Instant;
-use tower::util::BoxCloneSyncService;
+use tower::util::Either;
 
 use super::error::RefusalKind;
 use super::target::Rewrite;
-use crate::breaker::ResponseBody;
-use crate::breaker::{BreakerHandle, PeekCache};
-use crate::bulkhead::BulkheadLayer;
-use crate::error::BoxError;
+use crate::breaker::{Breaker, BreakerHandle, PeekCache};
+use crate::bulkhead::{Bulkhead, BulkheadLayer};
 use crate::striped::Striped;
 
-/// A target's whole stack (bulkhead → breaker → the user's service), boxed.
-pub(crate) type TargetService<B, RB> =
-    BoxCloneSyncService<Request<B>, Response<ResponseBody<RB>>, BoxError>;
+/// A target's whole stack: its breaker over the user's service, under a
+/// bulkhead if it has one. Typed, not boxed: a call allocates nothing and
+/// its future sits inside the failover's.
+pub(crate) type TargetStack<S, C> = Either<Breaker<S, C>, Bulkhead<Breaker<S, C>>>;
 
 /// The user's override of when to go on to the next target.
 pub(crate) type FallbackFn = Arc<dyn Fn(&Advance<'_>) -> bool + Send + Sync>;
@@ -58,18 +55,18 @@ impl Advance<'_> {
     }
 }
 
-/// The generic part: each target's service and rewrite. Each clone of a
+/// The generic part: each target's stack `T` and rewrite. Each clone of a
 /// failover has its own (its requests' futures count references on it, not
 /// on one count every thread shares); all share the [`Meta`].
-pub(crate) struct Common<B, RB: Body> {
+pub(crate) struct Common<B, T> {
     pub(crate) meta: Arc<Meta>,
-    pub(crate) entries: Box<[Entry<B, RB>]>,
+    pub(crate) entries: Box<[Entry<B, T>]>,
     /// This clone's draws for choosing within a pool (a counter, mixed).
     draws: AtomicU64,
 }
 
-impl<B, RB: Body> Common<B, RB> {
-    pub(crate) fn new(meta: Arc<Meta>, entries: Box<[Entry<B, RB>]>) -> Self {
+impl<B, T> Common<B, T> {
+    pub(crate) fn new(meta: Arc<Meta>, entries: Box<[Entry<B, T>]>) -> Self {
         // Each clone draws its own sequence, deterministic in clone order.
         let base = meta.clones.fetch_add(1, Ordering::Relaxed) << 32;
         Common {
@@ -85,7 +82,7 @@ impl<B, RB: Body> Common<B, RB> {
     }
 }
 
-impl<B, RB: Body> Clone for Common<B, RB> {
+impl<B, T: Clone> Clone for Common<B, T> {
     fn clone(&self) -> Self {
         Common::new(self.meta.clone(), self.entries.clone())
     }
@@ -98,12 +95,12 @@ fn splitmix64(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-pub(crate) struct Entry<B, RB: Body> {
-    pub(crate) service: TargetService<B, RB>,
+pub(crate) struct Entry<B, T> {
+    pub(crate) service: T,
     pub(crate) rewrite: Option<Rewrite<B>>,
 }
 
-impl<B, RB: Body> Clone for Entry<B, RB> {
+impl<B, T: Clone> Clone for Entry<B, T> {
     fn clone(&self) -> Self {
         Entry {
             service: self.service.clone(),

@@ -8,9 +8,17 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use http::{Request, Response};
 use http_body::Body;
 use levee_core::classify::ProviderClassifier;
+use tower::ServiceExt;
+use tower::util::BoxCloneSyncService;
+use tower_service::Service;
 
 use crate::breaker::{BreakerLayer, ResponseBody, ServedTag};
 use crate::bulkhead::BulkheadLayer;
+use crate::error::BoxError;
+
+/// A target's service boxed ([`Target::boxed`]): what targets over different
+/// service types have in common.
+pub type BoxTargetService<B, RB> = BoxCloneSyncService<Request<B>, Response<RB>, BoxError>;
 
 /// A request rewrite for one target: point the URI at its endpoint, set its
 /// key, name its model or deployment.
@@ -143,6 +151,48 @@ impl<S, B, C> Target<S, B, C> {
     /// The target's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The target with its service boxed, so that it can join targets over
+    /// other service types: every target of a [`Failover`](super::Failover)
+    /// calls one service type. Costs one allocation per call (the boxed
+    /// future); targets of one type need no boxing.
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use http::{Request, Response};
+    /// use tower_levee::failover::{Failover, Target};
+    ///
+    /// let openai = tower::service_fn(|_req: Request<String>| async {
+    ///     Ok::<_, Infallible>(Response::new(String::from("openai")))
+    /// });
+    /// let anthropic = tower::service_fn(|_req: Request<String>| async {
+    ///     Ok::<_, std::io::Error>(Response::new(String::from("anthropic")))
+    /// });
+    /// let failover = Failover::builder()
+    ///     .target(Target::new("openai", openai).boxed())
+    ///     .target(Target::new("anthropic", anthropic).boxed())
+    ///     .build()
+    ///     .unwrap();
+    /// # let _: Failover<String, String> = failover;
+    /// ```
+    pub fn boxed<RB>(self) -> Target<BoxTargetService<B, RB>, B, C>
+    where
+        S: Service<Request<B>, Response = Response<RB>> + Clone + Send + Sync + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+        B: 'static,
+    {
+        Target {
+            name: self.name,
+            service: BoxCloneSyncService::new(self.service.map_err(Into::into)),
+            breaker: self.breaker,
+            bulkhead: self.bulkhead,
+            rewrite: self.rewrite,
+            provider: self.provider,
+            region: self.region,
+            pool: self.pool,
+        }
     }
 }
 
