@@ -63,6 +63,7 @@ fn main() {
         match case.as_str() {
             "bare" => run(inner(), n).await,
             "breaker" => run(BreakerLayer::new().layer_service(inner()), n).await,
+            "failsafe" => run(Failsafe::consecutive5(inner()), n).await,
             "bulkhead" => run(BulkheadLayer::named("llm", 1024).layer_service(inner()), n).await,
             "retry" => run(RetryBudgetLayer::with_defaults().layer_service(inner()), n).await,
             "stack" => {
@@ -83,6 +84,56 @@ fn main() {
             other => panic!("unknown case {other}"),
         }
     });
+}
+
+/// failsafe's breaker as the peer harness runs it (5 consecutive failures,
+/// equal-jittered 30 s..900 s): each inner future wrapped with
+/// `failsafe::futures::CircuitBreaker::call`. The peer Levee's breaker is
+/// held to, counted the same way.
+#[derive(Clone)]
+struct Failsafe<S> {
+    breaker: failsafe::StateMachine<
+        failsafe::failure_policy::ConsecutiveFailures<failsafe::backoff::EqualJittered>,
+        (),
+    >,
+    inner: S,
+}
+
+impl<S> Failsafe<S> {
+    fn consecutive5(inner: S) -> Self {
+        let policy = failsafe::failure_policy::consecutive_failures(
+            5,
+            failsafe::backoff::equal_jittered(
+                std::time::Duration::from_secs(30),
+                std::time::Duration::from_secs(900),
+            ),
+        );
+        Failsafe {
+            breaker: failsafe::Config::new().failure_policy(policy).build(),
+            inner,
+        }
+    }
+}
+
+impl<S: Service<Req>> Service<Req> for Failsafe<S> {
+    type Response = S::Response;
+    type Error = failsafe::Error<S::Error>;
+    type Future = failsafe::futures::ResponseFuture<
+        S::Future,
+        failsafe::failure_policy::ConsecutiveFailures<failsafe::backoff::EqualJittered>,
+        (),
+        failsafe::Any,
+    >;
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(failsafe::Error::Inner)
+    }
+    fn call(&mut self, req: Req) -> Self::Future {
+        use failsafe::futures::CircuitBreaker;
+        self.breaker.call(self.inner.call(req))
+    }
 }
 
 /// `layer.layer(svc)` with the layer first, for one-line cases.

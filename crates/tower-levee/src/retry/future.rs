@@ -51,8 +51,10 @@ pin_project! {
         #[pin]
         state: State<S::Future>,
         // Cloned from the spare at the first retry: a request that does not
-        // retry never clones the stack beneath.
-        service: Option<S>,
+        // retry never clones the stack beneath. Boxed, as the sleep is: a
+        // retry is the slow path, and a future that stays small moves
+        // cheaply on every call.
+        service: Option<Box<S>>,
         request: Option<Request<B>>,
         per_clone: Arc<PerClone<S, C>>,
         attempts: u32,
@@ -71,7 +73,7 @@ pin_project! {
         // An attempt is in flight.
         Called { #[pin] future: F },
         // Waiting out the hint or the backoff before the next attempt.
-        Sleeping { #[pin] sleep: Sleep },
+        Sleeping { sleep: Pin<Box<Sleep>> },
         // Waiting for the inner service to be ready for the next attempt.
         Ready,
     }
@@ -168,20 +170,20 @@ where
                                 this.state.set(State::Ready);
                             } else {
                                 this.state.set(State::Sleeping {
-                                    sleep: tokio::time::sleep(wait),
+                                    sleep: Box::pin(tokio::time::sleep(wait)),
                                 });
                             }
                         }
                     }
                 }
                 StateProj::Sleeping { sleep } => {
-                    ready!(sleep.poll(cx));
+                    ready!(sleep.as_mut().poll(cx));
                     this.state.set(State::Ready);
                 }
                 StateProj::Ready => {
                     let service = this
                         .service
-                        .get_or_insert_with(|| this.per_clone.spare.clone());
+                        .get_or_insert_with(|| Box::new(this.per_clone.spare.clone()));
                     if let Err(e) = ready!(service.poll_ready(cx)) {
                         return Poll::Ready(Err(e.into()));
                     }
