@@ -130,6 +130,39 @@ fn a_failed_probe_reopens_with_a_longer_cool_off_and_recovery_resets_growth() {
 }
 
 #[test]
+fn a_failed_probes_cool_off_counts_from_when_it_was_sent() {
+    let mut h = Harness::new(
+        BreakerConfig::builder()
+            .cooldown(exact_cooldown())
+            .probe_timeout(secs(600))
+            .build()
+            .unwrap(),
+    );
+    h.trip();
+    h.wait_out_cool_off();
+    let sent = h.now;
+    let probe = h.permit();
+    // A slow probe: it fails 25 s after it was sent.
+    h.advance(secs(25));
+    h.record(probe, unavailable()).expect("reopens");
+    assert_eq!(
+        h.state.open_until(),
+        Some(sent.saturating_add(secs(60))),
+        "probes are spaced by the cool-off, not by it plus the probe's latency"
+    );
+    assert_eq!(h.cool_off(), secs(35));
+    // A probe slower than the whole cool-off: the next may go at once.
+    h.wait_out_cool_off();
+    let sent = h.now;
+    let probe = h.permit();
+    h.advance(secs(150));
+    h.record(probe, unavailable()).expect("reopens");
+    assert_eq!(h.state.open_until(), Some(h.now), "never before now");
+    assert!(sent.saturating_add(secs(120)) < h.now);
+    assert!(h.admit().is_allowed(), "the next probe");
+}
+
+#[test]
 fn three_probes_with_ratio_two_thirds_close_on_two_successes() {
     let mut h = Harness::exact(3, 2.0 / 3.0);
     h.trip();

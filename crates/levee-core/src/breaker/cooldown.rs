@@ -58,6 +58,12 @@ impl Jitter {
 /// `reopens`-th consecutive failed recovery (0 for the first open from
 /// closed). Growth resets when the breaker recovers or is closed manually.
 ///
+/// After a failed probe the cool-off counts from when that probe was sent,
+/// not from when it failed: probes are spaced by the cool-off, and a slow
+/// probe (sent just before a brownout ends, say) does not hold the next one
+/// off by its own latency on top. A probe slower than the whole cool-off
+/// lets the next one go as soon as it fails: still one probe at a time.
+///
 /// The default keeps the first six cool-offs at exactly 10 s (a probe every
 /// 10 s for the first minute of an outage, so a target that recovers within
 /// it is back within 10 s), then triples them, with equal jitter, up to 15

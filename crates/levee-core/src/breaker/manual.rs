@@ -34,11 +34,11 @@ impl BreakerState {
                 None
             }
             BreakerStatus::Closed => {
-                Some(self.trip(cfg, None, OpenKind::Availability, now, rng, reason))
+                Some(self.trip(cfg, None, OpenKind::Availability, now, now, rng, reason))
             }
             BreakerStatus::HalfOpen => {
                 self.reopens = self.reopens.saturating_add(1);
-                Some(self.trip(cfg, None, OpenKind::Availability, now, rng, reason))
+                Some(self.trip(cfg, None, OpenKind::Availability, now, now, rng, reason))
             }
         }
     }

@@ -133,7 +133,7 @@ impl BreakerState {
             };
         let cause = cause.to_owned();
         Some(
-            self.trip(cfg, Some(key), kind, now, rng, reason)
+            self.trip(cfg, Some(key), kind, now, now, rng, reason)
                 .with_cause(Some(cause)),
         )
     }
@@ -181,7 +181,12 @@ impl BreakerState {
                     OpenKind::Availability
                 };
                 self.reopens = self.reopens.saturating_add(1);
-                let t = self.trip(cfg, Some(key), kind, now, rng, reason);
+                // Counted from when the probe was sent: probes are spaced by
+                // the cool-off, and a slow one does not stretch the spacing
+                // (a probe sent just before a brownout ends would otherwise
+                // hold the next one off by its own latency on top).
+                let since = permit.admitted_at;
+                let t = self.trip(cfg, Some(key), kind, since, now, rng, reason);
                 Some(t.with_cause(Some(cause)))
             }
         }

@@ -234,13 +234,17 @@ impl BreakerState {
 
     // === transitions shared by record and manual control ===
 
-    /// Opens the breaker for the cool-off of `kind` at the current growth.
-    /// The caller adds the cause to the returned transition.
+    /// Opens the breaker for the cool-off of `kind` at the current growth,
+    /// counted from `since` (now, or when the failed probe was sent) and
+    /// never ending before now. The caller adds the cause to the returned
+    /// transition.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn trip(
         &mut self,
         cfg: &BreakerConfig,
         key: Option<&str>,
         kind: OpenKind,
+        since: Timestamp,
         now: Timestamp,
         rng: &mut fastrand::Rng,
         reason: String,
@@ -250,7 +254,10 @@ impl BreakerState {
             OpenKind::Availability => &cfg.cooldown,
             OpenKind::Credential => &cfg.credential_cooldown,
         };
-        let until = now.saturating_add(cooldown.sample(self.reopens, rng));
+        let until = since
+            .min(now)
+            .saturating_add(cooldown.sample(self.reopens, rng))
+            .max(now);
         self.set_status(BreakerStatus::Open, now);
         self.open_until = Some(until);
         self.isolated = false;
