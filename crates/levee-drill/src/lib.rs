@@ -2,9 +2,11 @@
 //! faults before production does.
 //!
 //! A scenario (TOML, see [`scenario`]) names the accounts, the load and the
-//! faults. The drill runs the same Poisson arrivals through three stacks —
+//! faults. The drill runs the same Poisson arrivals through each stack —
 //! `unprotected` (the SDK's retries), `naive` (a classic breaker that counts
-//! 429s) and `levee` — against a simulated provider ([`provider`]) that
+//! 429s), the peers a user would otherwise pick (`tower-resilience`,
+//! `failsafe`, `gateway-router`: [`peers`]) and `levee` — against a
+//! simulated provider ([`provider`]) that
 //! answers with each dialect's real status codes, headers and bodies
 //! ([`dialect`]), all under tokio's paused clock ([`run`]): an hour of
 //! traffic takes seconds and the same seed gives the same report byte for
@@ -24,6 +26,7 @@ pub mod dialect;
 pub mod levee;
 pub mod live;
 pub mod outcome;
+pub mod peers;
 pub mod provider;
 pub mod report;
 pub mod run;

@@ -4,7 +4,7 @@ use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use levee_drill::report::{ScenarioReport, summary, table};
+use levee_drill::report::{ScenarioReport, comparison, summary, table};
 use levee_drill::scenario::Scenario;
 use levee_drill::{classify_cmd, run, samples, suite, svg};
 
@@ -78,6 +78,8 @@ fn run_suite(json: Option<&str>, svg_dir: Option<&str>) -> ExitCode {
     }
     println!("summary: requests served, and calls that reached the provider\n");
     println!("{}", summary(&reports));
+    println!("every stack: served, upstream calls, wasted calls, p99, recovery\n");
+    println!("{}", comparison(&reports));
     println!(
         "suite ran in {:.1}s (wall clock)",
         began.elapsed().as_secs_f64()

@@ -286,7 +286,7 @@ pub fn table(report: &ScenarioReport) -> String {
     let _ = writeln!(s, "scenario: {}", report.scenario);
     let _ = writeln!(
         s,
-        "  {:<12} {:>8} {:>8} {:>9} {:>7} {:>9} {:>7} {:>7} {:>6} {:>8}  failures",
+        "  {:<16} {:>8} {:>8} {:>9} {:>7} {:>9} {:>7} {:>7} {:>6} {:>8}  failures",
         "stack",
         "requests",
         "success",
@@ -317,7 +317,7 @@ pub fn table(report: &ScenarioReport) -> String {
             .collect();
         let _ = writeln!(
             s,
-            "  {:<12} {:>8} {:>7.2}% {:>9} {:>7} {:>8.1}% {:>5}ms {:>5}ms {:>6} {:>8}  {}",
+            "  {:<16} {:>8} {:>7.2}% {:>9} {:>7} {:>8.1}% {:>5}ms {:>5}ms {:>6} {:>8}  {}",
             r.stack,
             r.requests,
             r.success_rate() * 100.0,
@@ -349,7 +349,7 @@ pub fn table(report: &ScenarioReport) -> String {
                 .collect();
             let _ = writeln!(
                 s,
-                "  {:<12} {} replica{}, upstream 429s {}, calls to capped accounts {}; served by replica: {}",
+                "  {:<16} {} replica{}, upstream 429s {}, calls to capped accounts {}; served by replica: {}",
                 "",
                 r.replicas.len(),
                 if r.replicas.len() == 1 { "" } else { "s" },
@@ -394,6 +394,33 @@ pub fn summary(reports: &[ScenarioReport]) -> String {
             })
             .collect();
         let _ = writeln!(s, "| {} | {} |", r.scenario, cells.join(" | "));
+    }
+    s
+}
+
+/// Every stack of every scenario, one row each: served, upstream calls,
+/// wasted calls, p99 and recovery (the README's comparison table).
+pub fn comparison(reports: &[ScenarioReport]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "| scenario | stack | served | upstream calls | wasted calls | p99 | recovery |"
+    );
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|");
+    for r in reports {
+        for x in &r.results {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {:.2}% | {} | {} | {} ms | {} |",
+                r.scenario,
+                x.stack,
+                x.success_rate() * 100.0,
+                x.upstream_calls,
+                x.upstream_rejected_calls,
+                x.latency_ms.p99,
+                secs(x.recover)
+            );
+        }
     }
     s
 }

@@ -10,6 +10,9 @@ use tokio::time::Instant;
 
 use crate::levee::{FleetLink, FleetStore, LeveeStack};
 use crate::outcome::{Fail, Record, TransitionRecord};
+use crate::peers::failsafe::FailsafeStack;
+use crate::peers::gateway::GatewayRouter;
+use crate::peers::tower_resilience::TowerResilienceStack;
 use crate::provider::{CallStats, Provider};
 use crate::report::{ScenarioReport, StackResult};
 use crate::scenario::Scenario;
@@ -66,6 +69,9 @@ pub fn run_stack(
 enum Stack {
     Unprotected,
     Naive(Naive),
+    TowerResilience(TowerResilienceStack),
+    Failsafe(FailsafeStack),
+    GatewayRouter(GatewayRouter),
     Levee(LeveeStack),
 }
 
@@ -138,6 +144,15 @@ async fn drive(
                 start,
                 transitions.clone(),
             )),
+            "tower-resilience" => {
+                Stack::TowerResilience(TowerResilienceStack::new(&sc, &provider, start)?)
+            }
+            "failsafe" => Stack::Failsafe(FailsafeStack::new(&sc, start, replica)),
+            "gateway-router" => Stack::GatewayRouter(GatewayRouter::new(
+                sc.targets.iter().map(|t| t.name.clone()).collect(),
+                start,
+                transitions.clone(),
+            )),
             "levee" | "levee-fleet" => {
                 let link = store
                     .as_ref()
@@ -176,6 +191,9 @@ async fn drive(
                 match &replicas[replica] {
                     Stack::Unprotected => unprotected(&provider, &rng).await,
                     Stack::Naive(n) => n.call(&provider, &rng).await,
+                    Stack::TowerResilience(t) => t.call().await,
+                    Stack::Failsafe(f) => f.call(&provider, &rng).await,
+                    Stack::GatewayRouter(g) => g.call(&provider, &rng).await,
                     Stack::Levee(l) => l.call().await,
                 }
             };
@@ -195,8 +213,11 @@ async fn drive(
     }
     let mut transitions = transitions.borrow().clone();
     for stack in replicas.iter() {
-        if let Stack::Levee(l) = stack {
-            transitions.extend(l.transitions());
+        match stack {
+            Stack::Levee(l) => transitions.extend(l.transitions()),
+            Stack::TowerResilience(t) => transitions.extend(t.transitions()),
+            Stack::Failsafe(f) => transitions.extend(f.transitions()),
+            _ => {}
         }
     }
     transitions.sort_by_key(|t| t.t_ms);

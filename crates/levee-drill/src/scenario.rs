@@ -10,10 +10,29 @@ pub use crate::config::{
     BreakerOverrides, BulkheadOverrides, GateOverrides, LeveeConfig, ParkOverrides, RetryOverrides,
 };
 
-/// The stacks a scenario can compare: `levee-fleet` is Levee with its
-/// replicas sharing decisions through the fleet store (a scenario with a
-/// `[fleet]` table runs it beside `levee`, whose replicas share nothing).
-pub const STACKS: [&str; 4] = ["unprotected", "naive", "levee", "levee-fleet"];
+/// The stacks a scenario can compare, in report order: the baselines, the
+/// peers users would otherwise pick ([`crate::peers`]), then Levee.
+/// `levee-fleet` is Levee with its replicas sharing decisions through the
+/// fleet store (a scenario with a `[fleet]` table runs it beside `levee`,
+/// whose replicas share nothing).
+pub const STACKS: [&str; 7] = [
+    "unprotected",
+    "naive",
+    "tower-resilience",
+    "failsafe",
+    "gateway-router",
+    "levee",
+    "levee-fleet",
+];
+
+/// The stacks every scenario runs unless it names its own: all but Levee's.
+const BASELINES_AND_PEERS: [&str; 5] = [
+    "unprotected",
+    "naive",
+    "tower-resilience",
+    "failsafe",
+    "gateway-router",
+];
 
 /// The fault kinds a scenario can script.
 pub const FAULT_KINDS: [&str; 12] = [
@@ -273,7 +292,10 @@ impl Scenario {
                 let stores = fleet
                     .as_ref()
                     .map_or(vec!["none"], |(_, stores)| stores.clone());
-                let mut stacks = vec!["unprotected".to_owned(), "naive".to_owned()];
+                let mut stacks: Vec<String> = BASELINES_AND_PEERS
+                    .iter()
+                    .map(|s| (*s).to_owned())
+                    .collect();
                 for store in stores {
                     stacks.push(
                         if store == "redis" {

@@ -16,15 +16,27 @@ use crate::outcome::{Fail, TransitionRecord, response_failure};
 use crate::provider::{MidStreamError, Provider, StreamCheck};
 
 /// Attempts per request, the first included (2 retries, as the SDKs default).
-const ATTEMPTS: u32 = 3;
+pub(crate) const ATTEMPTS: u32 = 3;
 
 /// The longest `retry-after` the SDKs honour.
 const MAX_HINT: Duration = Duration::from_secs(60);
 
-enum Attempt {
+/// One call to one target, as an SDK sees it.
+pub(crate) enum Attempt {
     Served,
-    Retryable { hint: Option<Duration>, fail: Fail },
-    Final(Fail),
+    /// A 408, 409, 429, 5xx or transport error: the SDKs retry it.
+    Retryable {
+        hint: Option<Duration>,
+        fail: Fail,
+        /// The answer's status (`None`: a transport error).
+        status: Option<u16>,
+    },
+    /// Any other error answer (`status`), or a stream that failed after
+    /// its 200 (`None`).
+    Final {
+        fail: Fail,
+        status: Option<u16>,
+    },
 }
 
 fn hint(headers: &http::HeaderMap) -> Option<Duration> {
@@ -40,7 +52,8 @@ fn hint(headers: &http::HeaderMap) -> Option<Duration> {
     get("retry-after").map(|s| Duration::from_secs_f64(s.max(0.0)))
 }
 
-async fn attempt(provider: &Provider, idx: usize) -> Attempt {
+/// One call to target `idx`, its stream read to the end.
+pub(crate) async fn attempt(provider: &Provider, idx: usize) -> Attempt {
     let mut svc = StreamCheck(provider.target(idx));
     let req = Request::post("/v1/chat/completions")
         .body(Bytes::new())
@@ -58,16 +71,27 @@ async fn attempt(provider: &Provider, idx: usize) -> Attempt {
                 .unwrap_or_default();
             let fail = response_failure(&http::Response::from_parts(parts, ()), &bytes);
             if matches!(status, 408 | 409 | 429) || status >= 500 {
-                Attempt::Retryable { hint, fail }
+                Attempt::Retryable {
+                    hint,
+                    fail,
+                    status: Some(status),
+                }
             } else {
-                Attempt::Final(fail)
+                Attempt::Final {
+                    fail,
+                    status: Some(status),
+                }
             }
         }
         // The SDKs do not retry a stream that failed after its 200.
-        Err(e) if e.is::<MidStreamError>() => Attempt::Final(Fail::Upstream),
+        Err(e) if e.is::<MidStreamError>() => Attempt::Final {
+            fail: Fail::Upstream,
+            status: None,
+        },
         Err(_) => Attempt::Retryable {
             hint: None,
             fail: Fail::Upstream,
+            status: None,
         },
     }
 }
@@ -75,7 +99,7 @@ async fn attempt(provider: &Provider, idx: usize) -> Attempt {
 /// The SDKs' backoff before retry `n` (1-based): the provider's hint when it
 /// gave one of at most 60 s, else 0.5 s × 2ⁿ⁻¹ capped at 8 s, jittered down
 /// by up to 25%.
-fn backoff(n: u32, hint: Option<Duration>, rng: &RefCell<fastrand::Rng>) -> Duration {
+pub(crate) fn backoff(n: u32, hint: Option<Duration>, rng: &RefCell<fastrand::Rng>) -> Duration {
     if let Some(h) = hint.filter(|h| *h <= MAX_HINT) {
         return h;
     }
@@ -90,8 +114,8 @@ pub async fn unprotected(provider: &Provider, rng: &RefCell<fastrand::Rng>) -> R
     for n in 1..=ATTEMPTS {
         match attempt(provider, 0).await {
             Attempt::Served => return Ok(0),
-            Attempt::Final(f) => return Err(f),
-            Attempt::Retryable { hint, fail } => {
+            Attempt::Final { fail, .. } => return Err(fail),
+            Attempt::Retryable { hint, fail, .. } => {
                 if n == ATTEMPTS {
                     return Err(fail);
                 }
@@ -247,11 +271,11 @@ impl Naive {
                     self.record(i, true);
                     return Ok(i);
                 }
-                Attempt::Final(f) => {
+                Attempt::Final { fail, .. } => {
                     self.record(i, false);
-                    return Err(f);
+                    return Err(fail);
                 }
-                Attempt::Retryable { hint, fail } => {
+                Attempt::Retryable { hint, fail, .. } => {
                     self.record(i, false);
                     if n == ATTEMPTS {
                         return Err(fail);

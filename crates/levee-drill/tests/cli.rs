@@ -68,7 +68,7 @@ fn run_writes_the_json_report_and_the_svg() {
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["scenario"], "tiny");
-    assert_eq!(v["results"].as_array().unwrap().len(), 3);
+    assert_eq!(v["results"].as_array().unwrap().len(), 6, "every stack");
     assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
     let first = std::fs::read(&json).unwrap();
     assert!(

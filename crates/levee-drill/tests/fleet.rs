@@ -123,5 +123,15 @@ fn a_fleet_table_is_checked_at_load() {
     assert!(err.is_err(), "levee-fleet without a fleet");
     let sc =
         Scenario::from_toml(&format!("{base}[fleet]\nreplicas = 3\nstore = \"redis\"\n")).unwrap();
-    assert_eq!(sc.stacks, ["unprotected", "naive", "levee-fleet"]);
+    assert_eq!(
+        sc.stacks,
+        [
+            "unprotected",
+            "naive",
+            "tower-resilience",
+            "failsafe",
+            "gateway-router",
+            "levee-fleet"
+        ]
+    );
 }
