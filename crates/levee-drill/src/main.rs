@@ -14,7 +14,7 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 use levee_drill::report::{ScenarioReport, summary, table};
 use levee_drill::scenario::Scenario;
-use levee_drill::{classify_cmd, run, samples, suite, svg};
+use levee_drill::{classify_cmd, run, samples, suite, svg, tune};
 
 /// Prove a Levee configuration against scripted provider faults.
 ///
@@ -32,6 +32,7 @@ Examples:
   levee-drill                                    the built-in suite
   levee-drill run my.toml --json report.json     one scenario, its report as JSON
   levee-drill run my.toml --live --time-scale 4  the same over real HTTP on 127.0.0.1
+  levee-drill tune my.toml --budget 100          search its [levee] settings
   levee-drill classify < responses.jsonl         one verdict per JSON line";
 
 #[derive(Debug, Subcommand)]
@@ -41,6 +42,17 @@ enum Command {
     Run(RunArgs),
     /// Run the built-in suite and write its reports out.
     Suite(SuiteArgs),
+    /// Search a scenario's `[levee]` settings for the best trade-offs of
+    /// served %, upstream calls and recovery time.
+    ///
+    /// Runs the scenario's Levee stack in virtual time over random settings
+    /// of the breaker (tripping, cool-off base, growth, cap, jitter, hold,
+    /// probes), the throttle gate (default wait, cap), the retries (attempts,
+    /// budget) and the bulkhead, then refines around the best; each setting
+    /// runs with several seeds and is scored on the means. Prints the
+    /// settings no other beats on all three numbers, each as a `[levee]`
+    /// block to paste into the scenario, and the baseline (the scenario's own).
+    Tune(TuneArgs),
     /// Read JSON lines on stdin, write one verdict per line.
     ///
     /// Input: {"status":429|null,"headers":{..},"body":"..","stream":false}
@@ -67,6 +79,30 @@ struct RunArgs {
     /// With --live: compress real time N times (N >= 1).
     #[arg(long, value_name = "N", default_value = "1", value_parser = levee_drill::live::parse_scale)]
     time_scale: f64,
+}
+
+#[derive(Debug, Args)]
+struct TuneArgs {
+    /// The scenario whose `[levee]` settings to tune.
+    #[arg(value_name = "FILE.toml")]
+    file: PathBuf,
+    /// Settings to evaluate, besides the scenario's own.
+    #[arg(long, value_name = "N", default_value_t = 200,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    budget: u32,
+    /// Runs per setting, with consecutive seeds; scored on their mean.
+    #[arg(long, value_name = "N", default_value_t = 3,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    seeds: u32,
+    /// The first run's seed (default: the scenario's `seed`); it seeds the search too.
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// Write a picture of every setting evaluated, the frontier marked.
+    #[arg(long, value_name = "OUT.svg")]
+    svg: Option<PathBuf>,
+    /// Write every setting evaluated, with its numbers, as JSON.
+    #[arg(long, value_name = "OUT.json")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -198,6 +234,46 @@ fn run_file(args: &RunArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+fn tune(args: &TuneArgs) -> Result<(), Failure> {
+    let began = Instant::now();
+    let sc = read_scenario(&args.file)?;
+    let options = tune::TuneOptions {
+        budget: args.budget as usize,
+        seeds: args.seeds,
+        first_seed: args.seed.unwrap_or(sc.seed),
+        // Runs are independent: as many at once as there are cores.
+        threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let tty = io::stderr().is_terminal();
+    let progress = |done: usize, total: usize| {
+        if tty {
+            eprint!("\r\x1b[Klevee-drill tune: {done}/{total} runs in virtual time ...");
+        }
+    };
+    let report = tune::tune(&sc, &options, &progress)
+        .map_err(|e| Failure::run(format!("{}: {e}", args.file.display())))?;
+    if tty {
+        eprint!("\r\x1b[K");
+    }
+    let text = tune::text(&report).map_err(|e| Failure::run(format!("[levee] as TOML: {e}")))?;
+    print!("{text}");
+    if let Some(path) = &args.json {
+        let json =
+            tune::json(&report).map_err(|e| Failure::run(format!("{}: {e}", path.display())))?;
+        write_file(path, json)?;
+    }
+    if let Some(path) = &args.svg {
+        write_file(path, tune::svg::render(&report))?;
+    }
+    if tty {
+        eprintln!(
+            "levee-drill tune: {:.1}s (wall clock)",
+            began.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
 fn classify() -> Result<(), Failure> {
     classify_cmd::run(io::stdin().lock(), io::stdout().lock())
         .map_err(|e| Failure::run(format!("classify: {e}")))
@@ -219,6 +295,7 @@ fn main() -> ExitCode {
         }),
         Some(Command::Run(args)) => run_file(args),
         Some(Command::Suite(args)) => run_suite(args),
+        Some(Command::Tune(args)) => tune(args),
         Some(Command::Classify) => classify(),
         Some(Command::Samples) => {
             show_samples();

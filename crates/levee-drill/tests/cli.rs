@@ -114,6 +114,7 @@ fn every_subcommand_has_its_own_help() {
     for (command, says) in [
         ("run", "--time-scale"),
         ("suite", "--svg-dir"),
+        ("tune", "--budget"),
         ("classify", "verdict"),
         ("samples", "real provider responses"),
     ] {
