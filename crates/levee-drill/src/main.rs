@@ -97,6 +97,10 @@ struct TuneArgs {
     /// The first run's seed (default: the scenario's `seed`); it seeds the search too.
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
+    /// Show the frontier's settings serving at least PCT % (default: a
+    /// point below the scenario's own settings).
+    #[arg(long, value_name = "PCT", value_parser = parse_percent)]
+    min_served: Option<u32>,
     /// Write a picture of every setting evaluated, the frontier marked.
     #[arg(long, value_name = "OUT.svg")]
     svg: Option<PathBuf>,
@@ -243,6 +247,7 @@ fn tune(args: &TuneArgs) -> Result<(), Failure> {
         first_seed: args.seed.unwrap_or(sc.seed),
         // Runs are independent: as many at once as there are cores.
         threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        min_served_bp: args.min_served,
     };
     let tty = io::stderr().is_terminal();
     let progress = |done: usize, total: usize| {
@@ -272,6 +277,14 @@ fn tune(args: &TuneArgs) -> Result<(), Failure> {
         );
     }
     Ok(())
+}
+
+/// A percentage in `0..=100`, in hundredths of a percent.
+fn parse_percent(s: &str) -> Result<u32, String> {
+    match s.trim_end_matches('%').parse::<f64>() {
+        Ok(p) if (0.0..=100.0).contains(&p) => Ok((p * 100.0).round() as u32),
+        _ => Err(format!("expected a percentage within 0..=100, got {s:?}")),
+    }
 }
 
 fn classify() -> Result<(), Failure> {

@@ -115,6 +115,7 @@ fn threads_do_not_change_the_result() {
             seeds: 1,
             first_seed: 5,
             threads,
+            min_served_bp: None,
         };
         levee_drill::tune::text(&tune(&sc, &options, &|_, _| {}).unwrap()).unwrap()
     };
@@ -126,9 +127,17 @@ fn a_printed_block_pasted_into_the_scenario_reproduces_its_numbers() {
     let dir = scratch("paste");
     let file = dir.join("tiny.toml");
     std::fs::write(&file, TINY).unwrap();
-    let text = tune_cli(&file, &[]);
+    // The whole frontier, not only its best-served settings.
+    let text = tune_cli(&file, &["--min-served", "0"]);
     let printed = blocks(&text);
-    assert!(printed.len() >= 2, "the frontier and the baseline:\n{text}");
+    assert!(
+        printed
+            .iter()
+            .filter(|(_, block)| !block.is_empty())
+            .count()
+            >= 2,
+        "settings of the search, not only the baseline:\n{text}"
+    );
     for (heading, block) in printed {
         let sc = Scenario::from_toml(&format!("{TINY}{block}"))
             .unwrap_or_else(|e| panic!("{heading}: the block does not parse: {e}\n{block}"));
@@ -169,7 +178,8 @@ fn the_json_and_the_picture_hold_every_setting() {
             .count()
     );
     for f in frontier {
-        assert!(text.contains(&format!("# {}: served", f["label"].as_str().unwrap())));
+        let heading = format!("# {}: served", f["label"].as_str().unwrap());
+        assert_eq!(text.contains(&heading), f["shown"] == true, "{heading}");
     }
     let picture = std::fs::read_to_string(&svg).unwrap();
     assert!(picture.starts_with("<svg") && picture.ends_with("</svg>\n"));
@@ -185,6 +195,7 @@ fn no_evaluated_setting_dominates_the_frontier() {
         seeds: 1,
         first_seed: 9,
         threads: 2,
+        min_served_bp: None,
     };
     let report = tune(&sc, &options, &|_, _| {}).unwrap();
     assert_eq!(report.evaluated.len(), 13);

@@ -91,8 +91,9 @@ pub fn text(report: &TuneReport) -> Result<String, toml::ser::Error> {
         "setting", "served", "upstream", "recovery"
     );
     let baseline_on = report.frontier.contains(&0);
+    let shown = report.shown();
     let mut rows = vec![0];
-    rows.extend(report.frontier.iter().copied().filter(|&i| i != 0));
+    rows.extend(shown.iter().copied().filter(|&i| i != 0));
     for i in rows {
         let e = &report.evaluated[i];
         let _ = writeln!(
@@ -105,14 +106,21 @@ pub fn text(report: &TuneReport) -> Result<String, toml::ser::Error> {
             if i != 0 || baseline_on { "yes" } else { "no" }
         );
     }
+    let floor = Score {
+        served_bp: report.min_served_bp,
+        ..report.evaluated[0].score
+    };
     let _ = writeln!(
         s,
-        "\nThe frontier: {} of {} settings, each beaten on all three by none of the others.\n\
+        "\nThe frontier: {} of {} settings, each beaten on all three by none of the others;\n\
+         shown: the {} serving at least {} (--min-served), the rest in --json and --svg.\n\
          To use one, replace the scenario's [levee] tables with its block.",
         report.frontier.len(),
-        report.evaluated.len()
+        report.evaluated.len(),
+        shown.len(),
+        served(&floor),
     );
-    for &i in &report.frontier {
+    for &i in shown {
         let e = &report.evaluated[i];
         let _ = writeln!(s, "\n# {}: {}", label(report, i), numbers(&e.score));
         let block = levee_block(&e.levee)?;
@@ -122,11 +130,16 @@ pub fn text(report: &TuneReport) -> Result<String, toml::ser::Error> {
             s.push_str(&block);
         }
     }
-    if !baseline_on {
+    if !shown.contains(&0) {
         let baseline = &report.evaluated[0];
         let _ = writeln!(
             s,
-            "\n# baseline (the scenario's own, not on the frontier): {}",
+            "\n# baseline (the scenario's own{}): {}",
+            if baseline_on {
+                ""
+            } else {
+                ", not on the frontier"
+            },
             numbers(&baseline.score)
         );
         let block = levee_block(&baseline.levee)?;
@@ -149,23 +162,28 @@ struct JsonSetting<'a> {
     recovery_s: Option<f64>,
     never_recovered: bool,
     on_frontier: bool,
+    /// Shown in the text (on the frontier, serving at least `min_served_percent`).
+    shown: bool,
     levee: &'a LeveeConfig,
 }
 
 /// The `--json` document: `{"scenario":..,"stack":..,"seeds":[..],
-/// "frontier":[..],"evaluated":[..]}`, the baseline first of `evaluated`.
+/// "min_served_percent":..,"frontier":[..],"evaluated":[..]}`, the baseline
+/// first of `evaluated`.
 pub fn json(report: &TuneReport) -> Result<String, serde_json::Error> {
     #[derive(Serialize)]
     struct Document<'a> {
         scenario: &'a str,
         stack: &'a str,
         seeds: &'a [u64],
+        min_served_percent: f64,
         frontier: Vec<JsonSetting<'a>>,
         evaluated: Vec<JsonSetting<'a>>,
     }
     let setting = |i: usize| {
         let e: &Evaluated = &report.evaluated[i];
         let on_frontier = report.frontier.contains(&i);
+        let shown = report.shown().contains(&i);
         JsonSetting {
             label: if on_frontier || i == 0 {
                 label(report, i)
@@ -182,6 +200,7 @@ pub fn json(report: &TuneReport) -> Result<String, serde_json::Error> {
             recovery_s: e.score.recovery_ds.map(|ds| ds as f64 / 10.0),
             never_recovered: e.score.never_recovered,
             on_frontier,
+            shown,
             levee: &e.levee,
         }
     };
@@ -189,6 +208,7 @@ pub fn json(report: &TuneReport) -> Result<String, serde_json::Error> {
         scenario: &report.scenario,
         stack: &report.stack,
         seeds: &report.seeds,
+        min_served_percent: f64::from(report.min_served_bp) / 100.0,
         frontier: report.frontier.iter().map(|&i| setting(i)).collect(),
         evaluated: (0..report.evaluated.len()).map(setting).collect(),
     };

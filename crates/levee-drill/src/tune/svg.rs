@@ -1,6 +1,7 @@
 //! `tune --svg`: every evaluated setting as a dot, upstream calls across and
 //! served % up, coloured by recovery time (green soon, red late); the
-//! frontier ringed and numbered as in the text, the baseline a square.
+//! frontier ringed, the settings the text shows numbered as there, the
+//! baseline a square.
 
 use std::fmt::Write as _;
 
@@ -80,7 +81,7 @@ pub fn render(report: &TuneReport) -> String {
     );
     let _ = writeln!(
         s,
-        r#"<rect width="100%" height="100%" fill="white"/><text x="10" y="20" font-size="14">{} — tune: {} settings, means of {} seed(s); frontier ringed and numbered, baseline a square</text>"#,
+        r#"<rect width="100%" height="100%" fill="white"/><text x="10" y="20" font-size="14">{} — tune: {} settings, means of {} seed(s); frontier ringed, the ones shown numbered, baseline a square</text>"#,
         esc(&report.scenario),
         report.evaluated.len(),
         report.seeds.len()
@@ -153,13 +154,16 @@ pub fn render(report: &TuneReport) -> String {
                 colour(&e.score)
             );
         }
-        let _ = writeln!(
-            s,
-            r#"<text x="{:.1}" y="{:.1}" font-size="10">{}</text>"#,
-            cx + 8.0,
-            cy - 6.0,
-            esc(&label)
-        );
+        // Only what the text shows is named: a frontier's far end crowds.
+        if e.origin == Origin::Baseline || report.shown().contains(&i) {
+            let _ = writeln!(
+                s,
+                r#"<text x="{:.1}" y="{:.1}" font-size="10">{}</text>"#,
+                cx + 8.0,
+                cy - 6.0,
+                esc(&label)
+            );
+        }
     }
     // The colour scale of recovery.
     let lx = W - RIGHT + 30.0;
