@@ -16,8 +16,9 @@
 //! The `levee` stack is RetryBudget → `tower_levee::failover::Failover` →
 //! Bulkhead → Breaker → per-attempt timeout ([`levee`]).
 //!
-//! Also here: [`classify_cmd`] (`levee-drill classify`) and [`samples`]
-//! (`levee-drill samples`).
+//! Also here: [`tune`] (`levee-drill tune`, a search of a scenario's
+//! `[levee]` settings), [`classify_cmd`] (`levee-drill classify`) and
+//! [`samples`] (`levee-drill samples`).
 
 pub mod body;
 pub mod classify_cmd;
@@ -35,3 +36,4 @@ pub mod scenario;
 pub mod sdk;
 pub mod suite;
 pub mod svg;
+pub mod tune;

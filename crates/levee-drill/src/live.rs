@@ -108,11 +108,11 @@ pub fn scaled(sc: &Scenario, scale: f64) -> Scenario {
     s
 }
 
-/// Checks a `--time-scale` value.
+/// Checks a `--time-scale` value (the command line names the flag).
 pub fn parse_scale(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v >= 1.0 && v.is_finite() => Ok(v),
-        _ => Err(format!("--time-scale: expected a number >= 1, got {s:?}")),
+        _ => Err(format!("expected a number >= 1, got {s:?}")),
     }
 }
 

@@ -1,80 +1,194 @@
 //! `levee-drill`: prove a Levee configuration against scripted provider faults.
+//!
+//! The command line is clap's derive API: each subcommand has its own
+//! `--help`, a mistyped flag gets a suggestion, and a usage error exits with
+//! 2. Errors of the drill itself (a file that does not read or parse, a run
+//! that fails) are one line on stderr, `levee-drill: FILE: what`, and exit
+//! with 2 for a scenario that does not parse, 1 otherwise.
 
 use std::io::{self, IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+use clap::{Args, Parser, Subcommand};
 use levee_drill::report::{ScenarioReport, comparison, summary, table};
 use levee_drill::scenario::Scenario;
-use levee_drill::{classify_cmd, run, samples, suite, svg};
+use levee_drill::{classify_cmd, run, samples, suite, svg, tune};
 
-const USAGE: &str = "\
-levee-drill: prove a Levee configuration against scripted provider faults
+/// Prove a Levee configuration against scripted provider faults.
+///
+/// With no subcommand, runs the built-in scenario suite in virtual time and
+/// prints a comparison table of the stacks per scenario.
+#[derive(Debug, Parser)]
+#[command(name = "levee-drill", version, after_help = EXAMPLES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
 
-USAGE:
-    levee-drill               run the built-in scenario suite in virtual time and
-                              print a comparison table of the stacks per scenario
-    levee-drill run FILE.toml [--json OUT.json] [--svg OUT.svg] [--live [--time-scale N]]
-                              run one scenario (virtual time: an hour of traffic in
-                              seconds, same report for the same seed); --live serves
-                              the simulated provider over real HTTP on 127.0.0.1 in
-                              real time, compressed N times by --time-scale
-    levee-drill suite [--json OUT.json] [--svg-dir DIR]
-                              the built-in suite, with its reports written out
-    levee-drill classify      read JSON lines on stdin, one verdict per line:
-                              {\"status\":429|null,\"headers\":{..},\"body\":\"..\",\"stream\":false}
-                              -> {\"verdict\":\"throttled\",\"wait_ms\":9816,\"reason\":\"..\"}
-    levee-drill samples       classify a built-in set of real provider responses
-    levee-drill --help        this text
-";
+const EXAMPLES: &str = "\
+Examples:
+  levee-drill                                    the built-in suite
+  levee-drill run my.toml --json report.json     one scenario, its report as JSON
+  levee-drill run my.toml --live --time-scale 4  the same over real HTTP on 127.0.0.1
+  levee-drill tune my.toml --budget 100          search its [levee] settings
+  levee-drill classify < responses.jsonl         one verdict per JSON line";
 
-fn fail(msg: impl std::fmt::Display, code: u8) -> ExitCode {
-    let _ = writeln!(io::stderr(), "levee-drill: {msg}");
-    ExitCode::from(code)
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run one scenario file (virtual time by default: an hour of traffic in
+    /// seconds, the same report for the same seed).
+    Run(RunArgs),
+    /// Run the built-in suite and write its reports out.
+    Suite(SuiteArgs),
+    /// Search a scenario's `[levee]` settings for the best trade-offs of
+    /// served %, upstream calls and recovery time.
+    ///
+    /// Runs the scenario's Levee stack in virtual time over random settings
+    /// of the breaker (tripping, cool-off base, growth, cap, jitter, hold,
+    /// probes), the throttle gate (default wait, cap), the retries (attempts,
+    /// budget) and the bulkhead, then refines around the best; each setting
+    /// runs with several seeds and is scored on the means. Prints the
+    /// settings no other beats on all three numbers, each as a `[levee]`
+    /// block to paste into the scenario, and the baseline (the scenario's own).
+    Tune(TuneArgs),
+    /// Read JSON lines on stdin, write one verdict per line.
+    ///
+    /// Input: {"status":429|null,"headers":{..},"body":"..","stream":false}
+    /// Output: {"verdict":"throttled","wait_ms":9816,"reason":".."}
+    Classify,
+    /// Classify a built-in set of real provider responses.
+    Samples,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// The scenario (TOML: accounts, load, faults, `[levee]` settings).
+    #[arg(value_name = "FILE.toml")]
+    file: PathBuf,
+    /// Write the report as JSON.
+    #[arg(long, value_name = "OUT.json")]
+    json: Option<PathBuf>,
+    /// Write a timeline picture of breakers, gates, parks and outcomes.
+    #[arg(long, value_name = "OUT.svg")]
+    svg: Option<PathBuf>,
+    /// Serve the simulated provider over real HTTP on 127.0.0.1, in real time.
+    #[arg(long)]
+    live: bool,
+    /// With --live: compress real time N times (N >= 1).
+    #[arg(long, value_name = "N", default_value = "1", value_parser = levee_drill::live::parse_scale)]
+    time_scale: f64,
+}
+
+#[derive(Debug, Args)]
+struct TuneArgs {
+    /// The scenario whose `[levee]` settings to tune.
+    #[arg(value_name = "FILE.toml")]
+    file: PathBuf,
+    /// Settings to evaluate, besides the scenario's own.
+    #[arg(long, value_name = "N", default_value_t = 200,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    budget: u32,
+    /// Runs per setting, with consecutive seeds; scored on their mean.
+    #[arg(long, value_name = "N", default_value_t = 3,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    seeds: u32,
+    /// The first run's seed (default: the scenario's `seed`); it seeds the search too.
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// Show the frontier's settings serving at least PCT % (default: a
+    /// point below the scenario's own settings).
+    #[arg(long, value_name = "PCT", value_parser = parse_percent)]
+    min_served: Option<u32>,
+    /// Write a picture of every setting evaluated, the frontier marked.
+    #[arg(long, value_name = "OUT.svg")]
+    svg: Option<PathBuf>,
+    /// Write every setting evaluated, with its numbers, as JSON.
+    #[arg(long, value_name = "OUT.json")]
+    json: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct SuiteArgs {
+    /// Write every scenario's report, as a JSON array.
+    #[arg(long, value_name = "OUT.json")]
+    json: Option<PathBuf>,
+    /// Write one timeline picture per scenario into DIR (which must exist).
+    #[arg(long, value_name = "DIR")]
+    svg_dir: Option<PathBuf>,
+}
+
+/// A failure of the drill itself: one line on stderr and an exit code.
+#[derive(Debug)]
+struct Failure {
+    message: String,
+    code: u8,
+}
+
+impl Failure {
+    /// A scenario that does not parse or validate: a usage error (2).
+    fn usage(message: impl std::fmt::Display) -> Self {
+        Failure {
+            message: message.to_string(),
+            code: 2,
+        }
+    }
+
+    /// A file that does not read or write, a run that fails (1).
+    fn run(message: impl std::fmt::Display) -> Self {
+        Failure {
+            message: message.to_string(),
+            code: 1,
+        }
+    }
 }
 
 /// Writes one scenario's report as `{"scenario":..,"results":[..]}`, or an
 /// array of them for a suite.
-fn write_json(path: &str, reports: &[ScenarioReport], single: bool) -> io::Result<()> {
+fn write_json(path: &Path, reports: &[ScenarioReport], single: bool) -> Result<(), Failure> {
     let text = if single {
         serde_json::to_string_pretty(&reports[0])
     } else {
         serde_json::to_string_pretty(reports)
     }
-    .map_err(io::Error::other)?;
-    std::fs::write(path, text + "\n")
+    .map_err(|e| Failure::run(format!("{}: {e}", path.display())))?;
+    write_file(path, text + "\n")
 }
 
-fn run_suite(json: Option<&str>, svg_dir: Option<&str>) -> ExitCode {
+fn write_file(path: &Path, text: impl AsRef<[u8]>) -> Result<(), Failure> {
+    std::fs::write(path, text).map_err(|e| Failure::run(format!("{}: {e}", path.display())))
+}
+
+/// Reads and parses a scenario file.
+fn read_scenario(file: &Path) -> Result<Scenario, Failure> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| Failure::run(format!("{}: {e}", file.display())))?;
+    Scenario::from_toml(&text).map_err(|e| Failure::usage(format!("{}: {e}", file.display())))
+}
+
+fn run_suite(args: &SuiteArgs) -> Result<(), Failure> {
     let began = Instant::now();
-    let scenarios = match suite::scenarios() {
-        Ok(s) => s,
-        Err(e) => return fail(e, 1),
-    };
+    let scenarios = suite::scenarios().map_err(Failure::run)?;
     println!(
         "Levee drill: the built-in suite, {} scenarios in virtual time\n",
         scenarios.len()
     );
     let mut reports = Vec::new();
     for sc in &scenarios {
-        match run::run_scenario(sc) {
-            Ok(r) => {
-                println!("{}", table(&r));
-                if let Some(dir) = svg_dir
-                    && let Err(e) =
-                        std::fs::write(format!("{dir}/{}.svg", sc.name), svg::render(sc, &r))
-                {
-                    return fail(format!("{dir}: {e}"), 1);
-                }
-                reports.push(r);
-            }
-            Err(e) => return fail(format!("{}: {e}", sc.name), 1),
+        let report =
+            run::run_scenario(sc).map_err(|e| Failure::run(format!("{}: {e}", sc.name)))?;
+        println!("{}", table(&report));
+        if let Some(dir) = &args.svg_dir {
+            write_file(
+                &dir.join(format!("{}.svg", sc.name)),
+                svg::render(sc, &report),
+            )?;
         }
+        reports.push(report);
     }
-    if let Some(path) = json
-        && let Err(e) = write_json(path, &reports, false)
-    {
-        return fail(format!("{path}: {e}"), 1);
+    if let Some(path) = &args.json {
+        write_json(path, &reports, false)?;
     }
     println!("summary: requests served, and calls that reached the provider\n");
     println!("{}", summary(&reports));
@@ -84,47 +198,21 @@ fn run_suite(json: Option<&str>, svg_dir: Option<&str>) -> ExitCode {
         "suite ran in {:.1}s (wall clock)",
         began.elapsed().as_secs_f64()
     );
-    ExitCode::SUCCESS
+    Ok(())
 }
 
-fn run_file(args: &[&str]) -> ExitCode {
-    let mut file = None;
-    let (mut json, mut svg_out, mut live, mut scale) = (None, None, false, 1.0);
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match *a {
-            "--json" => json = it.next().copied(),
-            "--svg" => svg_out = it.next().copied(),
-            "--live" => live = true,
-            "--time-scale" => {
-                match levee_drill::live::parse_scale(it.next().copied().unwrap_or("")) {
-                    Ok(v) => scale = v,
-                    Err(e) => return fail(e, 2),
-                }
-            }
-            f if file.is_none() && !f.starts_with("--") => file = Some(f),
-            other => return fail(format!("run: unexpected argument {other:?}\n\n{USAGE}"), 2),
-        }
-    }
-    let Some(file) = file else {
-        return fail(format!("run: a scenario file is required\n\n{USAGE}"), 2);
-    };
-    let text = match std::fs::read_to_string(file) {
-        Ok(t) => t,
-        Err(e) => return fail(format!("{file}: {e}"), 1),
-    };
-    let sc = match Scenario::from_toml(&text) {
-        Ok(s) => s,
-        Err(e) => return fail(format!("{file}: {e}"), 2),
-    };
-    if live {
+fn run_file(args: &RunArgs) -> Result<(), Failure> {
+    let sc = read_scenario(&args.file)?;
+    let scale = args.time_scale;
+    if args.live {
         println!(
             "live: over HTTP on 127.0.0.1, real time compressed {scale}x (about {:.0}s); times below are wall-clock",
             sc.duration.as_secs_f64() / scale
         );
     }
+    // Progress only for a person watching: never in a pipe or a test.
     let tty = io::stderr().is_terminal();
-    let run = if live {
+    let run = if args.live {
         run::run_scenario_live(&sc, scale)
     } else {
         run::run_scenario_with(&sc, |stack, n| {
@@ -133,87 +221,107 @@ fn run_file(args: &[&str]) -> ExitCode {
             }
         })
     };
-    if tty && !live {
+    if tty && !args.live {
         eprint!("\r\x1b[K");
     }
-    let report = match run {
-        Ok(r) => r,
-        Err(e) => return fail(format!("{file}: {e}"), 1),
-    };
+    let report = run.map_err(|e| Failure::run(format!("{}: {e}", args.file.display())))?;
     print!("{}", table(&report));
-    if let Some(path) = json
-        && let Err(e) = write_json(path, std::slice::from_ref(&report), true)
-    {
-        return fail(format!("{path}: {e}"), 1);
+    if let Some(path) = &args.json {
+        write_json(path, std::slice::from_ref(&report), true)?;
     }
-    if let Some(path) = svg_out
-        && let Err(e) = std::fs::write(
-            path,
-            svg::render(
-                &if live {
-                    levee_drill::live::scaled(&sc, scale)
-                } else {
-                    sc.clone()
-                },
-                &report,
-            ),
-        )
-    {
-        return fail(format!("{path}: {e}"), 1);
+    if let Some(path) = &args.svg {
+        let pictured = if args.live {
+            levee_drill::live::scaled(&sc, scale)
+        } else {
+            sc
+        };
+        write_file(path, svg::render(&pictured, &report))?;
     }
-    ExitCode::SUCCESS
+    Ok(())
+}
+
+fn tune(args: &TuneArgs) -> Result<(), Failure> {
+    let began = Instant::now();
+    let sc = read_scenario(&args.file)?;
+    let options = tune::TuneOptions {
+        budget: args.budget as usize,
+        seeds: args.seeds,
+        first_seed: args.seed.unwrap_or(sc.seed),
+        // Runs are independent: as many at once as there are cores.
+        threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        min_served_bp: args.min_served,
+    };
+    let tty = io::stderr().is_terminal();
+    let progress = |done: usize, total: usize| {
+        if tty {
+            eprint!("\r\x1b[Klevee-drill tune: {done}/{total} runs in virtual time ...");
+        }
+    };
+    let report = tune::tune(&sc, &options, &progress)
+        .map_err(|e| Failure::run(format!("{}: {e}", args.file.display())))?;
+    if tty {
+        eprint!("\r\x1b[K");
+    }
+    let text = tune::text(&report).map_err(|e| Failure::run(format!("[levee] as TOML: {e}")))?;
+    print!("{text}");
+    if let Some(path) = &args.json {
+        let json =
+            tune::json(&report).map_err(|e| Failure::run(format!("{}: {e}", path.display())))?;
+        write_file(path, json)?;
+    }
+    if let Some(path) = &args.svg {
+        write_file(path, tune::svg::render(&report))?;
+    }
+    if tty {
+        eprintln!(
+            "levee-drill tune: {:.1}s (wall clock)",
+            began.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+/// A percentage in `0..=100`, in hundredths of a percent.
+fn parse_percent(s: &str) -> Result<u32, String> {
+    match s.trim_end_matches('%').parse::<f64>() {
+        Ok(p) if (0.0..=100.0).contains(&p) => Ok((p * 100.0).round() as u32),
+        _ => Err(format!("expected a percentage within 0..=100, got {s:?}")),
+    }
+}
+
+fn classify() -> Result<(), Failure> {
+    classify_cmd::run(io::stdin().lock(), io::stdout().lock())
+        .map_err(|e| Failure::run(format!("classify: {e}")))
+}
+
+fn show_samples() {
+    println!("How Levee classifies provider responses (throttling is not failure):\n");
+    print!("{}", samples::table());
+    println!("\nClassify your own: levee-drill classify < responses.jsonl (see --help).");
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    match args.as_slice() {
-        [] => run_suite(None, None),
-        ["-h" | "--help" | "help"] => {
-            print!("{USAGE}");
-            ExitCode::SUCCESS
+    // Usage errors print clap's message (with its suggestion) and exit 2.
+    let cli = Cli::parse();
+    let outcome = match &cli.command {
+        None => run_suite(&SuiteArgs {
+            json: None,
+            svg_dir: None,
+        }),
+        Some(Command::Run(args)) => run_file(args),
+        Some(Command::Suite(args)) => run_suite(args),
+        Some(Command::Tune(args)) => tune(args),
+        Some(Command::Classify) => classify(),
+        Some(Command::Samples) => {
+            show_samples();
+            Ok(())
         }
-        ["classify"] => {
-            let stdin = io::stdin().lock();
-            let stdout = io::stdout().lock();
-            match classify_cmd::run(stdin, stdout) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    let _ = writeln!(io::stderr(), "levee-drill classify: {e}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
-        ["samples"] => {
-            println!("How Levee classifies provider responses (throttling is not failure):\n");
-            print!("{}", samples::table());
-            println!("\nClassify your own: levee-drill classify < responses.jsonl (see --help).");
-            ExitCode::SUCCESS
-        }
-        ["suite", rest @ ..] => {
-            let (mut json, mut dir) = (None, None);
-            let mut it = rest.iter();
-            while let Some(a) = it.next() {
-                match *a {
-                    "--json" => json = it.next().copied(),
-                    "--svg-dir" => dir = it.next().copied(),
-                    other => {
-                        return fail(
-                            format!("suite: unexpected argument {other:?}\n\n{USAGE}"),
-                            2,
-                        );
-                    }
-                }
-            }
-            run_suite(json, dir)
-        }
-        ["run", rest @ ..] => run_file(rest),
-        _ => {
-            let _ = write!(
-                io::stderr(),
-                "levee-drill: unknown arguments {args:?}\n\n{USAGE}"
-            );
-            ExitCode::from(2)
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            let _ = writeln!(io::stderr(), "levee-drill: {}", failure.message);
+            ExitCode::from(failure.code)
         }
     }
 }

@@ -233,10 +233,24 @@ impl StackResult {
     }
 }
 
+/// The first scripted fault of a provider (a store outage is the fleet's):
+/// the one `detect` and `recover` are timed from.
+fn first_provider_fault(sc: &Scenario) -> Option<&crate::scenario::Fault> {
+    sc.faults.iter().find(|f| f.kind != "store_outage")
+}
+
+/// When the clock of [`StackResult::recover`] starts: the end of the first
+/// provider fault, if it ends before the run does. `None`: nothing to
+/// recover from, and `recover` is always `None`.
+pub fn recovery_from(sc: &Scenario) -> Option<Duration> {
+    first_provider_fault(sc)
+        .map(|f| f.to)
+        .filter(|to| *to < sc.duration)
+}
+
 fn timings(sc: &Scenario, run: &StackRun) -> (Option<Duration>, Option<Duration>) {
-    // The first scripted fault of a provider (a store outage is the
-    // fleet's); else the first spend cap reached (no end).
-    let (target, from, to) = match sc.faults.iter().find(|f| f.kind != "store_outage") {
+    // The first fault of a provider; else the first spend cap reached (no end).
+    let (target, from, to) = match first_provider_fault(sc) {
         Some(f) => (f.target.as_str(), f.from, f.to),
         None => match run.calls.cap_reached.iter().min_by_key(|(_, at)| **at) {
             Some((name, at)) => (name.as_str(), *at, sc.duration),

@@ -258,6 +258,15 @@ pub fn run_scenario_with(
     })
 }
 
+/// Runs `stack` alone over the scenario's arrivals and summarizes it: what
+/// `levee-drill tune` runs for each setting and seed (the scenario's
+/// `[levee]` and `seed` set by the caller).
+pub fn run_one_stack(sc: &Scenario, stack: &str) -> Result<StackResult, BoxError> {
+    let sc = Arc::new(sc.clone());
+    let run = run_stack(&sc, stack, &arrivals(&sc))?;
+    Ok(StackResult::from_run(&sc, run))
+}
+
 /// Runs the scenario live: every stack at once, each over real HTTP to its
 /// own loopback provider server, in real time compressed `scale` times.
 pub fn run_scenario_live(sc: &Scenario, scale: f64) -> Result<ScenarioReport, BoxError> {

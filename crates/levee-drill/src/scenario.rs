@@ -266,6 +266,27 @@ struct RawFault {
     delay: Option<String>,
 }
 
+/// toml's own rendering spans lines (the source line, a caret under it);
+/// one line here, naming the key (`path`, from serde_path_to_error) and
+/// where it is: `` `levee.breaker.cooldown` (line 10, column 12): .. ``.
+fn toml_error(text: &str, e: &toml::de::Error, path: &str) -> ScenarioError {
+    let at = e
+        .span()
+        .and_then(|span| text.get(..span.start))
+        .map(|before| {
+            let line = before.matches('\n').count() + 1;
+            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            format!("line {line}, column {column}")
+        });
+    let message = e.message().lines().next().unwrap_or_default();
+    ScenarioError(match (path, at) {
+        ("" | ".", Some(at)) => format!("{at}: {message}"),
+        ("" | ".", None) => message.to_owned(),
+        (path, Some(at)) => format!("`{path}` ({at}): {message}"),
+        (path, None) => format!("`{path}`: {message}"),
+    })
+}
+
 fn dur(field: &str, s: &str) -> Result<Duration, ScenarioError> {
     humantime::parse_duration(s).map_err(|e| {
         err(
@@ -278,7 +299,9 @@ fn dur(field: &str, s: &str) -> Result<Duration, ScenarioError> {
 impl Scenario {
     /// Parses and validates a scenario from TOML text.
     pub fn from_toml(text: &str) -> Result<Scenario, ScenarioError> {
-        let raw: RawScenario = toml::from_str(text).map_err(|e| ScenarioError(e.to_string()))?;
+        let document = toml::Deserializer::parse(text).map_err(|e| toml_error(text, &e, ""))?;
+        let raw: RawScenario = serde_path_to_error::deserialize(document)
+            .map_err(|e| toml_error(text, e.inner(), &e.path().to_string()))?;
         let duration = dur("duration", &raw.duration)?;
         if duration.is_zero() {
             return Err(err("duration", "must be above zero"));

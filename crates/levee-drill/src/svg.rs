@@ -22,7 +22,7 @@ fn colour(mechanism: &str, state: &str) -> Option<&'static str> {
     }
 }
 
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -155,5 +155,5 @@ fn help_prints_usage_and_unknown_arguments_fail() {
     );
     let bad = drill(&["frobnicate"], "");
     assert_eq!(bad.status.code(), Some(2));
-    assert!(String::from_utf8(bad.stderr).unwrap().contains("USAGE"));
+    assert!(String::from_utf8(bad.stderr).unwrap().contains("Usage:"));
 }

@@ -1,5 +1,6 @@
 //! The binary's contract: no argument runs the suite; `run FILE.toml`
-//! writes the JSON report; bad arguments exit with 2.
+//! writes the JSON report; each subcommand has its own `--help`; bad
+//! arguments exit with 2 and a suggestion; a bad file is one line on stderr.
 
 use std::process::Command;
 
@@ -105,5 +106,68 @@ fn run_writes_the_json_report_and_the_svg() {
     let bad = drill(&["run", scenario.to_str().unwrap()]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("duration"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn every_subcommand_has_its_own_help() {
+    for (command, says) in [
+        ("run", "--time-scale"),
+        ("suite", "--svg-dir"),
+        ("tune", "--budget"),
+        ("classify", "verdict"),
+        ("samples", "real provider responses"),
+    ] {
+        let out = drill(&[command, "--help"]);
+        assert!(out.status.success(), "{command} --help");
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            text.contains(&format!("Usage: levee-drill {command}")) && text.contains(says),
+            "{command} --help:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn a_mistyped_flag_gets_a_suggestion_and_fails() {
+    let out = drill(&["run", "s.toml", "--jsn", "o.json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("'--jsn'") && err.contains("similar argument exists: '--json'"),
+        "{err}"
+    );
+    let out = drill(&["sute"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8(out.stderr).unwrap().contains("'suite'"),
+        "a mistyped subcommand gets one too"
+    );
+}
+
+#[test]
+fn a_bad_file_fails_with_one_line() {
+    let dir = std::env::temp_dir().join(format!("levee-drill-cli-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let missing = dir.join("missing.toml");
+    let malformed = dir.join("malformed.toml");
+    std::fs::write(&malformed, "name = \"x\"\nduration = 5\n").unwrap();
+    for (file, code, says) in [
+        (&missing, 1, "missing.toml: "),
+        (
+            &malformed,
+            2,
+            "`duration` (line 2, column 12): invalid type: integer `5`",
+        ),
+    ] {
+        let out = drill(&["run", file.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(code), "{}", file.display());
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+        assert!(
+            err.starts_with("levee-drill: ") && err.contains(says),
+            "{err}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
