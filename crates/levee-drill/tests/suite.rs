@@ -455,12 +455,15 @@ fn azure_deployments_that_count_a_second_are_spread_and_draw_few_429s() {
 
 #[test]
 fn levee_is_back_on_a_recovered_target_within_10s_and_spares_a_dead_one() {
-    // Outages of a minute or less: back within 10 s of their end.
+    // Faults of a minute or less: back within 10 s of their end, a
+    // brownout's too (its last probe is slow, yet the next one is not held
+    // off by it).
     for name in [
         "hard-outage",
         "midstream-errors",
         "flapping",
         "slow-first-token",
+        "brownout",
     ] {
         let sc = builtin(name, 180);
         let r = run(&sc);
