@@ -8,6 +8,7 @@
 #![allow(missing_docs)]
 
 mod common;
+use common::failsafe::Failsafe;
 use common::{Bare, contended, single_thread};
 
 use std::task::{Context, Poll};
@@ -17,37 +18,6 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use http::Request;
 use tower::{Layer, Service};
 use tower_levee::breaker::BreakerLayer;
-
-/// failsafe's future-aware breaker as a tower service.
-#[derive(Clone, Debug)]
-struct Failsafe<S> {
-    inner: S,
-    breaker: failsafe::StateMachine<
-        failsafe::failure_policy::ConsecutiveFailures<failsafe::backoff::EqualJittered>,
-        (),
-    >,
-}
-
-impl<S> Service<Request<()>> for Failsafe<S>
-where
-    S: Service<Request<()>>,
-{
-    type Response = S::Response;
-    type Error = failsafe::Error<S::Error>;
-    type Future = failsafe::futures::ResponseFuture<
-        S::Future,
-        failsafe::failure_policy::ConsecutiveFailures<failsafe::backoff::EqualJittered>,
-        (),
-        failsafe::Any,
-    >;
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(failsafe::Error::Inner)
-    }
-    fn call(&mut self, req: Request<()>) -> Self::Future {
-        use failsafe::futures::CircuitBreaker;
-        self.breaker.call(self.inner.call(req))
-    }
-}
 
 /// A layer that does nothing but carry a future as large as the breaker's:
 /// the floor a response future of that size costs to move around.
@@ -148,13 +118,7 @@ fn resilience() -> Resilience {
 }
 
 fn failsafe_breaker() -> Failsafe<Bare> {
-    let backoff =
-        failsafe::backoff::equal_jittered(Duration::from_secs(30), Duration::from_secs(900));
-    let policy = failsafe::failure_policy::consecutive_failures(5, backoff);
-    Failsafe {
-        inner: Bare,
-        breaker: failsafe::Config::new().failure_policy(policy).build(),
-    }
+    Failsafe::consecutive5(Bare)
 }
 
 fn benches(c: &mut Criterion) {

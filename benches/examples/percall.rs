@@ -17,6 +17,11 @@ use tower_levee::bulkhead::BulkheadLayer;
 use tower_levee::failover::{Failover, Target};
 use tower_levee::retry::RetryBudgetLayer;
 
+#[path = "../benches/common/failsafe.rs"]
+#[allow(unreachable_pub)]
+mod failsafe_svc;
+use failsafe_svc::Failsafe;
+
 type Req = Request<Empty<Bytes>>;
 
 fn inner() -> impl Service<Req, Response = Response<Empty<Bytes>>, Error = Infallible, Future: Send>
@@ -84,56 +89,6 @@ fn main() {
             other => panic!("unknown case {other}"),
         }
     });
-}
-
-/// failsafe's breaker as the peer harness runs it (5 consecutive failures,
-/// equal-jittered 30 s..900 s): each inner future wrapped with
-/// `failsafe::futures::CircuitBreaker::call`. The peer Levee's breaker is
-/// held to, counted the same way.
-#[derive(Clone)]
-struct Failsafe<S> {
-    breaker: failsafe::StateMachine<
-        failsafe::failure_policy::ConsecutiveFailures<failsafe::backoff::EqualJittered>,
-        (),
-    >,
-    inner: S,
-}
-
-impl<S> Failsafe<S> {
-    fn consecutive5(inner: S) -> Self {
-        let policy = failsafe::failure_policy::consecutive_failures(
-            5,
-            failsafe::backoff::equal_jittered(
-                std::time::Duration::from_secs(30),
-                std::time::Duration::from_secs(900),
-            ),
-        );
-        Failsafe {
-            breaker: failsafe::Config::new().failure_policy(policy).build(),
-            inner,
-        }
-    }
-}
-
-impl<S: Service<Req>> Service<Req> for Failsafe<S> {
-    type Response = S::Response;
-    type Error = failsafe::Error<S::Error>;
-    type Future = failsafe::futures::ResponseFuture<
-        S::Future,
-        failsafe::failure_policy::ConsecutiveFailures<failsafe::backoff::EqualJittered>,
-        (),
-        failsafe::Any,
-    >;
-    fn poll_ready(
-        &mut self,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(failsafe::Error::Inner)
-    }
-    fn call(&mut self, req: Req) -> Self::Future {
-        use failsafe::futures::CircuitBreaker;
-        self.breaker.call(self.inner.call(req))
-    }
 }
 
 /// `layer.layer(svc)` with the layer first, for one-line cases.

@@ -2,6 +2,8 @@
 //! request, and the single-thread and 64-task runs.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod failsafe;
+
 use std::convert::Infallible;
 use std::future::{Ready, ready};
 use std::task::{Context, Poll};

@@ -4,6 +4,7 @@ use std::error::Error;
 use std::time::Duration;
 
 use http::Response;
+use http_body_util::BodyExt;
 use levee_core::classify::{Classification, Classify, ProviderClassifier, ResponseView, Verdict};
 use serde::Serialize;
 use tower_levee::{BulkheadFull, CircuitOpen, Parked, Throttled};
@@ -136,6 +137,18 @@ pub fn response_failure<B>(res: &Response<B>, body: &[u8]) -> Fail {
     } else {
         Fail::Upstream
     }
+}
+
+/// [`response_failure`] of a final non-2xx response read whole (a body that
+/// fails to read counts as empty).
+pub async fn read_failure<B: http_body::Body>(res: Response<B>) -> Fail {
+    let (parts, body) = res.into_parts();
+    let bytes = body
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    response_failure(&Response::from_parts(parts, ()), &bytes)
 }
 
 /// Whether a transport error is a timeout.

@@ -8,11 +8,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::Request;
-use http_body_util::BodyExt;
 use tokio::time::Instant;
 use tower::Service;
 
-use crate::outcome::{Fail, TransitionRecord, response_failure};
+use crate::outcome::{Fail, TransitionRecord, read_failure};
 use crate::provider::{MidStreamError, Provider, StreamCheck};
 
 /// Attempts per request, the first included (2 retries, as the SDKs default).
@@ -63,13 +62,7 @@ pub(crate) async fn attempt(provider: &Provider, idx: usize) -> Attempt {
         Ok(res) => {
             let status = res.status().as_u16();
             let hint = hint(res.headers());
-            let (parts, body) = res.into_parts();
-            let bytes = body
-                .collect()
-                .await
-                .map(|c| c.to_bytes())
-                .unwrap_or_default();
-            let fail = response_failure(&http::Response::from_parts(parts, ()), &bytes);
+            let fail = read_failure(res).await;
             if matches!(status, 408 | 409 | 429) || status >= 500 {
                 Attempt::Retryable {
                     hint,

@@ -28,7 +28,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
-use http_body_util::BodyExt;
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
 use tower_levee::BoxError;
@@ -39,7 +38,7 @@ use tower_resilience::retry::{Retry, RetryLayer};
 
 use super::TransitionLog;
 use crate::dialect::SimBody;
-use crate::outcome::{Fail, TransitionRecord, is_timeout, response_failure};
+use crate::outcome::{Fail, TransitionRecord, is_timeout, read_failure};
 use crate::provider::{Provider, StreamCheck, TargetIndex, TargetService};
 use crate::scenario::Scenario;
 
@@ -191,15 +190,7 @@ impl TowerResilienceStack {
             Ok(res) if res.status().is_success() => {
                 Ok(res.extensions().get::<TargetIndex>().map_or(0, |t| t.0))
             }
-            Ok(res) => {
-                let (parts, body) = res.into_parts();
-                let bytes = body
-                    .collect()
-                    .await
-                    .map(|c| c.to_bytes())
-                    .unwrap_or_default();
-                Err(response_failure(&Response::from_parts(parts, ()), &bytes))
-            }
+            Ok(res) => Err(read_failure(res).await),
             Err(CircuitBreakerError::OpenCircuit) => Err(Fail::CircuitOpen),
             Err(CircuitBreakerError::Inner(e)) if is_timeout(&*e) => Err(Fail::Timeout),
             Err(CircuitBreakerError::Inner(_)) => Err(Fail::Upstream),
