@@ -17,7 +17,11 @@ async fn every_request_is_answered_once_and_every_permit_and_probe_slot_comes_ba
     // read to their end, and refusals or failures answered as such.
     let answers = &report.answers;
     let count = |k: &str| answers.get(k).copied().unwrap_or(0);
-    assert!(count("200") > 10_000, "{answers:?}");
+    // Served: 12,061 to 14,293 of 20,000 in 20 runs; the primary's outage
+    // is counted in its calls, so a run whose breaker opens early keeps it
+    // out longer (5,803 once, 9,703 on CI's fresh machine). Refusals are
+    // the point of the mix; a fifth served proves the traffic flowed.
+    assert!(count("200") > 4_000, "{answers:?}");
     assert!(count("200+body_error") > 0, "{answers:?}");
     assert!(report.upstream_calls > 10_000, "{report:?}");
     assert!(answers.keys().any(|k| !k.starts_with("200")), "{answers:?}");
