@@ -62,7 +62,8 @@ impl Jitter {
 /// not from when it failed: probes are spaced by the cool-off, and a slow
 /// probe (sent just before a brownout ends, say) does not hold the next one
 /// off by its own latency on top. A probe slower than the whole cool-off
-/// lets the next one go as soon as it fails: still one probe at a time.
+/// lets the next round go as soon as it fails: still one round of probes
+/// at a time.
 ///
 /// The default keeps the first six cool-offs at exactly 10 s (a probe every
 /// 10 s for the first minute of an outage, so a target that recovers within

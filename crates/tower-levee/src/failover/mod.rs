@@ -110,9 +110,11 @@
 //! On the primary's success path a request costs: a read-only admission
 //! check (none at all while no breaker of the target's layer is open and
 //! no scope is parked or gated: a count says so; otherwise its scope names
-//! and published status words; no lock, no write either way); a reference
-//! count on the failover's shared state, held by the response future; a
-//! copy of the request if another target may follow; no allocation: every
+//! and published status words, and a lock only for a domain not cached or
+//! not closed; no write either way); a reference count on the failover's
+//! shared state, held by the response future; a copy of the request if
+//! another target may follow (a non-empty header map allocates, as for any
+//! layer that can replay a request); no allocation of its own: every
 //! target calls one service type, so its future lives inside the
 //! failover's (targets over different types are made one with
 //! [`Target::boxed`], one allocation per call); [`ServedBy`], 24 bytes in

@@ -158,6 +158,20 @@ impl<S, B, C> Target<S, B, C> {
     /// calls one service type. Costs one allocation per call (the boxed
     /// future); targets of one type need no boxing.
     ///
+    /// The targets' breakers classify with one classifier type too: to mix
+    /// classifiers, give each target a breaker layer over an
+    /// `Arc<dyn Classify>` (an `Arc` of a classifier is one):
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use levee_core::classify::{Classify, ProviderClassifier};
+    /// use tower_levee::breaker::BreakerLayer;
+    ///
+    /// let classifier: Arc<dyn Classify> = Arc::new(ProviderClassifier::default());
+    /// let layer = BreakerLayer::builder().classifier(classifier).build().unwrap();
+    /// # let _ = layer;
+    /// ```
+    ///
     /// ```
     /// use std::convert::Infallible;
     /// use http::{Request, Response};

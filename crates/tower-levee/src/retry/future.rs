@@ -32,9 +32,10 @@ pin_project! {
     /// Response future of [`Retry`](super::Retry).
     ///
     /// Holds a copy of the request for the next attempt, and a clone of the
-    /// inner service from the first retry on; the wait between attempts is a `tokio::time::Sleep` in its
-    /// state, so it is the only place the layer sleeps (and
-    /// `tokio::time::pause()` drives it).
+    /// inner service from the first retry on (boxed, as the wait is: only a
+    /// retry uses them); the wait between attempts is a boxed
+    /// `tokio::time::Sleep` in its state, so it is the only place the layer
+    /// sleeps (and `tokio::time::pause()` drives it).
     ///
     /// Each request gets a `levee.retry` span (target `levee::retry`, level
     /// `debug`), entered while the first call is made and while the future

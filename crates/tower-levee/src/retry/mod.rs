@@ -96,9 +96,10 @@
 //! extensions are copied, and a non-empty header map allocates: this copy is
 //! most of the layer's cost, as for any layer that can replay a request);
 //! one deposit into the budget, which touches a per-thread counter, never one
-//! shared with another thread; a clone of the inner service (keep it cheap
-//! to clone, as for tower's `Retry`); and a reference count on the service's
-//! state. Nothing else allocates, no lock is taken and the clock is not read
+//! shared with another thread; and a reference count on the service's
+//! state. The inner service is cloned only when a request retries (keep it
+//! cheap to clone, as for tower's `Retry`), from a spare each clone of the
+//! layer keeps. Nothing else allocates, no lock is taken and the clock is not read
 //! (unless a [`timeout`](RetryBudgetLayer::timeout) is set). Each clone of
 //! the service has its own copy of that state (sharing the budget), so that
 //! reference count never bounces between threads; the price is one small
