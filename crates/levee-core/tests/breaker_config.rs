@@ -23,7 +23,7 @@ fn defaults_follow_the_design() {
     assert!(matches!(
         cfg.cooldown,
         Cooldown::Exponential { base, multiplier, max, jitter: Jitter::Equal, hold: 6 }
-            if base == secs(10) && multiplier == 3.0 && max == secs(900)
+            if base == secs(10) && multiplier == 2.0 && max == secs(900)
     ));
     assert!(matches!(
         cfg.credential_cooldown,

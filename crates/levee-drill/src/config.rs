@@ -72,7 +72,7 @@ pub struct BreakerOverrides {
     /// Share of failures in the window that opens (default 0.5).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure_ratio: Option<f64>,
-    /// Growth of the cool-off per failed recovery (default 3).
+    /// Growth of the cool-off per failed recovery (default 2).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub multiplier: Option<f64>,
     /// `full`, `equal` (default) or `none`.

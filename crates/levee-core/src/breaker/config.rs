@@ -71,11 +71,11 @@ impl Default for BreakerConfig {
                 hold: 0,
             },
             // Recovery within 10 s of an outage of up to a minute, at one
-            // probe per 10 s; then growth, so that a long outage costs few
+            // probe per 10 s; then doubling, so that a long outage costs few
             // calls (see `Cooldown`). Measured on the drill's outages.
             cooldown: Cooldown::Exponential {
                 base: Duration::from_secs(10),
-                multiplier: 3.0,
+                multiplier: 2.0,
                 max: Duration::from_secs(15 * 60),
                 jitter: Jitter::Equal,
                 hold: 6,

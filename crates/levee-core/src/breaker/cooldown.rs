@@ -67,9 +67,10 @@ impl Jitter {
 ///
 /// The default keeps the first six cool-offs at exactly 10 s (a probe every
 /// 10 s for the first minute of an outage, so a target that recovers within
-/// it is back within 10 s), then triples them, with equal jitter, up to 15
-/// minutes (a target dead for three minutes costs about nine probes, not one
-/// every 10 s).
+/// it is back within 10 s), then doubles them, with equal jitter, up to 15
+/// minutes: a target dead for three minutes costs about nine probes, not
+/// eighteen, and one back after two minutes is back within about 20 s
+/// (tripling would cost one probe fewer and wait about 50 s).
 #[derive(Clone)]
 pub enum Cooldown {
     /// Exactly `base` for the first `hold` cool-offs, then

@@ -30,7 +30,7 @@
 //! An open breaker rejects at once with a `retry_after`. Its cool-off is
 //! exactly 10 s for the first six (a probe every 10 s for an outage's first
 //! minute, so a provider that recovers within it is back within 10 s), then
-//! triples with each failed recovery up to 15 min ([`Cooldown`]), drawn
+//! doubles with each failed recovery up to 15 min ([`Cooldown`]), drawn
 //! with jitter ([`Jitter::Equal`]) so that a fleet of clients that saw the
 //! same long outage does not probe in lockstep; the growth resets once the
 //! breaker recovers. Each client still sends one probe per cool-off: a

@@ -38,7 +38,7 @@
 //! | `breaker.threshold` | 5 | consecutive failures that open (or a rolling window: ↓) |
 //! | `breaker.window`, `min_calls`, `failure_ratio` | none, 10, none | rolling-window tripping |
 //! | `breaker.credential_threshold` | 2 | consecutive rejected keys that open |
-//! | `breaker.cooldown` | `{ base = "10s", hold = 6, multiplier = 3.0, max = "15m", jitter = "equal" }` | `hold`: cool-offs kept exactly at `base` before growth (a table with its own `base` and no `hold` holds none); or `"30s"`: fixed |
+//! | `breaker.cooldown` | `{ base = "10s", hold = 6, multiplier = 2.0, max = "15m", jitter = "equal" }` | `hold`: cool-offs kept exactly at `base` before growth (a table with its own `base` and no `hold` holds none); or `"30s"`: fixed |
 //! | `breaker.credential_cooldown` | `{ base = "5m", multiplier = 2.0, max = "1h", jitter = "equal" }` | |
 //! | `breaker.half_open_probes` | 1 | trial calls per half-open round |
 //! | `breaker.half_open_success_ratio` | 1.0 | share of probes that must succeed |
