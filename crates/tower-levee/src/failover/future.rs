@@ -229,9 +229,9 @@ where
         let this = self;
         let _entered = this.span.enter();
         loop {
-            // Every arm either moves to another state or yields a target's
-            // answer, which is settled below.
-            let (index, output) = match this.state.as_mut().project() {
+            // Every arm either moves to another state, ends the request, or
+            // settles a target's outcome, which decides below.
+            let settled = match this.state.as_mut().project() {
                 StateProj::Select => {
                     match select(this.common, this.request, this.progress) {
                         Pick::Call {
@@ -288,16 +288,26 @@ where
                             this.state.set(State::Calling { future, index });
                             continue;
                         }
-                        Err(e) => (index, Err(e)),
+                        Err(e) => settle_error(this.common, this.progress, index, e),
                     }
                 }
                 StateProj::Calling { future, index } => {
                     let index = *index;
-                    (index, ready!(future.poll(cx)))
+                    match ready!(future.poll(cx)) {
+                        // A success ends the request here, moved once: the
+                        // response is the largest thing the loop hands on.
+                        Ok(mut response) => {
+                            if tag_answer(this.common, this.progress, index, &mut response) {
+                                this.state.set(State::Done);
+                                return Poll::Ready(Ok(response));
+                            }
+                            failed_answer(this.common, this.progress, index, response)
+                        }
+                        Err(e) => settle_error(this.common, this.progress, index, e),
+                    }
                 }
                 StateProj::Done => panic!("failover ResponseFuture polled after completion"),
             };
-            let settled = settle(this.common, this.progress, index, output);
             if let Some(output) =
                 end_or_advance(this.state.as_mut(), this.last, this.progress, settled)
             {
@@ -454,33 +464,18 @@ enum Settled<RB: Body> {
     Advance(Option<Output<RB>>),
 }
 
-fn settle<B, RB: Body, T>(
+/// What an error from target `index` (its readiness or its call) means for
+/// the request.
+fn settle_error<B, RB: Body, T>(
     common: &Common<B, T>,
     progress: &mut Progress,
     index: usize,
-    output: Output<RB>,
+    e: BoxError,
 ) -> Settled<RB> {
     let meta = &*common.meta;
     let target = &meta.targets[index];
-    match output {
-        Ok(mut response) => {
-            meta.note_limits(index, response.headers());
-            let verdict = response
-                .extensions()
-                .get::<Classification>()
-                .map_or(Verdict::Success, |c| c.verdict);
-            let tag = ServedBy::tag(target.name, index, progress.attempts);
-            response.body_mut().set_served_by(tag);
-            if meta.served_by_extension {
-                response.extensions_mut().insert(ServedBy::from(tag));
-            }
-            if verdict == Verdict::Success {
-                meta.served(index);
-                return Settled::Return(Ok(response));
-            }
-            failed_answer(common, progress, index, verdict, response)
-        }
-        Err(e) if is_rejection(&*e) => {
+    match e {
+        e if is_rejection(&*e) => {
             // Refused below (a full bulkhead, or state that changed since the
             // peek): nothing was sent, so it is not a call.
             progress.attempts -= 1;
@@ -493,7 +488,7 @@ fn settle<B, RB: Body, T>(
             progress.refusals.push(refusal);
             Settled::Advance(None)
         }
-        Err(e) => {
+        e => {
             if !meta.advances(index, Verdict::Availability, None) {
                 return Settled::Return(Err(e));
             }
@@ -505,19 +500,47 @@ fn settle<B, RB: Body, T>(
     }
 }
 
+/// Tags a target's answer with who served it (and notes what it says is
+/// left of the target's limits); `true` if it is a success, counted as
+/// served, which the request ends with.
+fn tag_answer<B, T, RB: Body>(
+    common: &Common<B, T>,
+    progress: &Progress,
+    index: usize,
+    response: &mut Response<ResponseBody<RB>>,
+) -> bool {
+    let meta = &*common.meta;
+    meta.note_limits(index, response.headers());
+    let tag = ServedBy::tag(meta.targets[index].name, index, progress.attempts);
+    response.body_mut().set_served_by(tag);
+    if meta.served_by_extension {
+        response.extensions_mut().insert(ServedBy::from(tag));
+    }
+    let success = response
+        .extensions()
+        .get::<Classification>()
+        .is_none_or(|c| c.verdict == Verdict::Success);
+    if success {
+        meta.served(index);
+    }
+    success
+}
+
 /// A target's answer that failed: the request moves on (keeping the
 /// answer in case no other target takes it) unless the policy keeps it here.
 fn failed_answer<B, RB: Body, T>(
     common: &Common<B, T>,
     progress: &mut Progress,
     index: usize,
-    verdict: Verdict,
     response: Response<ResponseBody<RB>>,
 ) -> Settled<RB> {
+    // A failed answer carries its classification (`tag_answer`).
+    let classification = response.extensions().get::<Classification>();
+    let verdict = classification.map_or(Verdict::Availability, |c| c.verdict);
     if !common.meta.advances(index, verdict, None) {
         return Settled::Return(Ok(response));
     }
-    let reason = match response.extensions().get::<Classification>() {
+    let reason = match classification {
         Some(c) => format!("{verdict}: {}", c.reason.as_str()),
         None => format!("{verdict}: "),
     };
