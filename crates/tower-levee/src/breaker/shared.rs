@@ -422,3 +422,24 @@ impl Shared {
         changed
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::breaker::BreakerLayer;
+
+    #[tokio::test(start_paused = true)]
+    async fn refuses_nothing_follows_every_breaker_back_to_closed() {
+        let handle = BreakerLayer::new().handle();
+        let shared = &handle.shared;
+        assert!(shared.refuses_nothing(), "a fresh layer");
+        handle.open("api.openai.com");
+        handle.isolate("api.anthropic.com");
+        assert!(!shared.refuses_nothing(), "two domains not closed");
+        handle.close("api.openai.com");
+        assert!(!shared.refuses_nothing(), "one still isolated");
+        // Opening an open domain again counts it once.
+        handle.open("api.anthropic.com");
+        handle.close("api.anthropic.com");
+        assert!(shared.refuses_nothing(), "every breaker closed again");
+    }
+}

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tower_service::Service;
 
 use super::error::{NoTargetAvailable, Refusal, RefusalKind};
-use super::state::Common;
+use super::state::{Common, Meta};
 use super::target::ServedBy;
 use crate::breaker::{Reopening, RequestHead, ResponseBody};
 use crate::error::{BoxError, Rejection, is_rejection, transport_failure};
@@ -398,14 +398,9 @@ fn select<B: Clone, T>(
                 };
             }
             Err(e) => {
-                let Some(refusal) = refusal(target.name, &*e) else {
-                    // A peek refuses only with a Levee rejection.
-                    return Pick::Stop(e);
-                };
-                if !meta.advances(index, refused_verdict(refusal.kind()), Some(refusal.kind())) {
+                if !goes_on_after_refusal(meta, progress, index, &*e) {
                     return Pick::Stop(e);
                 }
-                progress.refusals.push(refusal);
             }
         }
     }
@@ -473,31 +468,41 @@ fn settle_error<B, RB: Body, T>(
     e: BoxError,
 ) -> Settled<RB> {
     let meta = &*common.meta;
-    let target = &meta.targets[index];
-    match e {
-        e if is_rejection(&*e) => {
-            // Refused below (a full bulkhead, or state that changed since the
-            // peek): nothing was sent, so it is not a call.
-            progress.attempts -= 1;
-            let Some(refusal) = refusal(target.name, &*e) else {
-                return Settled::Return(Err(e));
-            };
-            if !meta.advances(index, refused_verdict(refusal.kind()), Some(refusal.kind())) {
-                return Settled::Return(Err(e));
-            }
-            progress.refusals.push(refusal);
-            Settled::Advance(None)
+    if is_rejection(&*e) {
+        // Refused below (a full bulkhead, or state that changed since the
+        // peek): nothing was sent, so it is not a call.
+        progress.attempts -= 1;
+        if goes_on_after_refusal(meta, progress, index, &*e) {
+            return Settled::Advance(None);
         }
-        e => {
-            if !meta.advances(index, Verdict::Availability, None) {
-                return Settled::Return(Err(e));
-            }
-            let reason = format!("availability: {}", transport_failure(&*e).reason());
-            progress.failed(None);
-            note_failure(common, progress, index, Verdict::Availability, reason);
-            Settled::Advance(Some(Err(e)))
-        }
+        return Settled::Return(Err(e));
     }
+    if !meta.advances(index, Verdict::Availability, None) {
+        return Settled::Return(Err(e));
+    }
+    let reason = format!("availability: {}", transport_failure(&*e).reason());
+    progress.failed(None);
+    note_failure(common, progress, index, Verdict::Availability, reason);
+    Settled::Advance(Some(Err(e)))
+}
+
+/// Records target `index`'s refusal (found by a peek or by its call) and
+/// says whether the request goes on; `false` when the error is no one
+/// target's refusal (a nested failover's) or the policy stops here.
+fn goes_on_after_refusal(
+    meta: &Meta,
+    progress: &mut Progress,
+    index: usize,
+    e: &(dyn std::error::Error + 'static),
+) -> bool {
+    let Some(refusal) = refusal(meta.targets[index].name, e) else {
+        return false;
+    };
+    if !meta.advances(index, refused_verdict(refusal.kind()), Some(refusal.kind())) {
+        return false;
+    }
+    progress.refusals.push(refusal);
+    true
 }
 
 /// Tags a target's answer with who served it (and notes what it says is
