@@ -69,6 +69,17 @@ fn main() {
             "bare" => run(inner(), n).await,
             "breaker" => run(BreakerLayer::new().layer_service(inner()), n).await,
             "failsafe" => run(Failsafe::consecutive5(inner()), n).await,
+            "refusing" => {
+                let config = tower_levee::core::breaker::BreakerConfig::builder()
+                    .cooldown(tower_levee::core::breaker::Cooldown::fixed(
+                        std::time::Duration::from_secs(3600),
+                    ))
+                    .build()
+                    .unwrap();
+                let layer = BreakerLayer::builder().breaker(config).build().unwrap();
+                layer.handle().open("api.openai.com");
+                run(layer.layer_service(inner()), n).await
+            }
             "bulkhead" => run(BulkheadLayer::named("llm", 1024).layer_service(inner()), n).await,
             "retry" => run(RetryBudgetLayer::with_defaults().layer_service(inner()), n).await,
             "stack" => {

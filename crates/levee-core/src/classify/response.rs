@@ -148,13 +148,12 @@ impl<C: Classify + ?Sized> Classify for std::sync::Arc<C> {
 
 // === The provider classifier ===
 
-impl Classify for ProviderClassifier {
-    fn classify_response(&self, response: &ResponseView<'_>) -> Classification {
+impl ProviderClassifier {
+    /// [`Classify::classify_response`] of a status of 400 or more: out of
+    /// line, so that a success inlines to a comparison.
+    #[inline(never)]
+    fn classify_failure(&self, response: &ResponseView<'_>) -> Classification {
         let status = response.status.as_u16();
-        // The hot path: a success reads nothing and allocates nothing.
-        if status < 400 {
-            return Classification::success();
-        }
         let headers = response.headers;
         let h = HeaderFacts::scan(headers);
         // Parsing `Date` costs more than the rest of the header work: only a
@@ -189,7 +188,20 @@ impl Classify for ProviderClassifier {
             c
         })
     }
+}
 
+impl Classify for ProviderClassifier {
+    // Inlined where it is called: a success reads nothing, allocates
+    // nothing and costs a comparison.
+    #[inline]
+    fn classify_response(&self, response: &ResponseView<'_>) -> Classification {
+        if response.status.as_u16() < 400 {
+            return Classification::success();
+        }
+        self.classify_failure(response)
+    }
+
+    #[inline]
     fn stream_scanner(&self, status: StatusCode, headers: &HeaderMap) -> Option<StreamScanner> {
         Some(StreamScanner::for_response(status, headers)?.with_classifier(self))
     }

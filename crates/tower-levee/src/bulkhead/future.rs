@@ -63,7 +63,7 @@ impl<S, Req> ResponseFuture<S, Req>
 where
     S: Service<Req>,
 {
-    #[inline]
+    #[inline(always)]
     pub(crate) fn called(future: S::Future, permit: Permit) -> Self {
         ResponseFuture {
             state: State::Called { future, permit },

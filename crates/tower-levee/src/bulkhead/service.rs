@@ -68,7 +68,7 @@ where
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
-    #[inline]
+    #[inline(always)]
     fn call(&mut self, request: Req) -> Self::Future {
         if self.compartment.try_acquire() {
             let permit = Permit::taken(self.compartment.clone());

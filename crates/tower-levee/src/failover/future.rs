@@ -114,17 +114,14 @@ impl Progress {
     }
 }
 
-/// The outcome of choosing.
-#[allow(clippy::large_enum_variant)] // a return value, moved once, never stored
-enum Pick<B> {
-    /// Call target `index` with its `rewritten` copy of the request, or
-    /// with the request itself; `keep` says whether another target may
-    /// follow, so the request must be kept aside.
-    Call {
-        index: usize,
-        rewritten: Option<Request<B>>,
-        keep: bool,
-    },
+/// The outcome of choosing: small, so that returning it copies nothing
+/// (a rewritten request is left in an out-slot instead).
+enum Pick {
+    /// Call target `index` with its rewritten copy of the request, if
+    /// `select` left one, else with the request itself; `keep` says
+    /// whether another target may follow, so the request must be kept
+    /// aside.
+    Call { index: usize, keep: bool },
     /// The `fallback_on` hook kept the request at a target that refused.
     Stop(BoxError),
     /// No target left to try.
@@ -156,30 +153,23 @@ where
         );
         let entered = span.enter();
         let mut request = Some(request);
+        let mut rewritten = None;
         let mut progress = Progress::default();
-        let state = match select(&common, &mut request, &mut progress) {
-            Pick::Call {
-                index,
-                rewritten,
-                keep,
-            } if *ready & (1 << index) != 0 && index < services.len() => {
+        let state = match select(&common, &mut request, &mut rewritten, &mut progress) {
+            Pick::Call { index, keep } if *ready & (1 << index) != 0 && index < services.len() => {
                 // It must be polled ready again before its next call.
                 *ready &= !(1 << index);
                 progress.attempts = 1;
                 record_call(&span, &common, index, 1);
                 State::Calling {
-                    future: services[index].call(to_send(&mut request, rewritten, keep)),
+                    future: services[index].call(to_send(&mut request, &mut rewritten, keep)),
                     index,
                 }
             }
-            Pick::Call {
-                index,
-                rewritten,
-                keep,
-            } => State::Ready {
+            Pick::Call { index, keep } => State::Ready {
                 pending: Some(Box::new((
                     common.entries[index].service.clone(),
-                    to_send(&mut request, rewritten, keep),
+                    to_send(&mut request, &mut rewritten, keep),
                 ))),
                 index,
             },
@@ -233,16 +223,13 @@ where
             // settles a target's outcome, which decides below.
             let settled = match this.state.as_mut().project() {
                 StateProj::Select => {
-                    match select(this.common, this.request, this.progress) {
-                        Pick::Call {
-                            index,
-                            rewritten,
-                            keep,
-                        } => {
+                    let mut rewritten = None;
+                    match select(this.common, this.request, &mut rewritten, this.progress) {
+                        Pick::Call { index, keep } => {
                             // The previous answer is kept until this target
                             // answers: its bulkhead may still refuse.
                             let service = this.common.entries[index].service.clone();
-                            let request = to_send(this.request, rewritten, keep);
+                            let request = to_send(this.request, &mut rewritten, keep);
                             this.state.set(State::Ready {
                                 pending: Some(Box::new((service, request))),
                                 index,
@@ -350,12 +337,14 @@ fn end_or_advance<B, RB: Body, T, F>(
 
 /// Chooses the next target to call, skipping (and recording) those that
 /// refuse. The request is read where it lies: only a target's rewrite
-/// copies it (or takes it, when no other target is left untried).
+/// copies it (or takes it, when no other target is left untried), into
+/// `rewritten`.
 fn select<B: Clone, T>(
     common: &Common<B, T>,
     request: &mut Option<Request<B>>,
+    rewritten: &mut Option<Request<B>>,
     progress: &mut Progress,
-) -> Pick<B> {
+) -> Pick {
     let meta = &*common.meta;
     while (progress.attempts as usize) < meta.max_targets {
         let Some(index) = meta.next_candidate(progress.tried, progress.avoid, || common.draw())
@@ -366,21 +355,20 @@ fn select<B: Clone, T>(
         let others = meta.untried_left(progress.tried);
         // A rewritten request can't be unwritten: the original stays aside
         // while another target may need it.
-        let rewritten = match &common.entries[index].rewrite {
-            Some(f) => {
-                let copy = if others {
-                    request.clone()
-                } else {
-                    request.take()
-                };
-                let Some(mut copy) = copy else {
-                    break;
-                };
-                f(&mut copy);
-                Some(copy)
-            }
-            None => None,
-        };
+        // Written in place: a `None` built aside would be copied in whole.
+        if let Some(f) = &common.entries[index].rewrite {
+            *rewritten = if others {
+                request.clone()
+            } else {
+                request.take()
+            };
+            let Some(copy) = rewritten else {
+                break;
+            };
+            f(copy);
+        } else if rewritten.is_some() {
+            *rewritten = None; // an earlier target's, which refused
+        }
         let Some(to_peek) = rewritten.as_ref().or(request.as_ref()) else {
             break;
         };
@@ -393,7 +381,6 @@ fn select<B: Clone, T>(
                 let more_calls = (progress.attempts as usize) + 1 < meta.max_targets;
                 return Pick::Call {
                     index,
-                    rewritten,
                     keep: others && more_calls,
                 };
             }
@@ -412,10 +399,10 @@ fn select<B: Clone, T>(
 /// request is kept aside only while another target may follow.
 fn to_send<B: Clone>(
     request: &mut Option<Request<B>>,
-    rewritten: Option<Request<B>>,
+    rewritten: &mut Option<Request<B>>,
     keep: bool,
 ) -> Request<B> {
-    match rewritten {
+    match rewritten.take() {
         Some(rewritten) => {
             if !keep {
                 *request = None;

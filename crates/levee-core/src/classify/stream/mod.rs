@@ -153,12 +153,22 @@ impl StreamScanner {
     /// A scanner for this response if it is a 2xx stream (by its
     /// `content-type`), with the dialect its headers name and its `Date`
     /// for date hints; `None` otherwise.
+    ///
+    /// Inlined up to the `content-type` lookup: a response that is not a
+    /// stream (most are not) returns there, without building a scanner.
+    #[inline]
     pub fn for_response(status: StatusCode, headers: &HeaderMap) -> Option<Self> {
         if !status.is_success() {
             return None;
         }
-        let content_type = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
-        let mut s = StreamScanner::new(StreamFormat::from_content_type(content_type)?);
+        let content_type = headers.get(header::CONTENT_TYPE)?;
+        Self::for_content_type(content_type, headers)
+    }
+
+    #[inline(never)]
+    fn for_content_type(content_type: &http::HeaderValue, headers: &HeaderMap) -> Option<Self> {
+        let format = StreamFormat::from_content_type(content_type.to_str().ok()?)?;
+        let mut s = StreamScanner::new(format);
         s.ctx.dialect = dialect::from_headers(headers);
         s.ctx.date = headers
             .get(header::DATE)
