@@ -18,7 +18,7 @@ use tower_service::Service;
 
 use super::service::Failover;
 use super::state::{Advance, Common, Entry, FallbackFn, Group, Meta, TargetMeta, TargetStack};
-use super::target::{BoxTargetService, Target, intern};
+use super::target::{BoxTargetService, Target, TargetName};
 use crate::breaker::PeekCache;
 use crate::error::BoxError;
 use crate::striped::Striped;
@@ -108,8 +108,10 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
         };
         self.labels.push((provider.clone(), region.clone()));
         self.pools.push(pool);
+        let interned = TargetName::intern(&name);
         let meta = TargetMeta {
-            name: intern(&name),
+            name: interned.name,
+            name_id: interned.id,
             provider,
             region,
             group: None,

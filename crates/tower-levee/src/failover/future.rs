@@ -503,7 +503,7 @@ fn tag_answer<B, T, RB: Body>(
 ) -> bool {
     let meta = &*common.meta;
     meta.note_limits(index, response.headers());
-    let tag = ServedBy::tag(meta.targets[index].name, index, progress.attempts);
+    let tag = ServedBy::tag(meta.targets[index].name_id, index, progress.attempts);
     response.body_mut().set_served_by(tag);
     if meta.served_by_extension {
         response.extensions_mut().insert(ServedBy::from(tag));

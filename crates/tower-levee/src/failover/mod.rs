@@ -117,9 +117,9 @@
 //! layer that can replay a request); no allocation of its own: every
 //! target calls one service type, so its future lives inside the
 //! failover's (targets over different types are made one with
-//! [`Target::boxed`], one allocation per call); [`ServedBy`], 24 bytes in
-//! the response body (its target name interned; no extension, so no
-//! allocation, unless
+//! [`Target::boxed`], one allocation per call); [`ServedBy`], 4 bytes in
+//! the response body beside its variant tag (its target name interned and
+//! numbered; no extension, so no allocation, unless
 //! [`served_by_extension`](FailoverBuilder::served_by_extension) asks for
 //! one); and one increment of a served counter striped per thread, which
 //! never shares a cache line between threads. The fallback share is

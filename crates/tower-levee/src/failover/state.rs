@@ -2,6 +2,7 @@
 //! and the order in which a request visits them.
 
 use std::fmt;
+use std::num::NonZeroU16;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -129,6 +130,8 @@ pub(crate) struct Meta {
 
 pub(crate) struct TargetMeta {
     pub(crate) name: &'static str,
+    /// The name's number, which a response's body carries (`ServedBy`).
+    pub(crate) name_id: NonZeroU16,
     pub(crate) provider: Option<Arc<str>>,
     pub(crate) region: Option<Arc<str>>,
     /// The provider × region group, for targets with a provider label.

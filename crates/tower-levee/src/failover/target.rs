@@ -1,9 +1,10 @@
 //! A failover target (an account, deployment, region or provider) and the
 //! [`ServedBy`] record of which target answered.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::num::NonZeroU16;
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use http::{Request, Response};
 use http_body::Body;
@@ -226,14 +227,16 @@ impl<S, B, C> fmt::Debug for Target<S, B, C> {
 /// [`Failover`](super::Failover) returns from a target (successful or not),
 /// so a caller can log which account or model served it. Read it with
 /// [`ServedBy::of`] before mapping the response's body: it travels in the
-/// body ([`ResponseBody`]), in 24 bytes, because a response
+/// body ([`ResponseBody`]), in 4 bytes, because a response
 /// extension would cost three allocations per call (the extensions map, its
 /// table, the boxed value). A caller that maps the body first can have it
 /// inserted as an extension too:
 /// [`served_by_extension`](super::FailoverBuilder::served_by_extension).
 ///
 /// `Copy`, and free of reference counts: the name is interned once when the
-/// failover is built.
+/// failover is built. A process that names more than 65,534 distinct
+/// targets reads the names of the later ones as `"(unnamed)"` (their
+/// `index` is still right).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ServedBy {
     /// The target's name.
@@ -256,9 +259,9 @@ impl ServedBy {
         }
     }
 
-    /// The body's record of target `index`, named `target`, answering at
-    /// `attempt`.
-    pub(crate) fn tag(target: &'static str, index: usize, attempt: u32) -> ServedTag {
+    /// The body's record of target `index`, whose name is numbered
+    /// `target` ([`TargetName`]), answering at `attempt`.
+    pub(crate) fn tag(target: NonZeroU16, index: usize, attempt: u32) -> ServedTag {
         ServedTag {
             target,
             index: u8::try_from(index).unwrap_or(u8::MAX),
@@ -270,7 +273,7 @@ impl ServedBy {
 impl From<ServedTag> for ServedBy {
     fn from(tag: ServedTag) -> Self {
         ServedBy {
-            target: tag.target,
+            target: TargetName::of(tag.target),
             index: usize::from(tag.index),
             attempt: u32::from(tag.attempt),
             fallback: tag.index != 0,
@@ -278,18 +281,112 @@ impl From<ServedTag> for ServedBy {
     }
 }
 
-/// Interns a target name: each distinct name is leaked once per process, so
-/// a [`ServedBy`] can carry it without a reference count.
-pub(crate) fn intern(name: &str) -> &'static str {
-    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
-    let mut names = NAMES
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    if let Some(n) = names.get(name) {
-        return n;
+/// A target's name, interned: leaked once per process, and numbered, so
+/// that a response's body can say which target answered in two bytes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TargetName {
+    pub(crate) name: &'static str,
+    pub(crate) id: NonZeroU16,
+}
+
+/// Target names, numbered from 1; the last number is shared by every name
+/// past the table's capacity.
+#[derive(Default)]
+struct Names {
+    ids: HashMap<&'static str, NonZeroU16>,
+    names: Vec<&'static str>,
+}
+
+/// What every target interned after the table is full is called.
+const UNNAMED: &str = "(unnamed)";
+
+impl Names {
+    fn get(&self, name: &str) -> Option<TargetName> {
+        let (&name, &id) = self.ids.get_key_value(name)?;
+        Some(TargetName { name, id })
     }
-    let leaked: &'static str = Box::leak(name.into());
-    names.insert(leaked);
-    leaked
+
+    fn add(&mut self, name: &str) -> TargetName {
+        if let Some(known) = self.get(name) {
+            return known;
+        }
+        let name: &'static str = Box::leak(name.into());
+        // Ids 1..=65,534 name one target each; 65,535 is every later one.
+        let id = u16::try_from(self.names.len() + 1)
+            .ok()
+            .and_then(NonZeroU16::new)
+            .filter(|id| *id < NonZeroU16::MAX)
+            .unwrap_or(NonZeroU16::MAX);
+        if id < NonZeroU16::MAX {
+            self.names.push(name);
+        }
+        self.ids.insert(name, id);
+        TargetName { name, id }
+    }
+
+    fn name(&self, id: NonZeroU16) -> &'static str {
+        let at = usize::from(id.get()) - 1;
+        self.names.get(at).copied().unwrap_or(UNNAMED)
+    }
+}
+
+/// This process's target names.
+fn names() -> &'static RwLock<Names> {
+    static NAMES: OnceLock<RwLock<Names>> = OnceLock::new();
+    NAMES.get_or_init(Default::default)
+}
+
+impl TargetName {
+    /// Interns `name` (once per process).
+    pub(crate) fn intern(name: &str) -> TargetName {
+        let known = names()
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name);
+        known.unwrap_or_else(|| {
+            names()
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .add(name)
+        })
+    }
+
+    /// The name numbered `id`.
+    pub(crate) fn of(id: NonZeroU16) -> &'static str {
+        names()
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .name(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interned_name_keeps_its_number_and_reads_back_by_it() {
+        let a = TargetName::intern("served-by-test-a");
+        let b = TargetName::intern("served-by-test-b");
+        assert_ne!(a.id, b.id);
+        assert_eq!(TargetName::intern("served-by-test-a").id, a.id);
+        assert_eq!(TargetName::of(a.id), "served-by-test-a");
+        assert_eq!(TargetName::of(b.id), "served-by-test-b");
+    }
+
+    #[test]
+    fn names_past_the_tables_capacity_share_the_last_number_and_read_as_unnamed() {
+        let mut names = Names::default();
+        let ids: Vec<_> = (0..65_536).map(|i| names.add(&i.to_string())).collect();
+        assert_eq!(ids[0].id.get(), 1);
+        assert_eq!(ids[65_533].id.get(), 65_534);
+        assert_eq!(names.name(ids[65_533].id), "65533");
+        for late in &ids[65_534..] {
+            assert_eq!(late.id, NonZeroU16::MAX);
+            assert_eq!(names.name(late.id), UNNAMED);
+        }
+        // The name itself is still kept, for what reads it directly.
+        assert_eq!(ids[65_535].name, "65535");
+        assert_eq!(names.add("65535").id, NonZeroU16::MAX);
+    }
 }
