@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::num::NonZeroU16;
-use std::sync::{Arc, OnceLock, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use http::{Request, Response};
 use http_body::Body;
@@ -290,73 +290,82 @@ pub(crate) struct TargetName {
 }
 
 /// Target names, numbered from 1; the last number is shared by every name
-/// past the table's capacity.
-#[derive(Default)]
+/// past the table's capacity. Numbering takes a lock (once per target, when
+/// a failover is built); reading a name by its number takes none, so a
+/// caller that reads `ServedBy` on every response shares no write with
+/// other threads.
 struct Names {
-    ids: HashMap<&'static str, NonZeroU16>,
-    names: Vec<&'static str>,
+    ids: Mutex<HashMap<&'static str, NonZeroU16>>,
+    /// Names by number, in chunks of [`CHUNK`] made when first needed.
+    by_id: Box<[OnceLock<Chunk>]>,
 }
+
+/// [`CHUNK`] names, each set once.
+type Chunk = Box<[OnceLock<&'static str>]>;
+
+/// Names per chunk of [`Names::by_id`] (and chunks: 256 × 256 numbers).
+const CHUNK: usize = 256;
 
 /// What every target interned after the table is full is called.
 const UNNAMED: &str = "(unnamed)";
 
-impl Names {
-    fn get(&self, name: &str) -> Option<TargetName> {
-        let (&name, &id) = self.ids.get_key_value(name)?;
-        Some(TargetName { name, id })
+impl Default for Names {
+    fn default() -> Self {
+        Names {
+            ids: Mutex::default(),
+            by_id: (0..CHUNK).map(|_| OnceLock::new()).collect(),
+        }
     }
+}
 
-    fn add(&mut self, name: &str) -> TargetName {
-        if let Some(known) = self.get(name) {
-            return known;
+impl Names {
+    fn intern(&self, name: &str) -> TargetName {
+        let mut ids = self.ids.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((&name, &id)) = ids.get_key_value(name) {
+            return TargetName { name, id };
         }
         let name: &'static str = Box::leak(name.into());
-        // Ids 1..=65,534 name one target each; 65,535 is every later one.
-        let id = u16::try_from(self.names.len() + 1)
+        // Numbers 1..=65,534 name one target each; 65,535 every later one.
+        let id = u16::try_from(ids.len() + 1)
             .ok()
             .and_then(NonZeroU16::new)
             .filter(|id| *id < NonZeroU16::MAX)
             .unwrap_or(NonZeroU16::MAX);
         if id < NonZeroU16::MAX {
-            self.names.push(name);
+            let at = usize::from(id.get()) - 1;
+            let chunk = self.by_id[at / CHUNK]
+                .get_or_init(|| (0..CHUNK).map(|_| OnceLock::new()).collect());
+            let _ = chunk[at % CHUNK].set(name);
         }
-        self.ids.insert(name, id);
+        ids.insert(name, id);
         TargetName { name, id }
     }
 
     fn name(&self, id: NonZeroU16) -> &'static str {
         let at = usize::from(id.get()) - 1;
-        self.names.get(at).copied().unwrap_or(UNNAMED)
+        self.by_id[at / CHUNK]
+            .get()
+            .and_then(|chunk| chunk[at % CHUNK].get())
+            .copied()
+            .unwrap_or(UNNAMED)
     }
 }
 
 /// This process's target names.
-fn names() -> &'static RwLock<Names> {
-    static NAMES: OnceLock<RwLock<Names>> = OnceLock::new();
-    NAMES.get_or_init(Default::default)
+fn names() -> &'static Names {
+    static NAMES: OnceLock<Names> = OnceLock::new();
+    NAMES.get_or_init(Names::default)
 }
 
 impl TargetName {
     /// Interns `name` (once per process).
     pub(crate) fn intern(name: &str) -> TargetName {
-        let known = names()
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(name);
-        known.unwrap_or_else(|| {
-            names()
-                .write()
-                .unwrap_or_else(PoisonError::into_inner)
-                .add(name)
-        })
+        names().intern(name)
     }
 
     /// The name numbered `id`.
     pub(crate) fn of(id: NonZeroU16) -> &'static str {
-        names()
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .name(id)
+        names().name(id)
     }
 }
 
@@ -376,8 +385,8 @@ mod tests {
 
     #[test]
     fn names_past_the_tables_capacity_share_the_last_number_and_read_as_unnamed() {
-        let mut names = Names::default();
-        let ids: Vec<_> = (0..65_536).map(|i| names.add(&i.to_string())).collect();
+        let names = Names::default();
+        let ids: Vec<_> = (0..65_536).map(|i| names.intern(&i.to_string())).collect();
         assert_eq!(ids[0].id.get(), 1);
         assert_eq!(ids[65_533].id.get(), 65_534);
         assert_eq!(names.name(ids[65_533].id), "65533");
@@ -387,6 +396,6 @@ mod tests {
         }
         // The name itself is still kept, for what reads it directly.
         assert_eq!(ids[65_535].name, "65535");
-        assert_eq!(names.add("65535").id, NonZeroU16::MAX);
+        assert_eq!(names.intern("65535").id, NonZeroU16::MAX);
     }
 }
