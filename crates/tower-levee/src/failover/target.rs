@@ -309,11 +309,16 @@ const CHUNK: usize = 256;
 /// What every target interned after the table is full is called.
 const UNNAMED: &str = "(unnamed)";
 
+/// [`CHUNK`] slots, each set once.
+fn slots<T>() -> Box<[OnceLock<T>]> {
+    (0..CHUNK).map(|_| OnceLock::new()).collect()
+}
+
 impl Default for Names {
     fn default() -> Self {
         Names {
             ids: Mutex::default(),
-            by_id: (0..CHUNK).map(|_| OnceLock::new()).collect(),
+            by_id: slots(),
         }
     }
 }
@@ -333,8 +338,7 @@ impl Names {
             .unwrap_or(NonZeroU16::MAX);
         if id < NonZeroU16::MAX {
             let at = usize::from(id.get()) - 1;
-            let chunk = self.by_id[at / CHUNK]
-                .get_or_init(|| (0..CHUNK).map(|_| OnceLock::new()).collect());
+            let chunk = self.by_id[at / CHUNK].get_or_init(slots);
             let _ = chunk[at % CHUNK].set(name);
         }
         ids.insert(name, id);
