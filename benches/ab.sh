@@ -8,7 +8,7 @@
 #
 #   benches/ab.sh BASE [CASE,...]     e.g. benches/ab.sh HEAD~3 levee_stack,levee_breaker
 #
-# Cases default to every Levee case; ROUNDS, N (single) and
+# Cases default to every case of the harness, the peers' too; ROUNDS, N (single) and
 # PEERBENCH_ROUNDS, PEERBENCH_CALLS_PER_TASK (contended) pass through.
 # PEERBENCH=<dir> for a harness elsewhere than ../shared/peerbench. Builds
 # in a temporary folder it removes when done (about 4 minutes on 2 cores);
@@ -68,8 +68,12 @@ c = c.replace(sig, sig + """        if let Ok(only) = std::env::var("PEERBENCH_C
 open(f"{pb}/src/bin/contended.rs", "w").write(c)
 EOF
 
-levee_cases=$(grep -o '"levee_[a-z0-9_]*"' src/lib.rs | tr -d '"' | sort -u | paste -sd,)
-asked=${2:-$levee_cases}
+every_case=$(python3 -c '
+import re, sys
+lib = open("src/lib.rs").read()
+names = re.findall(r"^\s*v\.case\(\s*\"([a-z0-9_]+)\"", lib, re.M)
+print(",".join(n for n in names if n != "baseline" and not n.startswith("base_")))')
+asked=${2:-$every_case}
 both=$(echo "$asked" | tr ',' '\n' | sed -n 's/^levee_\(.*\)/levee_\1\nbase_\1/p; /^levee_/!p' | paste -sd,)
 export PEERBENCH_CASES=$both
 cargo build --release --quiet --bin ab_single --bin contended
