@@ -135,6 +135,39 @@ async fn a_permit_is_released_on_success_on_error_and_on_cancellation() {
 }
 
 #[tokio::test]
+async fn a_call_outliving_its_bulkhead_ends_normally_and_later_compartments_start_empty_and_apart()
+{
+    let layer = BulkheadLayer::named("short-lived", 1);
+    let mut svc = layer.layer(controlled());
+    let (tx, rx) = oneshot::channel();
+    let mut call = task::spawn(svc.ready().await.unwrap().call(rx));
+    assert_pending!(call.poll());
+    drop((layer, svc));
+
+    let during = BulkheadLayer::named("during", 1);
+    assert_eq!(during.snapshot().in_flight, 0, "the permit out is not its");
+    tx.send(true).unwrap();
+    assert_ready_ok!(call.poll());
+    drop(call);
+
+    // Each compartment has counters of its own, whichever were reused.
+    let layers: Vec<_> = (0..4)
+        .map(|i| BulkheadLayer::named(format!("after-{i}"), 1))
+        .chain([during])
+        .collect();
+    let mut calls = Vec::new();
+    for layer in &layers {
+        let mut svc = layer.layer(hung());
+        let mut call = task::spawn(svc.ready().await.unwrap().call(()));
+        assert_pending!(call.poll());
+        calls.push(call);
+    }
+    for layer in &layers {
+        assert_eq!(layer.snapshot().in_flight, 1, "{}", layer.name());
+    }
+}
+
+#[tokio::test]
 async fn services_asking_for_the_same_name_share_a_compartment_and_different_names_never_do() {
     let bulkheads = Bulkheads::new();
     let mut chat = bulkheads.compartment("llm", 1).layer(hung());

@@ -21,7 +21,10 @@
 //!   without the lock: the call is admitted or refused for at most the
 //!   provider's wait, and every call after it is refused;
 //! - calls racing for the last place in a provider's rate (spreading): one
-//!   is sent, the other refused for at most the interval.
+//!   is sent, the other refused for at most the interval;
+//! - a bulkhead dropped while a call on another thread still holds its
+//!   permit: its counters go back for reuse exactly once, after the last
+//!   permit, so the next compartments start empty and apart.
 //!
 //! [loom]: https://docs.rs/loom
 #![cfg(levee_loom)]
@@ -284,5 +287,40 @@ fn calls_racing_for_the_last_place_in_the_providers_rate_send_one() {
             .downcast_ref::<Throttled>()
             .expect("refused as paced");
         assert!(spaced.retry_after() <= Duration::from_secs(1));
+    });
+}
+
+#[test]
+fn a_bulkhead_dropped_while_a_permit_is_out_hands_its_counters_on_once_and_empty() {
+    use tower_levee::bulkhead::{Bulkhead, BulkheadLayer};
+
+    fn call(
+        svc: &mut Bulkhead<Provider>,
+    ) -> Pin<Box<dyn Future<Output = Result<Response<String>, BoxError>> + Send>> {
+        let req = Request::get(format!("https://{DOMAIN}/hang"))
+            .body(())
+            .unwrap();
+        Box::pin(svc.call(req))
+    }
+
+    model(|| {
+        let layer = BulkheadLayer::named("llm", 1);
+        let mut svc = layer.layer(Provider);
+        let held = call(&mut svc);
+        assert_eq!(layer.snapshot().in_flight, 1);
+        // The call ends on another thread while the compartment is dropped.
+        let caller = loom::thread::spawn(move || drop(held));
+        drop((layer, svc));
+        caller.join().unwrap();
+
+        // Whichever went last handed the counters on, once, at zero: two new
+        // compartments of one permit each do not share them.
+        let (first, second) = (BulkheadLayer::named("a", 1), BulkheadLayer::named("b", 1));
+        let (mut a, mut b) = (first.layer(Provider), second.layer(Provider));
+        let _in_a = call(&mut a);
+        assert_eq!(first.snapshot().in_flight, 1);
+        assert_eq!(second.snapshot().in_flight, 0, "b shares a's counters");
+        let _in_b = call(&mut b);
+        assert_eq!(second.snapshot().in_flight, 1, "b started full");
     });
 }

@@ -2,37 +2,34 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicU64;
 
 use tokio::sync::Notify;
 
 use super::error::BulkheadFull;
+use crate::sync::{AtomicUsize, Ordering};
 
 /// The permits of one dependency, shared by every service using it.
 ///
-/// The fast path is one compare-exchange on `in_flight`; the waiter queue
-/// (`notify`) is touched only when some caller is queued under a
+/// The fast path is one compare-exchange on the gauge's count; the waiter
+/// queue (`notify`) is touched only when some caller is queued under a
 /// `max_wait`.
 pub(crate) struct Compartment {
-    // The three counters share a cache line: a release that reads `waiting`
-    // finds it in the line it just wrote.
-    in_flight: AtomicUsize,
-    waiting: AtomicUsize,
+    gauge: &'static Gauge,
     rejected: AtomicU64,
     limit: usize,
     name: Arc<str>,
-    notify: Arc<Notify>,
 }
 
 impl Compartment {
     pub(crate) fn new(name: Arc<str>, limit: usize) -> Self {
         Compartment {
-            in_flight: AtomicUsize::new(0),
-            waiting: AtomicUsize::new(0),
+            gauge: Gauge::take(),
             rejected: AtomicU64::new(0),
-            limit,
+            // The gauge's top bit is its `RETIRED` mark; no compartment
+            // can have that many calls in flight anyway.
+            limit: limit.min(RETIRED - 1),
             name,
-            notify: Arc::new(Notify::new()),
         }
     }
 
@@ -46,32 +43,25 @@ impl Compartment {
 
     /// Takes a permit if one is free. Lock-free; never waits.
     #[inline]
-    pub(crate) fn try_acquire(&self) -> bool {
-        let mut current = self.in_flight.load(Ordering::Relaxed);
+    pub(crate) fn try_acquire(&self) -> Option<Permit> {
+        let count = &self.gauge.count;
+        let mut current = count.load(Ordering::Relaxed);
         loop {
+            // The compartment is alive, so `RETIRED` is not set.
             if current >= self.limit {
-                return false;
+                return None;
             }
             // SeqCst pairs with `release`'s read of `waiting`: a waiter that
             // registered and then failed here is seen by the next release.
-            match self.in_flight.compare_exchange_weak(
+            match count.compare_exchange_weak(
                 current,
                 current + 1,
                 Ordering::SeqCst,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return true,
+                Ok(_) => return Some(Permit(self.gauge)),
                 Err(actual) => current = actual,
             }
-        }
-    }
-
-    /// Gives a permit back and wakes one queued waiter, if any.
-    #[inline]
-    pub(crate) fn release(&self) {
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
-        if self.waiting.load(Ordering::SeqCst) > 0 {
-            self.notify.notify_one();
         }
     }
 
@@ -82,7 +72,7 @@ impl Compartment {
         tracing::debug!(
             target: "levee::bulkhead",
             compartment = %self.name,
-            in_flight = self.in_flight.load(Ordering::Relaxed),
+            in_flight = self.gauge.in_flight(),
             limit = self.limit,
             rejected,
             "bulkhead full"
@@ -90,26 +80,33 @@ impl Compartment {
         BulkheadFull::new(self.name.clone(), self.limit)
     }
 
-    pub(crate) fn notify(&self) -> &Arc<Notify> {
-        &self.notify
+    /// The queue a waiter registers with before it tries again.
+    pub(crate) fn notify(&self) -> &'static Notify {
+        &self.gauge.notify
     }
 
     /// Marks one more caller queued; undone when the guard drops.
     pub(crate) fn enqueue(self: &Arc<Self>) -> Queued {
-        self.waiting.fetch_add(1, Ordering::SeqCst);
+        self.gauge.waiting.fetch_add(1, Ordering::SeqCst);
         Queued(self.clone())
     }
 
     pub(crate) fn snapshot(&self) -> BulkheadSnapshot {
-        let in_flight = self.in_flight.load(Ordering::Relaxed);
+        let in_flight = self.gauge.in_flight();
         BulkheadSnapshot {
             name: self.name.clone(),
             limit: self.limit,
             in_flight,
             available: self.limit.saturating_sub(in_flight),
-            waiting: self.waiting.load(Ordering::Relaxed),
+            waiting: self.gauge.waiting.load(Ordering::Relaxed),
             rejected: self.rejected.load(Ordering::Relaxed),
         }
+    }
+}
+
+impl Drop for Compartment {
+    fn drop(&mut self) {
+        self.gauge.retire();
     }
 }
 
@@ -119,16 +116,105 @@ impl fmt::Debug for Compartment {
     }
 }
 
-/// A permit of a compartment, given back when dropped.
-pub(crate) struct Permit(Arc<Compartment>);
+// === Gauge ===
 
-impl Permit {
-    /// Wraps a permit already taken with [`Compartment::try_acquire`].
+/// Set in a gauge's count once its compartment is dropped.
+const RETIRED: usize = 1 << (usize::BITS - 1);
+
+/// What a permit touches: the count of permits out and the waiter queue.
+///
+/// A permit outlives the service that took it (it is held by a response
+/// future), so it must reach its count without borrowing from the
+/// compartment. A reference count would cost every call two more atomic
+/// writes on the line the count is on. Gauges are leaked instead, and
+/// pooled: the last of a dropped compartment's permits (or the compartment,
+/// if none is out) gives its gauge back for the next compartment, so the
+/// memory held is bounded by the most compartments ever alive at once.
+pub(crate) struct Gauge {
+    /// Permits out, plus [`RETIRED`] once the compartment is dropped.
+    count: AtomicUsize,
+    waiting: AtomicUsize,
+    notify: Notify,
+}
+
+impl Gauge {
+    /// A gauge from the pool, or a new one.
+    fn take() -> &'static Gauge {
+        match pool::take() {
+            // Its last user released it with the count at zero and no
+            // waiter (a waiter holds the compartment); the pool's lock
+            // orders those writes before this reuse.
+            Some(gauge) => {
+                gauge.count.store(0, Ordering::Relaxed);
+                gauge
+            }
+            None => Box::leak(Box::new(Gauge {
+                count: AtomicUsize::new(0),
+                waiting: AtomicUsize::new(0),
+                notify: Notify::new(),
+            })),
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        self.count.load(Ordering::Relaxed) & !RETIRED
+    }
+
+    /// Gives a permit back and wakes one queued waiter, if any; the last
+    /// permit of a dropped compartment gives the gauge back.
     #[inline]
-    pub(crate) fn taken(compartment: Arc<Compartment>) -> Self {
-        Permit(compartment)
+    fn release(&'static self) {
+        let before = self.count.fetch_sub(1, Ordering::SeqCst);
+        if before == RETIRED | 1 {
+            // No waiter is left: each holds the compartment.
+            pool::give_back(self);
+        } else if self.waiting.load(Ordering::SeqCst) > 0 {
+            // A spurious wake-up at worst, should the compartment be dropped
+            // and the gauge reused in between: a woken waiter tries again.
+            self.notify.notify_one();
+        }
+    }
+
+    /// Marks the compartment dropped; the gauge goes back to the pool now
+    /// if no permit is out, else with the last one.
+    fn retire(&'static self) {
+        if self.count.fetch_or(RETIRED, Ordering::SeqCst) == 0 {
+            pool::give_back(self);
+        }
     }
 }
+
+/// The free gauges, process-wide. Under loom a fresh pool per model run,
+/// since loom's atomics live for one run.
+mod pool {
+    use super::Gauge;
+
+    #[cfg(not(levee_loom))]
+    static FREE: std::sync::Mutex<Vec<&'static Gauge>> = std::sync::Mutex::new(Vec::new());
+
+    #[cfg(levee_loom)]
+    loom::lazy_static! {
+        static ref FREE: loom::sync::Mutex<Vec<&'static Gauge>> = loom::sync::Mutex::new(Vec::new());
+    }
+
+    fn free() -> impl std::ops::DerefMut<Target = Vec<&'static Gauge>> {
+        // The list is only pushed to and popped from: a panic cannot leave
+        // it inconsistent, so poisoning is ignored.
+        FREE.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(super) fn take() -> Option<&'static Gauge> {
+        free().pop()
+    }
+
+    pub(super) fn give_back(gauge: &'static Gauge) {
+        free().push(gauge);
+    }
+}
+
+/// A permit of a compartment, given back when dropped.
+pub(crate) struct Permit(&'static Gauge);
 
 impl Drop for Permit {
     #[inline]
@@ -148,7 +234,7 @@ impl Queued {
 
 impl Drop for Queued {
     fn drop(&mut self) {
-        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
+        self.0.gauge.waiting.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -7,7 +7,7 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use pin_project_lite::pin_project;
-use tokio::sync::futures::OwnedNotified;
+use tokio::sync::futures::Notified;
 use tokio::time::Sleep;
 use tower_service::Service;
 
@@ -49,7 +49,7 @@ pin_project! {
     /// release wakes it.
     struct Waiter<S, Req> {
         #[pin]
-        notified: OwnedNotified,
+        notified: Notified<'static>,
         #[pin]
         sleep: Sleep,
         service: S,
@@ -71,7 +71,7 @@ where
     }
 
     pub(crate) fn queued(service: S, request: Req, queued: Queued, max_wait: Duration) -> Self {
-        let notified = queued.compartment().notify().clone().notified_owned();
+        let notified = queued.compartment().notify().notified();
         let waiter = Waiter {
             notified,
             sleep: tokio::time::sleep(max_wait),
@@ -141,12 +141,11 @@ where
             // Register for a wake-up before trying, so that a release between
             // the try and the wait is not missed.
             this.notified.as_mut().enable();
-            if compartment.try_acquire() {
-                *this.permit = Some(Permit::taken(compartment.clone()));
+            if let Some(permit) = compartment.try_acquire() {
+                *this.permit = Some(permit);
             } else if this.notified.as_mut().poll(cx).is_ready() {
                 // Woken by a release: try again with a fresh registration.
-                this.notified
-                    .set(compartment.notify().clone().notified_owned());
+                this.notified.set(compartment.notify().notified());
             } else if this.sleep.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Err(compartment.reject().into()));
             } else {

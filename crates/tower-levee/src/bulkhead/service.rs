@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tower_service::Service;
 
-use super::compartment::{BulkheadSnapshot, Compartment, Permit};
+use super::compartment::{BulkheadSnapshot, Compartment};
 use super::future::ResponseFuture;
 use crate::error::BoxError;
 
@@ -70,8 +70,7 @@ where
 
     #[inline(always)]
     fn call(&mut self, request: Req) -> Self::Future {
-        if self.compartment.try_acquire() {
-            let permit = Permit::taken(self.compartment.clone());
+        if let Some(permit) = self.compartment.try_acquire() {
             return ResponseFuture::called(self.inner.call(request), permit);
         }
         match self.max_wait {
