@@ -32,9 +32,10 @@
 //! `poll_ready` (which only asks the inner service), so an idle clone that
 //! was polled ready never sits on a permit (the permit-hoarding trap of
 //! tower#793). The fast path is one lock-free compare-exchange to take the
-//! permit and one atomic decrement to give it back, plus the reference count
-//! that lets the future reach its compartment: no lock, no allocation. A
-//! waiter queue is used only for callers queued under `max_wait`.
+//! permit and one atomic decrement to give it back: no lock, no allocation,
+//! no reference count (the counters a permit reaches are never freed, only
+//! reused once the compartment and its last permit are gone). A waiter
+//! queue is used only for callers queued under `max_wait`.
 //!
 //! The inner service must be `Clone`: a caller queued under `max_wait` holds
 //! a clone, to call once a permit frees.
