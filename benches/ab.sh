@@ -8,7 +8,8 @@
 #
 #   benches/ab.sh BASE [CASE,...]     e.g. benches/ab.sh HEAD~3 levee_stack,levee_breaker
 #
-# Cases default to every case of the harness, the peers' too; ROUNDS, N (single) and
+# Cases default to every case of the harness, the peers' too, plus `peers_stack`
+# (the quick-start stack's three roles built from tower and failsafe); ROUNDS, N (single) and
 # PEERBENCH_ROUNDS, PEERBENCH_CALLS_PER_TASK (contended) pass through.
 # PEERBENCH=<dir> for a harness elsewhere than ../shared/peerbench. Builds
 # in a temporary folder it removes when done (about 4 minutes on 2 cores);
@@ -51,8 +52,31 @@ base = "".join(blocks).replace('"levee_', '"base_').replace("tower_levee::", "to
 anchor = "\n    // ---- ADD NEW CASES HERE"
 if anchor not in lib:
     sys.exit("ab.sh: the harness's case list has no 'ADD NEW CASES HERE' line")
+# The quick-start stack built from peers, the same three roles in the same
+# order: what the same composition costs without Levee.
+peers = """
+    v.case(
+        "peers_stack",
+        "tower Retry (TpsBudget deposit, request cloned per call) -> load_shed + concurrency_limit(64) -> failsafe 5 consecutive",
+        || {
+            ServiceBuilder::new()
+                .layer(tower::retry::RetryLayer::new(BudgetPolicy::default()))
+                .load_shed()
+                .concurrency_limit(64)
+                .service(FailsafeSvc {
+                    cb: failsafe::Config::new()
+                        .failure_policy(failsafe::failure_policy::consecutive_failures(
+                            5,
+                            failsafe::backoff::equal_jittered(Duration::from_secs(30), Duration::from_secs(900)),
+                        ))
+                        .build(),
+                    inner: inner(),
+                })
+        },
+    );
+"""
 lib = lib.replace(anchor, "\n    {\n        use tower_levee_base::{BreakerLayer, BulkheadLayer, RetryBudgetLayer};\n"
-                  + base + "    }\n" + anchor, 1)
+                  + base + "    }\n" + peers + anchor, 1)
 open(f"{pb}/src/lib.rs", "w").write(lib)
 # The contended run measures only the cases asked for.
 c = open(f"{pb}/src/bin/contended.rs").read()

@@ -99,22 +99,25 @@ impl<C: Classify> Call<C> {
             HeadDecision::Ready(_) if self.soft_failure.is_some() && status.is_success() => {
                 Route::Peek
             }
-            HeadDecision::Ready(c) => {
-                let c = self.or_empty(c, status, empty_body);
+            HeadDecision::Ready(mut c) => {
+                self.fail_if_empty(&mut c, status, empty_body);
                 let reopens = self.tracker.settle(&c, slow);
-                Route::Plain((c.verdict != Verdict::Success).then_some((c, reopens)))
+                if c.verdict == Verdict::Success {
+                    // The common case: nothing to attach, nothing to carry.
+                    return Route::Plain(None);
+                }
+                Route::Plain(Some((c, reopens)))
             }
         }
     }
 
-    /// `c`, or an availability failure when it is a success whose body is
-    /// empty and should not be.
-    fn or_empty(&self, c: Classification, status: StatusCode, empty_body: bool) -> Classification {
+    /// Makes `c` an availability failure when it is a success whose body is
+    /// empty and should not be (in place: a classification is moved on
+    /// every call otherwise).
+    fn fail_if_empty(&self, c: &mut Classification, status: StatusCode, empty_body: bool) {
         let may_be_empty = matches!(status, StatusCode::NO_CONTENT | StatusCode::RESET_CONTENT);
         if empty_body && self.expects_content && c.verdict == Verdict::Success && !may_be_empty {
-            Classification::new(Verdict::Availability, "response:empty_body")
-        } else {
-            c
+            *c = Classification::new(Verdict::Availability, "response:empty_body");
         }
     }
 
@@ -278,11 +281,11 @@ where
                         ),
                         _ => None,
                     };
-                    let c = soft.unwrap_or_else(|| {
+                    let mut c = soft.unwrap_or_else(|| {
                         let view = ResponseView::new(parts.status, &parts.headers, peeked.bytes());
                         call.classifier.classify_response(&view)
                     });
-                    let c = call.or_empty(c, parts.status, peeked.is_empty_whole());
+                    call.fail_if_empty(&mut c, parts.status, peeked.is_empty_whole());
                     let slow = call.tracker.is_slow();
                     let reopens = call.tracker.settle(&c, slow);
                     let mut response = Response::from_parts(parts, ResponseBody::replay(peeked));
