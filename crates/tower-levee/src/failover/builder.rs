@@ -12,12 +12,12 @@ use http_body::Body;
 use levee_core::classify::{Classify, ProviderClassifier};
 use levee_core::config_error::ConfigError;
 use tokio::time::Instant;
-use tower::util::Either;
 use tower_layer::Layer;
 use tower_service::Service;
 
 use super::service::Failover;
-use super::state::{Advance, Common, Entry, FallbackFn, Group, Meta, TargetMeta, TargetStack};
+use super::stack::TargetService;
+use super::state::{Advance, Common, Entry, FallbackFn, Group, Meta, TargetMeta};
 use super::target::{BoxTargetService, Target, TargetName};
 use crate::breaker::PeekCache;
 use crate::error::BoxError;
@@ -46,7 +46,7 @@ impl<B, RB, S, C> Failover<B, RB, S, C> {
 }
 
 /// A target's entry: its stack and rewrite.
-type TargetEntry<B, S, C> = Entry<B, TargetStack<S, C>>;
+type TargetEntry<B, S, C> = Entry<B, TargetService<S, C>>;
 
 /// Builds a [`Failover`]. Add targets in order, the primary first; every
 /// target calls the same service type `S` (see [`Target::boxed`] for
@@ -101,11 +101,7 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
             pool,
         } = target;
         let handle = breaker.handle();
-        let stacked = breaker.layer(service);
-        let service = match &bulkhead {
-            Some(b) => Either::Right(b.layer(stacked)),
-            None => Either::Left(stacked),
-        };
+        let service = TargetService::new(breaker.layer(service), bulkhead.as_ref());
         self.labels.push((provider.clone(), region.clone()));
         self.pools.push(pool);
         let interned = TargetName::intern(&name);

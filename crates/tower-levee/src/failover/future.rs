@@ -19,6 +19,8 @@ use super::target::ServedBy;
 use crate::breaker::{Reopening, RequestHead, ResponseBody};
 use crate::error::{BoxError, Rejection, is_rejection, transport_failure};
 
+pub use super::stack::TargetFuture;
+
 type Output<RB> = Result<Response<ResponseBody<RB>>, BoxError>;
 
 pin_project! {

@@ -176,6 +176,7 @@ pub mod error;
 pub mod future;
 mod health;
 mod service;
+mod stack;
 mod state;
 mod target;
 
@@ -185,6 +186,7 @@ pub use self::builder::{
 pub use self::error::{NoTargetAvailable, Refusal, RefusalKind};
 pub use self::health::{BulkheadHealth, FailoverHandle, HealthSnapshot, TargetHealth};
 pub use self::service::Failover;
+pub use self::stack::TargetService;
 pub use self::state::Advance;
 pub use self::target::{BoxTargetService, Rewrite, ServedBy, Target};
 /// One scope of a target's breaker layer, as the health snapshot lists it.

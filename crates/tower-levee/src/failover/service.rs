@@ -13,7 +13,8 @@ use tower_service::Service;
 
 use super::future::ResponseFuture;
 use super::health::FailoverHandle;
-use super::state::{Common, TargetStack};
+use super::stack::TargetService;
+use super::state::Common;
 use super::target::BoxTargetService;
 use crate::breaker::ResponseBody;
 use crate::error::BoxError;
@@ -34,16 +35,16 @@ use crate::error::BoxError;
 /// calls them directly, so keep a clone per task (as the retry layer above
 /// it does) rather than one per request.
 pub struct Failover<B, RB, S = BoxTargetService<B, RB>, C = ProviderClassifier> {
-    pub(crate) common: Arc<Common<B, TargetStack<S, C>>>,
+    pub(crate) common: Arc<Common<B, TargetService<S, C>>>,
     /// This clone's copies of the targets' services (made on first
     /// `poll_ready`), and which of them are polled ready.
-    services: Vec<TargetStack<S, C>>,
+    services: Vec<TargetService<S, C>>,
     ready: u64,
     _body: PhantomData<fn() -> RB>,
 }
 
 impl<B, RB, S, C> Failover<B, RB, S, C> {
-    pub(crate) fn from_common(common: Arc<Common<B, TargetStack<S, C>>>) -> Self {
+    pub(crate) fn from_common(common: Arc<Common<B, TargetService<S, C>>>) -> Self {
         Failover {
             common,
             services: Vec::new(),
@@ -88,7 +89,7 @@ where
 {
     type Response = Response<ResponseBody<RB>>;
     type Error = BoxError;
-    type Future = ResponseFuture<B, RB, TargetStack<S, C>>;
+    type Future = ResponseFuture<B, RB, TargetService<S, C>>;
 
     /// Always ready: which target a request goes to is decided per request.
     /// This polls each target's service once, so that `call` can call a

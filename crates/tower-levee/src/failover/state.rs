@@ -11,18 +11,13 @@ use levee_core::classify::Verdict;
 use levee_core::classify::hints::{self, RateLimits};
 use levee_core::clock::duration_nanos;
 use tokio::time::Instant;
-use tower::util::Either;
 
 use super::error::RefusalKind;
-use super::target::Rewrite;
-use crate::breaker::{Breaker, BreakerHandle, PeekCache};
-use crate::bulkhead::{Bulkhead, BulkheadLayer};
-use crate::striped::Striped;
 
-/// A target's whole stack: its breaker over the user's service, under a
-/// bulkhead if it has one. Typed, not boxed: a call allocates nothing and
-/// its future sits inside the failover's.
-pub(crate) type TargetStack<S, C> = Either<Breaker<S, C>, Bulkhead<Breaker<S, C>>>;
+use super::target::Rewrite;
+use crate::breaker::{BreakerHandle, PeekCache};
+use crate::bulkhead::BulkheadLayer;
+use crate::striped::Striped;
 
 /// The user's override of when to go on to the next target.
 pub(crate) type FallbackFn = Arc<dyn Fn(&Advance<'_>) -> bool + Send + Sync>;
