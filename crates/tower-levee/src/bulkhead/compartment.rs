@@ -208,6 +208,10 @@ mod pool {
         free().pop()
     }
 
+    // Off the permit's inlined release: only a dropped compartment's last
+    // permit takes this path.
+    #[cold]
+    #[inline(never)]
     pub(super) fn give_back(gauge: &'static Gauge) {
         free().push(gauge);
     }
