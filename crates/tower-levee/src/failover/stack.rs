@@ -6,18 +6,19 @@ use std::task::{Context, Poll};
 
 use http::Request;
 use pin_project_lite::pin_project;
+use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::breaker::Breaker;
-use crate::bulkhead::Bulkhead;
+use crate::bulkhead::{Bulkhead, BulkheadLayer};
 use crate::error::BoxError;
 
 /// A failover target's whole stack: its [`Breaker`] over the user's service,
 /// behind its [`Bulkhead`] when it has one. Typed, not boxed: a call
 /// allocates nothing and its future sits inside the failover's. Dispatched
-/// inline (a generic `Either` measured about
-/// 50 instructions a call more), so that a target without a bulkhead costs
-/// little over its breaker.
+/// inline (tower's generic `Either` measured 50 to 65 instructions a call
+/// more), so that a target without a bulkhead costs little over its
+/// breaker.
 #[derive(Clone, Debug)]
 pub struct TargetService<S, C>(Stack<S, C>);
 
@@ -29,11 +30,7 @@ enum Stack<S, C> {
 
 impl<S, C> TargetService<S, C> {
     /// `breaker`, behind `bulkhead` if there is one.
-    pub(crate) fn new(
-        breaker: Breaker<S, C>,
-        bulkhead: Option<&crate::bulkhead::BulkheadLayer>,
-    ) -> Self {
-        use tower_layer::Layer;
+    pub(crate) fn new(breaker: Breaker<S, C>, bulkhead: Option<&BulkheadLayer>) -> Self {
         TargetService(match bulkhead {
             Some(layer) => Stack::Limited(layer.layer(breaker)),
             None => Stack::Plain(breaker),
