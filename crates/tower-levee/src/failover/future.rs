@@ -399,6 +399,7 @@ fn select<B: Clone, T>(
 /// The request to send to a chosen target: its rewritten copy, else the
 /// request itself (a copy of it while another target may follow). The
 /// request is kept aside only while another target may follow.
+#[inline]
 fn to_send<B: Clone>(
     request: &mut Option<Request<B>>,
     rewritten: &mut Option<Request<B>>,

@@ -179,6 +179,7 @@ impl Meta {
     /// provider/region is neither marked overloaded nor in `avoid` (groups
     /// that already failed for availability in this request); failing that,
     /// the first untried one.
+    #[inline]
     pub(crate) fn next_candidate(
         &self,
         tried: u64,
@@ -239,11 +240,17 @@ impl Meta {
     }
 
     /// Notes what a pooled target's answer says is left of its limits.
+    #[inline]
     pub(crate) fn note_limits(&self, index: usize, headers: &http::HeaderMap) {
-        let t = &self.targets[index];
-        if t.pool.is_none() {
-            return;
+        // Only a pool's members weigh what is left: inline up to here.
+        if self.targets[index].pool.is_some() {
+            self.note_pool_limits(index, headers);
         }
+    }
+
+    #[inline(never)]
+    fn note_pool_limits(&self, index: usize, headers: &http::HeaderMap) {
+        let t = &self.targets[index];
         let limits = RateLimits::read_lazy(headers, &|| hints::reference_time(headers, None));
         let tightest = limits
             .iter()
@@ -291,6 +298,7 @@ impl Meta {
 
     /// A success from `index`: one striped increment, and clearing the
     /// group's overload mark if set (read first, so no write otherwise).
+    #[inline]
     pub(crate) fn served(&self, index: usize) {
         let t = &self.targets[index];
         t.served.add();
