@@ -101,6 +101,7 @@ fn threshold_ms(d: Duration) -> u32 {
 impl Tracker {
     /// Feeds the time to first byte to the domain's latency estimate, when
     /// the layer keeps one.
+    #[inline]
     pub(crate) fn first_byte(&self) {
         if self.track_latency
             && let Some(started) = self.slow.started
@@ -122,6 +123,7 @@ impl Tracker {
     }
 
     /// Whether the first byte came later than the slow-call threshold.
+    #[inline]
     pub(crate) fn is_slow(&self) -> bool {
         self.slow.over(self.slow.first_byte_ms)
     }
@@ -135,6 +137,7 @@ impl Tracker {
     ///
     /// Returns when the call's scopes admit a call again, if the outcome
     /// left one of them refusing (gated, parked or open).
+    #[inline]
     pub(crate) fn settle(&mut self, c: &Classification, slow: bool) -> Option<Instant> {
         self.settled = true;
         if c.verdict == Verdict::Success && !slow && self.permit.probe.is_none() {
@@ -144,6 +147,13 @@ impl Tracker {
                 _ => return None,
             }
         }
+        self.record(c, slow)
+    }
+
+    /// [`settle`](Self::settle) for an outcome the domain must hear of:
+    /// out of line, so that a plain success inlines to two reads.
+    #[inline(never)]
+    fn record(&self, c: &Classification, slow: bool) -> Option<Instant> {
         let cell = self.domain.lock()?;
         let shared = cell.shared.upgrade()?;
         let reopens = shared.record(
@@ -204,6 +214,7 @@ impl Tracker {
 
     /// The call's answer arrived (or it ended without one): no longer in
     /// flight.
+    #[inline]
     pub(crate) fn landed(&mut self) {
         let tokens = std::mem::replace(&mut self.in_flight, NOT_IN_FLIGHT);
         if tokens != NOT_IN_FLIGHT
