@@ -130,6 +130,9 @@ const RETIRED: usize = 1 << (usize::BITS - 1);
 /// pooled: the last of a dropped compartment's permits (or the compartment,
 /// if none is out) gives its gauge back for the next compartment, so the
 /// memory held is bounded by the most compartments ever alive at once.
+// Two cache lines of its own: a gauge is written twice per call by every
+// thread, and must share its line with nothing else written.
+#[repr(align(128))]
 pub(crate) struct Gauge {
     /// Permits out, plus [`RETIRED`] once the compartment is dropped.
     count: AtomicUsize,
