@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use crate::striped::{STRIPES, Stripe, stripe_index};
 
 /// A stripe moves its pending deposits into the bucket once it holds this many.
-const FLUSH_EVERY: u64 = 16;
+const FLUSH_EVERY: u64 = 64;
 
 /// A retry budget shared by every clone of the services that use it: a token
 /// bucket in which each request deposits `retry_ratio` of a token and each
@@ -28,12 +28,12 @@ const FLUSH_EVERY: u64 = 16;
 ///
 /// [`deposit`](Self::deposit) runs once per request, so it never takes a lock
 /// and never touches a counter shared with another thread: it adds to a
-/// per-thread stripe, and every 16th deposit on a stripe moves the batch into
+/// per-thread stripe, and every 64th deposit on a stripe moves the batch into
 /// the bucket (reading the clock and taking a short lock). A
 /// [`withdraw`](Self::withdraw) (one per retry considered) and a
 /// [`snapshot`](Self::snapshot) collect every stripe first, so no deposit is
 /// ever lost, but one is counted in the window from when it is collected,
-/// not from when it was made: at most 15 deposits per stripe (16 stripes)
+/// not from when it was made: at most 63 deposits per stripe (16 stripes)
 /// can be counted late, and stay spendable that much longer. The bound of
 /// [`levee_core::budget`] holds for deposits as the bucket counts them.
 ///
