@@ -42,7 +42,10 @@ pin_project! {
     /// is polled, with the fields `attempt` (the latest), `verdict` (of the
     /// latest attempt's outcome, `rejected` for a Levee refusal) and
     /// `target` (the failover target that answered, when a
-    /// [`Failover`](crate::failover::Failover) is beneath), and `scope`,
+    /// [`Failover`](crate::failover::Failover) beneath also puts
+    /// [`ServedBy`] in the response's extensions, see
+    /// [`served_by_extension`](crate::failover::FailoverBuilder::served_by_extension);
+    /// the failover's own `levee.failover` span always names it), and `scope`,
     /// recorded by a [`Breaker`](crate::breaker::Breaker) beneath. With the level
     /// disabled it is never created: the cost is the callsite's level check.
     pub struct ResponseFuture<S, B, C>
