@@ -1,21 +1,24 @@
 //! The synchronisation primitives of the lock-free paths: the registry's
-//! slots, the breaker's published status word and the gates' and parks'
-//! published deadlines.
+//! slots, the breaker's published status word, the gates' and parks'
+//! published deadlines, and the bulkhead's gauges (whose pool, a `static`,
+//! is declared with `loom::lazy_static!` under loom, since a loom static
+//! must be: see `bulkhead/compartment.rs`).
 //!
 //! They are std's, except in a build with `--cfg levee_loom`, where they
 //! are [loom]'s: `tests/loom.rs` then checks the same code under every
 //! interleaving loom explores (the refusal path that reads the status word
-//! and deadline without a lock, probe admission and release). Nothing
+//! and deadline without a lock, probe admission and release, a bulkhead
+//! dropped while a permit is out). Nothing
 //! else changes between the two builds.
 //!
 //! [loom]: https://docs.rs/loom
 
 #[cfg(not(levee_loom))]
-pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 #[cfg(not(levee_loom))]
 pub(crate) use std::sync::{Mutex, MutexGuard, RwLock};
 
 #[cfg(levee_loom)]
-pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 #[cfg(levee_loom)]
 pub(crate) use loom::sync::{Mutex, MutexGuard, RwLock};

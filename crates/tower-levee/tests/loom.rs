@@ -1,8 +1,9 @@
-//! Model checks of the breaker's lock-free paths with [loom], over the
-//! crate's own code: built with `--cfg levee_loom`, the registry, the
-//! published status word and the published deadlines use loom's atomics and
-//! locks (`src/sync.rs`), and each model below runs under the interleavings
-//! loom explores (preemption bound 3).
+//! Model checks of the lock-free paths of the breaker and the bulkhead with
+//! [loom], over the crate's own code: built with `--cfg levee_loom`, the
+//! registry, the published status word, the published deadlines and the
+//! bulkhead's gauges use loom's atomics and locks (`src/sync.rs`), and each
+//! model below runs under the interleavings loom explores (preemption
+//! bound 3).
 //!
 //! ```sh
 //! RUSTFLAGS="--cfg levee_loom" cargo test -p tower-levee --test loom --release \
@@ -312,10 +313,13 @@ fn a_bulkhead_dropped_while_a_permit_is_out_hands_its_counters_on_once_and_empty
         let caller = loom::thread::spawn(move || drop(held));
         drop((layer, svc));
         caller.join().unwrap();
+        // Whichever went last handed the counters on, and only once.
+        assert_eq!(tower_levee::bulkhead::free_gauges(), 1);
 
-        // Whichever went last handed the counters on, once, at zero: two new
-        // compartments of one permit each do not share them.
+        // At zero: two new compartments of one permit each, the first on
+        // the counters handed on, do not share them.
         let (first, second) = (BulkheadLayer::named("a", 1), BulkheadLayer::named("b", 1));
+        assert_eq!(tower_levee::bulkhead::free_gauges(), 0, "a reuses them");
         let (mut a, mut b) = (first.layer(Provider), second.layer(Provider));
         let _in_a = call(&mut a);
         assert_eq!(first.snapshot().in_flight, 1);

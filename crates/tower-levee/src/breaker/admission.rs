@@ -251,7 +251,8 @@ fn record_scope(scopes: &Scopes<'_>) {
 
 /// Peeks at `head`'s admission, with a caller's cache of its failure
 /// domain. When nothing in the layer can refuse, the answer is known
-/// without naming the request's scopes.
+/// without naming the request's scopes: inline up to that answer (the
+/// common case; a router peeks at every call), the rest out of line.
 #[inline]
 pub(crate) fn peek(
     shared: &Shared,
@@ -261,6 +262,15 @@ pub(crate) fn peek(
     if shared.refuses_nothing() {
         return Ok(());
     }
+    peek_scopes(shared, head, cache)
+}
+
+#[inline(never)]
+fn peek_scopes(
+    shared: &Shared,
+    head: &RequestHead<'_>,
+    cache: Option<&PeekCache>,
+) -> Result<(), BoxError> {
     admit(shared, head, Peek { cache })
 }
 

@@ -294,16 +294,6 @@ impl BreakerHandle {
         head: &RequestHead<'_>,
         cache: &PeekCache,
     ) -> Result<(), BoxError> {
-        // Inline up to the answer of a layer that refuses nothing (the
-        // common case): a router peeks at every call.
-        if self.shared.refuses_nothing() {
-            return Ok(());
-        }
-        self.peek_cached(head, cache)
-    }
-
-    #[inline(never)]
-    fn peek_cached(&self, head: &RequestHead<'_>, cache: &PeekCache) -> Result<(), BoxError> {
         peek(&self.shared, head, Some(cache))
     }
 

@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicU64;
 use tokio::sync::Notify;
 
 use super::error::BulkheadFull;
-use crate::sync::{AtomicUsize, Ordering};
+use crate::sync::{AtomicUsize, Ordering, fence};
 
 /// The permits of one dependency, shared by every service using it.
 ///
@@ -26,8 +26,9 @@ impl Compartment {
         Compartment {
             gauge: Gauge::take(),
             rejected: AtomicU64::new(0),
-            // The gauge's top bit is its `RETIRED` mark; no compartment
-            // can have that many calls in flight anyway.
+            // The gauge's top bit is its `RETIRED` mark (documented on
+            // `BulkheadLayer::named`); no compartment can have that many
+            // calls in flight anyway.
             limit: limit.min(RETIRED - 1),
             name,
         }
@@ -41,6 +42,16 @@ impl Compartment {
         self.limit
     }
 
+    /// Takes a permit for a queued caller, if one is free: the caller's
+    /// registration (`waiting`, then its `Notified`) is ordered before its
+    /// read of the count, so that either it sees a release's permit or the
+    /// release sees it waiting and wakes it (a mutex inside `Notify` would
+    /// order them too, but that is its business).
+    pub(crate) fn try_acquire_queued(&self) -> Option<Permit> {
+        fence(Ordering::SeqCst);
+        self.try_acquire()
+    }
+
     /// Takes a permit if one is free. Lock-free; never waits.
     #[inline]
     pub(crate) fn try_acquire(&self) -> Option<Permit> {
@@ -51,8 +62,10 @@ impl Compartment {
             if current >= self.limit {
                 return None;
             }
-            // SeqCst pairs with `release`'s read of `waiting`: a waiter that
-            // registered and then failed here is seen by the next release.
+            // SeqCst pairs with `release`'s read of `waiting` (and, for a
+            // queued caller, its fence in `try_acquire_queued`): a waiter
+            // that registered and then failed here is seen by the next
+            // release.
             match count.compare_exchange_weak(
                 current,
                 current + 1,
@@ -129,7 +142,9 @@ const RETIRED: usize = 1 << (usize::BITS - 1);
 /// writes on the line the count is on. Gauges are leaked instead, and
 /// pooled: the last of a dropped compartment's permits (or the compartment,
 /// if none is out) gives its gauge back for the next compartment, so the
-/// memory held is bounded by the most compartments ever alive at once.
+/// memory held is bounded by the most gauges ever in use at once: the
+/// compartments alive, and the dropped ones whose calls are still in
+/// flight.
 // Two cache lines of its own: a gauge is written twice per call by every
 // thread, and must share its line with nothing else written.
 #[repr(align(128))]
@@ -148,6 +163,7 @@ impl Gauge {
             // waiter (a waiter holds the compartment); the pool's lock
             // orders those writes before this reuse.
             Some(gauge) => {
+                debug_assert_eq!(gauge.waiting.load(Ordering::Relaxed), 0);
                 gauge.count.store(0, Ordering::Relaxed);
                 gauge
             }
@@ -189,7 +205,7 @@ impl Gauge {
 
 /// The free gauges, process-wide. Under loom a fresh pool per model run,
 /// since loom's atomics live for one run.
-mod pool {
+pub(crate) mod pool {
     use super::Gauge;
 
     #[cfg(not(levee_loom))]
@@ -211,11 +227,18 @@ mod pool {
         free().pop()
     }
 
+    /// How many gauges are free (for the loom model's exactly-once check).
+    #[cfg(levee_loom)]
+    pub(crate) fn len() -> usize {
+        free().len()
+    }
+
     // Off the permit's inlined release: only a dropped compartment's last
     // permit takes this path.
     #[cold]
     #[inline(never)]
     pub(super) fn give_back(gauge: &'static Gauge) {
+        debug_assert_eq!(gauge.count.load(super::Ordering::Relaxed), super::RETIRED);
         free().push(gauge);
     }
 }

@@ -48,6 +48,9 @@ pin_project! {
     /// takes one with the same compare-exchange as the fast path when a
     /// release wakes it.
     struct Waiter<S, Req> {
+        // Declared before `queued`, so dropped first: the compartment that
+        // `queued` holds keeps the gauge this borrows from going back to
+        // the pool while it is registered.
         #[pin]
         notified: Notified<'static>,
         #[pin]
@@ -141,7 +144,7 @@ where
             // Register for a wake-up before trying, so that a release between
             // the try and the wait is not missed.
             this.notified.as_mut().enable();
-            if let Some(permit) = compartment.try_acquire() {
+            if let Some(permit) = compartment.try_acquire_queued() {
                 *this.permit = Some(permit);
             } else if this.notified.as_mut().poll(cx).is_ready() {
                 // Woken by a release: try again with a fresh registration.

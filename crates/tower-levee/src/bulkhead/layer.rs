@@ -37,7 +37,9 @@ impl BulkheadLayer {
 
     /// A compartment of `max_concurrent` permits named after its
     /// dependency (the name appears in [`BulkheadFull`](super::BulkheadFull),
-    /// events and snapshots).
+    /// events and snapshots). A limit above `isize::MAX` is taken as
+    /// `isize::MAX` (and [`limit`](Self::limit) says so): the permit
+    /// count keeps its top bit for itself.
     pub fn named(name: impl Into<Arc<str>>, max_concurrent: usize) -> Self {
         Self::from_compartment(Arc::new(Compartment::new(name.into(), max_concurrent)))
     }
@@ -65,7 +67,7 @@ impl BulkheadLayer {
         self.compartment.name()
     }
 
-    /// The compartment's permits in all.
+    /// The compartment's permits in all (at most `isize::MAX`).
     pub fn limit(&self) -> usize {
         self.compartment.limit()
     }

@@ -37,8 +37,9 @@ impl Bulkheads {
     }
 
     /// A layer over the compartment `name`, created with `max_concurrent`
-    /// permits if it does not exist yet. An existing compartment keeps the
-    /// limit it was created with.
+    /// permits if it does not exist yet (at most `isize::MAX`, as
+    /// [`BulkheadLayer::named`]). An existing compartment keeps the limit it
+    /// was created with.
     pub fn compartment(&self, name: &str, max_concurrent: usize) -> BulkheadLayer {
         let mut map = self.lock();
         let compartment = match map.get(name) {

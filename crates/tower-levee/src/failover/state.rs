@@ -13,7 +13,6 @@ use levee_core::clock::duration_nanos;
 use tokio::time::Instant;
 
 use super::error::RefusalKind;
-
 use super::target::Rewrite;
 use crate::breaker::{BreakerHandle, PeekCache};
 use crate::bulkhead::BulkheadLayer;

@@ -33,8 +33,9 @@ const FLUSH_EVERY: u64 = 64;
 /// [`withdraw`](Self::withdraw) (one per retry considered) and a
 /// [`snapshot`](Self::snapshot) collect every stripe first, so no deposit is
 /// ever lost, but one is counted in the window from when it is collected,
-/// not from when it was made: at most 63 deposits per stripe (16 stripes)
-/// can be counted late, and stay spendable that much longer. The bound of
+/// not from when it was made: about 63 deposits per stripe (16 stripes; a
+/// few more while threads that share a stripe race) can be counted late,
+/// and stay spendable that much longer. The bound of
 /// [`levee_core::budget`] holds for deposits as the bucket counts them.
 ///
 /// ```
