@@ -203,9 +203,17 @@ impl Gauge {
     }
 }
 
+/// How many compartments' counters are free for reuse: what the loom model
+/// checks a dropped bulkhead hands on exactly once. Only in a loom build.
+#[cfg(levee_loom)]
+#[doc(hidden)]
+pub fn free_gauges() -> usize {
+    pool::len()
+}
+
 /// The free gauges, process-wide. Under loom a fresh pool per model run,
 /// since loom's atomics live for one run.
-pub(crate) mod pool {
+mod pool {
     use super::Gauge;
 
     #[cfg(not(levee_loom))]
@@ -227,9 +235,8 @@ pub(crate) mod pool {
         free().pop()
     }
 
-    /// How many gauges are free (for the loom model's exactly-once check).
     #[cfg(levee_loom)]
-    pub(crate) fn len() -> usize {
+    pub(super) fn len() -> usize {
         free().len()
     }
 

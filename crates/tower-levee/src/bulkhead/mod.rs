@@ -80,16 +80,11 @@ mod registry;
 mod service;
 
 pub use self::compartment::BulkheadSnapshot;
+#[cfg(levee_loom)]
+#[doc(hidden)]
+pub use self::compartment::free_gauges;
 pub use self::error::BulkheadFull;
 pub use self::future::ResponseFuture;
 pub use self::layer::BulkheadLayer;
 pub use self::registry::Bulkheads;
 pub use self::service::Bulkhead;
-
-/// How many compartments' counters are free for reuse: what the loom model
-/// checks a dropped bulkhead hands on exactly once. Only in a loom build.
-#[cfg(levee_loom)]
-#[doc(hidden)]
-pub fn free_gauges() -> usize {
-    compartment::pool::len()
-}
