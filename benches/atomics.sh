@@ -9,7 +9,7 @@
 set -euo pipefail
 tree=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 shift || true
-cases=${*:-bare failsafe breaker refusing bulkhead retry stack failover1 failover2}
+cases=${*:-bare failsafe breaker rolling refusing bulkhead retry stack failover1 failover2}
 cd "$tree"
 cargo build --release -q -p benches --example percall
 bin=$(pwd)/target/release/examples/percall

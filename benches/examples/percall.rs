@@ -80,6 +80,15 @@ fn main() {
                 layer.handle().open("api.openai.com");
                 run(layer.layer_service(inner()), n).await
             }
+            "rolling" => {
+                // The harness's `levee_breaker_rolling`: failsafe's default window.
+                let config = tower_levee::core::breaker::BreakerConfig::builder()
+                    .rolling(std::time::Duration::from_secs(30), 5, 0.2)
+                    .build()
+                    .unwrap();
+                let layer = BreakerLayer::builder().breaker(config).build().unwrap();
+                run(layer.layer_service(inner()), n).await
+            }
             "bulkhead" => run(BulkheadLayer::named("llm", 1024).layer_service(inner()), n).await,
             "retry" => run(RetryBudgetLayer::with_defaults().layer_service(inner()), n).await,
             "stack" => {

@@ -53,6 +53,17 @@ fn step() -> impl Strategy<Value = Step> {
         })
 }
 
+/// Steps that are mostly plain successes, for a breaker that recovers.
+fn mostly_successes() -> impl Strategy<Value = Step> {
+    (step(), prop::bool::weighted(0.6)).prop_map(|(mut step, success)| {
+        if success {
+            step.verdict = Verdict::Success;
+            step.slow = false;
+        }
+        step
+    })
+}
+
 fn jitter() -> impl Strategy<Value = Jitter> {
     prop::sample::select(vec![Jitter::None, Jitter::Full, Jitter::Equal])
 }
@@ -177,6 +188,60 @@ proptest! {
                 prop_assert_eq!(a, b);
             }
             prop_assert_eq!(snapshot(&full), snapshot(&lean));
+        }
+    }
+
+    /// `record_idle_success` is `record` for the successes it takes: a run
+    /// that offers it every plain success (falling back to `record` when it
+    /// declines) ends every step in the same state, window included, and
+    /// under a tripping rule other than rolling it takes none.
+    #[test]
+    fn an_idle_success_recorded_alone_is_recorded_as_record_would(
+        cfg in config(),
+        steps in prop::collection::vec(mostly_successes(), 1..200),
+        seed in any::<u64>(),
+    ) {
+        let window = match cfg.tripping {
+            Tripping::Rolling { window, .. } => Some(window),
+            _ => None,
+        };
+        let mut full = BreakerState::new(&cfg);
+        let mut fast = BreakerState::new(&cfg);
+        let (mut rng_full, mut rng_fast) = (fastrand::Rng::with_seed(seed), fastrand::Rng::with_seed(seed));
+        let mut now = T0;
+        // Permits held back and reported steps later, perhaps stale by then
+        // (the breaker opened and closed again meanwhile).
+        let mut held: Vec<(Permit, Permit, Outcome)> = Vec::new();
+        for step in &steps {
+            now = now.saturating_add(ms(step.advance_ms));
+            let mut reports = Vec::new();
+            if step.cause == 0 && !held.is_empty() {
+                reports.push(held.remove(0));
+            }
+            let (a, _) = full.admit(&cfg, now);
+            let (b, _) = fast.admit(&cfg, now);
+            prop_assert_eq!(a.is_allowed(), b.is_allowed());
+            if let (Admission::Allowed(p), Admission::Allowed(q)) = (a, b) {
+                if step.hold {
+                    held.push((p, q, step.outcome()));
+                } else {
+                    reports.push((p, q, step.outcome()));
+                }
+            }
+            for (p, q, outcome) in reports {
+                let expected = full.record(&cfg, KEY, p, &outcome, now, &mut rng_full);
+                let plain_success = outcome.effective_verdict() == Verdict::Success;
+                let taken = plain_success
+                    && fast.record_idle_success(window.unwrap_or(ms(60_000)), q, now);
+                prop_assert!(!taken || window.is_some(), "taken under {:?}", cfg.tripping);
+                let got = if taken {
+                    None
+                } else {
+                    fast.record(&cfg, KEY, q, &outcome, now, &mut rng_fast)
+                };
+                prop_assert_eq!(got, expected);
+                prop_assert_eq!(format!("{fast:?}"), format!("{full:?}"));
+            }
         }
     }
 

@@ -1,5 +1,7 @@
 //! Recording outcomes: the closed breaker's tripping and the half-open round.
 
+use std::time::Duration;
+
 use super::config::BreakerConfig;
 use super::outcome::{BreakerStatus, Outcome, Permit};
 use super::probes::RoundVerdict;
@@ -50,6 +52,33 @@ impl BreakerState {
             // No permit is issued while open, so a current one cannot exist.
             BreakerStatus::Open => None,
         }
+    }
+
+    /// Records a plain success (not slow, not a probe) under rolling
+    /// tripping with a window of `window`, when that is all it does: the
+    /// breaker is closed with nothing counted since the last success, so
+    /// the success only adds to its window's bucket. Returns `false`, having
+    /// changed nothing, when [`record`](Self::record) must take it instead.
+    ///
+    /// It is [`record`](Self::record) for that one case, which a caller may
+    /// hold the state's lock for only briefly: the success path of a
+    /// rolling breaker under load.
+    pub fn record_idle_success(
+        &mut self,
+        window: Duration,
+        permit: Permit,
+        now: Timestamp,
+    ) -> bool {
+        // Not made for rolling tripping, or a success would clear counts.
+        if self.window.is_none() || self.custom_policy || permit.probe.is_some() || !self.is_idle()
+        {
+            return false;
+        }
+        // A permit of an earlier generation is ignored, as `record` does.
+        if permit.generation == self.generation {
+            self.window_mut().add(window, now, false);
+        }
+        true
     }
 
     /// Gives back the probe slot of a call that will not report: its future

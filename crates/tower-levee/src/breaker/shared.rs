@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
-use levee_core::breaker::{Admission, BreakerState, Outcome, Permit};
+use levee_core::breaker::{Admission, BreakerState, Outcome, Permit, Tripping};
 use levee_core::classify::hints::RateLimits;
 use levee_core::classify::{Classification, Verdict};
 use levee_core::clock::{Clock, Timestamp};
@@ -34,6 +34,11 @@ use crate::striped::Striped;
 pub(crate) struct DomainCell {
     pub(crate) shared: Weak<Shared>,
     pub(crate) state: BreakerState,
+    /// Under rolling tripping, the window and the layer's clock: what a
+    /// success needs when all it does is count in the window
+    /// ([`BreakerState::record_idle_success`]), so that it takes no way
+    /// back to the layer, whose reference count every thread would write.
+    pub(crate) rolling: Option<(Duration, TokioClock)>,
 }
 
 pub(crate) type DomainHandle = Handle<DomainCell, DomainHot>;
@@ -117,6 +122,10 @@ impl Shared {
                 DomainCell {
                     shared: self.weak.clone(),
                     state,
+                    rolling: match config.tripping {
+                        Tripping::Rolling { window, .. } => Some((window, self.clock)),
+                        _ => None,
+                    },
                 }
             },
             |cell, _| cell.state.is_idle(),

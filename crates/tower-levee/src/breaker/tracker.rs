@@ -9,7 +9,7 @@ use http::HeaderMap;
 use levee_core::breaker::Permit;
 use levee_core::classify::hints::{self, RateLimits};
 use levee_core::classify::{Classification, StreamScanner, Verdict};
-use levee_core::clock::ceil_millis;
+use levee_core::clock::{Clock, ceil_millis};
 use levee_core::pace::Spacing;
 use tokio::time::{Instant, Sleep};
 
@@ -154,7 +154,19 @@ impl Tracker {
     /// out of line, so that a plain success inlines to two reads.
     #[inline(never)]
     fn record(&self, c: &Classification, slow: bool) -> Option<Instant> {
-        let cell = self.domain.lock()?;
+        let mut cell = self.domain.lock()?;
+        // A success that only counts in a rolling window is recorded under
+        // the domain's lock alone (under load, the layer's reference count
+        // is the line every thread's success would otherwise write).
+        if c.verdict == Verdict::Success
+            && !slow
+            && let Some((window, clock)) = cell.rolling
+            && cell
+                .state
+                .record_idle_success(window, self.permit, clock.now())
+        {
+            return None;
+        }
         let shared = cell.shared.upgrade()?;
         let reopens = shared.record(
             cell,
