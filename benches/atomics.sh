@@ -3,8 +3,10 @@
 # instructions and `xchg` with memory, each a write to a shared cache line
 # at about 20 cycles even when uncontended): callgrind counts what each
 # instruction of the binary executed, objdump says which are atomic; the
-# difference between 20,000 and 10,000 calls, over 10,000. Deterministic,
-# like `percall.sh`: `benches/atomics.sh [CHECKOUT] [CASES...]`.
+# difference between 20,000 and 10,000 calls, over 10,000. Only the
+# benchmark's own code is counted (Levee's, the peers', std's inlined into
+# it), not libc's. Deterministic, like `percall.sh`:
+# `benches/atomics.sh [CHECKOUT [CASES...]]`.
 # Needs valgrind, binutils (objdump) and python3.
 set -euo pipefail
 tree=${1:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -12,7 +14,8 @@ shift || true
 cases=${*:-bare failsafe breaker rolling refusing bulkhead retry stack failover1 failover2}
 cd "$tree"
 cargo build --release -q -p benches --example percall
-bin=$(pwd)/target/release/examples/percall
+# Valgrind names objects by their real path.
+bin=$(realpath "${CARGO_TARGET_DIR:-target}/release/examples/percall")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 objdump -d --no-show-raw-insn "$bin" >"$work/asm"
@@ -30,7 +33,7 @@ for line in open(asm_file):
         atomic.add(int(m.group(1), 16))
 # Callgrind's positions are compressed: absolute (0x..), relative (+n, -n)
 # or repeated (*). The line after `calls=` is a call's inclusive cost.
-objects, obj, pos, after_call, total = {}, None, 0, False, 0
+objects, obj, pos, after_call, total, seen = {}, None, 0, False, 0, False
 for line in open(out_file):
     if not line.strip():
         continue
@@ -44,16 +47,21 @@ for line in open(out_file):
                 obj = objects.get(ident)
         after_call = after_call or line.startswith("calls=")
         continue
+    if after_call:
+        # A call's cost, at its call site: it moves no position.
+        after_call = False
+        continue
     field = line.split()[0]
     if field.startswith("0x"):
         pos = int(field, 16)
     elif field[0] in "+-":
         pos += int(field)
-    if after_call:
-        after_call = False
-        continue
-    if obj == binary and pos in atomic:
-        total += int(line.split()[-1])
+    if obj == binary:
+        seen = True
+        if pos in atomic:
+            total += int(line.split()[-1])
+if not seen:
+    sys.exit(f"atomics.sh: callgrind reported nothing for {binary}")
 print(total)
 PY
 }

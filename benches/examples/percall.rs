@@ -81,7 +81,7 @@ fn main() {
                 run(layer.layer_service(inner()), n).await
             }
             "rolling" => {
-                // The harness's `levee_breaker_rolling`: failsafe's default window.
+                // The peer harness's `levee_breaker_rolling`: failsafe's default window.
                 let config = tower_levee::core::breaker::BreakerConfig::builder()
                     .rolling(std::time::Duration::from_secs(30), 5, 0.2)
                     .build()

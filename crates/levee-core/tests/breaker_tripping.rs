@@ -225,6 +225,39 @@ fn rolling_window_trips_on_the_ratio_once_min_calls_are_in() {
 }
 
 #[test]
+fn an_idle_success_recorded_alone_counts_in_the_rolling_window() {
+    let window = Duration::from_secs(60);
+    let cfg = BreakerConfig::builder()
+        .rolling(window, 2, 0.5)
+        .build()
+        .unwrap();
+    let mut h = Harness::new(cfg);
+    let permit = h.state.admit(&h.cfg, h.now).0.permit().unwrap();
+    assert!(h.state.record_idle_success(window, permit, h.now));
+    // One success and one failure: 2 calls, half failed. Without the
+    // success, one call would be under min_calls.
+    assert!(h.call(unavailable()).is_some());
+    // Not idle any more (open): `record` must take the next one.
+    assert!(!h.state.record_idle_success(window, permit, h.now));
+}
+
+#[test]
+fn an_idle_success_is_taken_only_under_rolling_tripping() {
+    for tripping in [
+        Tripping::Consecutive { threshold: 5 },
+        Tripping::Custom(Arc::new(Logged::default())),
+    ] {
+        let cfg = BreakerConfig::builder().tripping(tripping).build().unwrap();
+        let mut state = BreakerState::new(&cfg);
+        let now = Timestamp::from_nanos(1_000_000_000);
+        let permit = state.admit(&cfg, now).0.permit().unwrap();
+        let before = format!("{state:?}");
+        assert!(!state.record_idle_success(Duration::from_secs(60), permit, now));
+        assert_eq!(format!("{state:?}"), before);
+    }
+}
+
+#[test]
 fn rolling_window_is_not_reset_by_a_single_success() {
     let cfg = BreakerConfig::builder()
         .rolling(Duration::from_secs(60), 4, 0.5)

@@ -55,14 +55,16 @@ impl BreakerState {
     }
 
     /// Records a plain success (not slow, not a probe) under rolling
-    /// tripping with a window of `window`, when that is all it does: the
-    /// breaker is closed with nothing counted since the last success, so
-    /// the success only adds to its window's bucket. Returns `false`, having
-    /// changed nothing, when [`record`](Self::record) must take it instead.
+    /// tripping when that is all it does: the breaker is closed with
+    /// nothing counted since the last success, so the success only adds to
+    /// its window's bucket. Returns `false`, having changed nothing, when
+    /// [`record`](Self::record) must take it instead.
     ///
-    /// It is [`record`](Self::record) for that one case, which a caller may
-    /// hold the state's lock for only briefly: the success path of a
-    /// rolling breaker under load.
+    /// Equivalent to [`record`](Self::record) for that case, but needs no
+    /// config, key or rng, so a busy rolling breaker records its commonest
+    /// outcome cheaply. `window` must be the
+    /// [`Rolling`](super::Tripping::Rolling) window of the config this
+    /// state is used with.
     pub fn record_idle_success(
         &mut self,
         window: Duration,

@@ -101,8 +101,8 @@ where
                 let future = self.inner.call(req);
                 // Built after the inner call, so that nothing but the
                 // tracker is held across it: the compiler then writes the
-                // call's state once, into the future (cachegrind: three
-                // 140-byte copies fewer, 48 instructions a call).
+                // call's state once, into the future, rather than building
+                // it aside and copying it in.
                 ResponseFuture::called(
                     future,
                     Call {

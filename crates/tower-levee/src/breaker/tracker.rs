@@ -156,8 +156,9 @@ impl Tracker {
     fn record(&self, c: &Classification, slow: bool) -> Option<Instant> {
         let mut cell = self.domain.lock()?;
         // A success that only counts in a rolling window is recorded under
-        // the domain's lock alone (under load, the layer's reference count
-        // is the line every thread's success would otherwise write).
+        // the domain's lock alone: the layer's reference count, which the
+        // full path bumps, is a cache line every thread's success would
+        // write.
         if c.verdict == Verdict::Success
             && !slow
             && let Some((window, clock)) = cell.rolling

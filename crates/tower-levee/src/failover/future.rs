@@ -168,7 +168,7 @@ where
                 // The future is built in one expression, not its state
                 // aside first, and the request is kept only when another
                 // target may follow: a `None` is written rather than the
-                // request's bytes copied (cachegrind: 28 instructions a call).
+                // request's bytes copied.
                 return ResponseFuture {
                     state: State::Calling { future, index },
                     span,
