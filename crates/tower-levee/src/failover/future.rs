@@ -154,30 +154,46 @@ where
             verdict = tracing::field::Empty,
         );
         let entered = span.enter();
-        let mut request = Some(request);
         let mut rewritten = None;
         let mut progress = Progress::default();
-        let state = match select(&common, &mut request, &mut rewritten, &mut progress) {
-            Pick::Call { index, keep } if *ready & (1 << index) != 0 && index < services.len() => {
-                // It must be polled ready again before its next call.
-                *ready &= !(1 << index);
-                progress.attempts = 1;
-                record_call(&span, &common, index, 1);
-                let future = services[index].call(to_send(&mut request, &mut rewritten, keep));
-                drop(entered);
-                // The future is built in one expression, not its state
-                // aside first, and the request is kept only when another
-                // target may follow: a `None` is written rather than the
-                // request's bytes copied.
-                return ResponseFuture {
-                    state: State::Calling { future, index },
-                    span,
-                    common,
-                    request: if keep { request } else { None },
-                    last: None,
-                    progress,
-                };
+        // The request is read where the caller put it: a ready target's
+        // call moves it once (a copy goes when another target may follow),
+        // and each case builds the future in one expression, not its state
+        // aside first.
+        let pick = select(&common, &mut &request, &mut rewritten, &mut progress);
+        if let Pick::Call { index, keep } = pick
+            && *ready & (1 << index) != 0
+            && index < services.len()
+        {
+            // It must be polled ready again before its next call.
+            *ready &= !(1 << index);
+            progress.attempts = 1;
+            record_call(&span, &common, index, 1);
+            let service = &mut services[index];
+            // One expression per case: a future built from parts made aside
+            // (a tuple, a helper's arguments) is copied in whole.
+            macro_rules! calling {
+                ($send:expr, $kept:expr) => {{
+                    let future = service.call($send);
+                    drop(entered);
+                    ResponseFuture {
+                        state: State::Calling { future, index },
+                        span,
+                        common,
+                        request: $kept,
+                        last: None,
+                        progress,
+                    }
+                }};
             }
+            return match rewritten {
+                None if keep => calling!(request.clone(), Some(request)),
+                None => calling!(request, None),
+                Some(rewritten) => calling!(rewritten, keep.then_some(request)),
+            };
+        }
+        let mut request = Some(request);
+        let state = match pick {
             Pick::Call { index, keep } => State::Ready {
                 pending: Some(Box::new((
                     common.entries[index].service.clone(),
@@ -353,7 +369,7 @@ fn end_or_advance<B, RB: Body, T, F>(
 /// `rewritten`.
 fn select<B: Clone, T>(
     common: &Common<B, T>,
-    request: &mut Option<Request<B>>,
+    request: &mut impl Original<B>,
     rewritten: &mut Option<Request<B>>,
     progress: &mut Progress,
 ) -> Pick {
@@ -369,11 +385,7 @@ fn select<B: Clone, T>(
         // while another target may need it.
         // Written in place: a `None` built aside would be copied in whole.
         if let Some(f) = &common.entries[index].rewrite {
-            *rewritten = if others {
-                request.clone()
-            } else {
-                request.take()
-            };
+            *rewritten = request.to_rewrite(others);
             let Some(copy) = rewritten else {
                 break;
             };
@@ -381,7 +393,7 @@ fn select<B: Clone, T>(
         } else if rewritten.is_some() {
             *rewritten = None; // an earlier target's, which refused
         }
-        let Some(to_peek) = rewritten.as_ref().or(request.as_ref()) else {
+        let Some(to_peek) = rewritten.as_ref().or(request.get()) else {
             break;
         };
         let target = &meta.targets[index];
@@ -404,6 +416,36 @@ fn select<B: Clone, T>(
         }
     }
     Pick::Exhausted
+}
+
+/// Where [`select`] reads the request as the caller sent it.
+trait Original<B> {
+    fn get(&self) -> Option<&Request<B>>;
+    /// A copy for a target's rewrite: the original itself when no other
+    /// target may need it and it can be taken.
+    fn to_rewrite(&mut self, others: bool) -> Option<Request<B>>;
+}
+
+/// The future's copy, kept while another target may follow.
+impl<B: Clone> Original<B> for Option<Request<B>> {
+    fn get(&self) -> Option<&Request<B>> {
+        self.as_ref()
+    }
+
+    fn to_rewrite(&mut self, others: bool) -> Option<Request<B>> {
+        if others { self.clone() } else { self.take() }
+    }
+}
+
+/// The caller's request, read before the first call: a rewrite copies it.
+impl<B: Clone> Original<B> for &Request<B> {
+    fn get(&self) -> Option<&Request<B>> {
+        Some(self)
+    }
+
+    fn to_rewrite(&mut self, _others: bool) -> Option<Request<B>> {
+        Some((*self).clone())
+    }
 }
 
 /// The request to send to a chosen target: its rewritten copy, else the
