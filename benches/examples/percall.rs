@@ -80,6 +80,18 @@ fn main() {
                 layer.handle().open("api.openai.com");
                 run(layer.layer_service(inner()), n).await
             }
+            "throttled" => {
+                // A closed throttle gate on the request's quota scope.
+                let layer = BreakerLayer::new();
+                layer
+                    .handle()
+                    .adopt(tower_levee::breaker::FleetUpdate::Gated {
+                        scope: "api.openai.com",
+                        wait: std::time::Duration::from_secs(3600),
+                        reason: "status:429",
+                    });
+                run(layer.layer_service(inner()), n).await
+            }
             "rolling" => {
                 // The peer harness's `levee_breaker_rolling`: failsafe's default window.
                 let config = tower_levee::core::breaker::BreakerConfig::builder()

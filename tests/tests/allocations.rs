@@ -2,8 +2,9 @@
 //! its clone knows the URI), through the quick-start stack (retry budget →
 //! bulkhead → breaker) and through a failover (`ServedBy` travels in the
 //! body, each target's future inside the failover's); a refusal by an open
-//! breaker allocates only the boxed error every tower error is. A failover
-//! over boxed targets allocates the boxed future, and nothing else.
+//! breaker, a closed gate or a park allocates only the boxed error every
+//! tower error is. A failover over boxed targets allocates the boxed
+//! future, and nothing else.
 
 use std::convert::Infallible;
 use std::future::{Ready, ready};
@@ -15,7 +16,7 @@ use http::{Request, Response, Uri};
 use http_body_util::Empty;
 use levee_core::breaker::{BreakerConfig, Cooldown};
 use tower::{Layer, Service, ServiceExt};
-use tower_levee::breaker::{BreakerLayer, CircuitOpen};
+use tower_levee::breaker::{BreakerLayer, CircuitOpen, FleetUpdate, Parked, Throttled};
 use tower_levee::bulkhead::BulkheadLayer;
 use tower_levee::failover::{Failover, ServedBy, Target};
 use tower_levee::retry::RetryBudgetLayer;
@@ -238,4 +239,39 @@ fn the_breakers_hot_paths_allocate_nothing_but_the_error() {
         1.0,
         "an open breaker's refusal: the boxed error only"
     );
+
+    // A closed gate's refusal and a park's, their scope names held in the
+    // error rather than copied into an allocation of their own.
+    let wait = Duration::from_secs(3600);
+    for (update, what) in [
+        (
+            FleetUpdate::Gated {
+                scope: "api.openai.com",
+                wait,
+                reason: "status:429",
+            },
+            "a gate's refusal",
+        ),
+        (
+            FleetUpdate::Parked {
+                scope: "api.openai.com",
+                wait,
+                reason: "quota:insufficient_quota",
+            },
+            "a park's refusal",
+        ),
+    ] {
+        let layer = BreakerLayer::new();
+        assert!(layer.handle().adopt(update));
+        let refusing = layer.layer(Bare);
+        let err = rt
+            .block_on(refusing.clone().oneshot(request(&openai)))
+            .unwrap_err();
+        assert!(err.is::<Throttled>() || err.is::<Parked>(), "{what}: {err}");
+        assert_eq!(
+            allocations_per_call(refusing, &openai, 1000),
+            1.0,
+            "{what}: the boxed error only"
+        );
+    }
 }

@@ -331,7 +331,7 @@ impl<'a> Mode<'a> for Peek<'_> {
             return Ok(());
         }
         if let Some(left) = hot.open_for(|| shared.clock.now()) {
-            return Err(CircuitOpen::new(&*scopes.domain_key(), left).into());
+            return Err(CircuitOpen::copied(&scopes.domain_key(), left).into());
         }
         let Some(cell) = domain.lock() else {
             return Ok(());
@@ -342,7 +342,7 @@ impl<'a> Mode<'a> for Peek<'_> {
         if state.status() == BreakerStatus::HalfOpen
             && state.probes_in_flight() >= shared.settings.breaker.probes()
         {
-            return Err(CircuitOpen::new(cell.key(), HALF_OPEN_RETRY_AFTER).into());
+            return Err(CircuitOpen::copied(cell.key(), HALF_OPEN_RETRY_AFTER).into());
         }
         Ok(())
     }

@@ -54,7 +54,7 @@ impl Deadline for GateState {
                     .is_none_or(|t| now.saturating_duration_since(t) >= IDLE_AGE))
     }
     fn refusal(scope: &str, retry_after: Duration) -> BoxError {
-        Throttled::new(scope, retry_after).into()
+        Throttled::copied(scope, retry_after).into()
     }
 }
 
@@ -69,7 +69,7 @@ impl Deadline for ParkState {
         ParkState::is_idle(self)
     }
     fn refusal(scope: &str, retry_after: Duration) -> BoxError {
-        Parked::new(scope, retry_after).into()
+        Parked::copied(scope, retry_after).into()
     }
 }
 

@@ -10,26 +10,53 @@ use std::time::Duration;
 
 use http::StatusCode;
 
+use super::scope::KeyBuf;
 use crate::error::{RefusalKind, rejection_response};
+
+/// The scope a rejection names. A breaker's refusal shares the name its
+/// service's clone keeps for the failure domain (a reference count); a
+/// key named for the one call, a gate's or a park's, is copied inline (on
+/// the heap only when long), so that a refusal allocates its boxed error
+/// and nothing else.
+#[derive(Clone)]
+enum ScopeName {
+    Shared(Arc<str>),
+    Copied(KeyBuf),
+}
+
+impl ScopeName {
+    fn as_str(&self) -> &str {
+        match self {
+            ScopeName::Shared(name) => name,
+            ScopeName::Copied(key) => key.as_str(),
+        }
+    }
+}
 
 macro_rules! rejection {
     ($(#[$doc:meta])* $name:ident, $kind:ident, $what:literal) => {
         $(#[$doc])*
         #[derive(Clone)]
         pub struct $name {
-            scope: Arc<str>,
+            scope: ScopeName,
             retry_after: Duration,
         }
 
         impl $name {
             /// A rejection for `scope` that may be retried after `retry_after`.
             pub fn new(scope: impl Into<Arc<str>>, retry_after: Duration) -> Self {
-                $name { scope: scope.into(), retry_after }
+                $name { scope: ScopeName::Shared(scope.into()), retry_after }
+            }
+
+            /// A rejection for a scope named for this one call: its name
+            /// is copied into the error, not into an allocation of its own.
+            pub(crate) fn copied(scope: &str, retry_after: Duration) -> Self {
+                $name { scope: ScopeName::Copied(KeyBuf::copy(scope)), retry_after }
             }
 
             /// The scope that refused the request (failure domain, quota or billing scope).
             pub fn scope(&self) -> &str {
-                &self.scope
+                self.scope.as_str()
             }
 
             /// How long until the scope may admit requests again.
@@ -58,7 +85,7 @@ macro_rules! rejection {
         impl fmt::Debug for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.debug_struct(stringify!($name))
-                    .field("scope", &&*self.scope)
+                    .field("scope", &self.scope())
                     .field("retry_after", &self.retry_after)
                     .finish()
             }
@@ -66,7 +93,7 @@ macro_rules! rejection {
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, concat!($what, " for `{}`; retry after {:?}"), self.scope, self.retry_after)
+                write!(f, concat!($what, " for `{}`; retry after {:?}"), self.scope(), self.retry_after)
             }
         }
 

@@ -346,6 +346,9 @@ pub(crate) enum InlineStr<const N: usize> {
 impl<const N: usize> InlineStr<N> {
     /// `parts` joined with `sep` between the non-empty ones.
     pub(crate) fn join(parts: &[&str], sep: char) -> Self {
+        if let [only] = parts {
+            return Self::copy(only);
+        }
         let mut sep_buf = [0u8; 4];
         let sep = sep.encode_utf8(&mut sep_buf).as_bytes();
         let total: usize = parts.iter().map(|p| p.len()).sum::<usize>()
@@ -368,6 +371,18 @@ impl<const N: usize> InlineStr<N> {
         } else {
             let sep = std::str::from_utf8(sep).unwrap_or("/");
             InlineStr::Heap(parts.join(sep).into_boxed_str())
+        }
+    }
+
+    /// A copy of `s`.
+    pub(crate) fn copy(s: &str) -> Self {
+        match u8::try_from(s.len()) {
+            Ok(len) if s.len() <= N => {
+                let mut bytes = [0u8; N];
+                bytes[..s.len()].copy_from_slice(s.as_bytes());
+                InlineStr::Inline { len, bytes }
+            }
+            _ => InlineStr::Heap(s.into()),
         }
     }
 
@@ -599,5 +614,18 @@ mod tests {
         assert!(matches!(long, KeyBuf::Heap(_)));
         assert!(long.eq_join(&[&long_part, "m"], '/'));
         assert_eq!(KeyBuf::join(&["ü", "é"], '·').as_str(), "ü·é");
+    }
+
+    #[test]
+    fn keybuf_copies_a_whole_key_inline_up_to_its_capacity() {
+        let fits = "k".repeat(INLINE);
+        assert!(matches!(KeyBuf::copy(&fits), KeyBuf::Inline { .. }));
+        assert_eq!(KeyBuf::copy(&fits).as_str(), fits);
+        let over = "k".repeat(INLINE + 1);
+        assert!(matches!(KeyBuf::copy(&over), KeyBuf::Heap(_)));
+        assert_eq!(KeyBuf::copy(&over).as_str(), over);
+        // A single part is a copy: no separator.
+        assert_eq!(KeyBuf::join(&["org-ü"], '/').as_str(), "org-ü");
+        assert_eq!(KeyBuf::copy("").as_str(), "");
     }
 }

@@ -158,7 +158,7 @@ impl Shared {
             Admission::Allowed(permit) => Ok(permit),
             Admission::Rejected { retry_after } => {
                 self.stats.rejected_breaker.add();
-                Err(CircuitOpen::new(cell.key(), retry_after).into())
+                Err(CircuitOpen::copied(cell.key(), retry_after).into())
             }
         };
         drop(cell);
@@ -286,7 +286,7 @@ impl Shared {
             None => until,
         };
         self.gates.count_refusal();
-        Throttled::new(&*quota_key, until.saturating_duration_since(now)).into()
+        Throttled::copied(&quota_key, until.saturating_duration_since(now)).into()
     }
 
     /// Gives back what an unfinished call held (a dropped future).
