@@ -91,10 +91,20 @@ where
             let by_timeout = Instant::now() + timeout;
             deadline = Some(deadline.map_or(by_timeout, |d| d.min(by_timeout)));
         }
-        let copy = (policy.max_attempts > 1).then(|| request.clone());
-        let future = self.inner.call(request);
-        drop(entered);
-        ResponseFuture::new(future, copy, self.per_clone.clone(), deadline, span)
+        // The first attempt gets a copy and the future keeps the request as
+        // sent, each case in one expression: nothing is moved aside first.
+        macro_rules! called {
+            ($send:expr, $kept:expr) => {{
+                let future = self.inner.call($send);
+                drop(entered);
+                ResponseFuture::new(future, $kept, self.per_clone.clone(), deadline, span)
+            }};
+        }
+        if policy.max_attempts > 1 {
+            called!(request.clone(), Some(request))
+        } else {
+            called!(request, None)
+        }
     }
 }
 
