@@ -336,6 +336,54 @@ async fn each_target_sees_its_rewrite_and_is_admitted_by_its_own_scopes() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_targets_rewrite_never_reaches_the_next_target() {
+    // Each target marks the request it is sent; the first fails over.
+    let marks = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = marks.clone();
+    let upstream = Scripted::new(move |req: &Request<String>| {
+        let host = req.uri().host().unwrap_or_default().to_owned();
+        let marked: Vec<String> = req
+            .headers()
+            .get_all("x-rewritten-for")
+            .iter()
+            .map(|v| v.to_str().unwrap().to_owned())
+            .collect();
+        let status = if host == "east.example.com" { 503 } else { 200 };
+        seen.lock().unwrap().push((host, marked));
+        Reply1::Now(response(status, None, "{}"))
+    });
+    let rewrite_for = |name: &'static str| {
+        move |r: &mut Request<String>| {
+            r.headers_mut()
+                .append("x-rewritten-for", http::HeaderValue::from_static(name));
+            *r.uri_mut() = format!("https://{name}.example.com/v1/chat")
+                .parse()
+                .unwrap();
+        }
+    };
+    let mut svc = Failover::builder()
+        .target(target("east", &upstream).rewrite(rewrite_for("east")))
+        .target(target("west", &upstream).rewrite(rewrite_for("west")))
+        .build()
+        .unwrap();
+    for _ in 0..2 {
+        let res = send(&mut svc).await.unwrap();
+        assert_eq!(served_by(&res).target, "west");
+    }
+    let mark = |host: &str, name: &str| (format!("{host}.example.com"), vec![name.to_owned()]);
+    assert_eq!(
+        *marks.lock().unwrap(),
+        [
+            mark("east", "east"),
+            mark("west", "west"),
+            mark("east", "east"),
+            mark("west", "west"),
+        ],
+        "each target is sent the caller's request with its own rewrite only"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_full_bulkhead_sends_the_request_to_the_next_target() {
     let slow = Scripted::new(|_| Reply1::After(Duration::from_secs(10), response(200, None, "{}")));
     let backup = Scripted::ok();
