@@ -80,13 +80,18 @@ fn main() {
                 layer.handle().open("api.openai.com");
                 run(layer.layer_service(inner()), n).await
             }
-            "throttled" => {
-                // A closed throttle gate on the request's quota scope.
+            "throttled" | "gated_elsewhere" => {
+                // A closed throttle gate on the request's quota scope, or
+                // on another scope while this one's calls go through.
                 let layer = BreakerLayer::new();
+                let scope = match case.as_str() {
+                    "throttled" => "api.openai.com",
+                    _ => "api.anthropic.com",
+                };
                 layer
                     .handle()
                     .adopt(tower_levee::breaker::FleetUpdate::Gated {
-                        scope: "api.openai.com",
+                        scope,
                         wait: std::time::Duration::from_secs(3600),
                         reason: "status:429",
                     });

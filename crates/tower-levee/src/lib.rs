@@ -100,6 +100,7 @@ pub mod clock;
 pub mod config;
 pub mod error;
 pub mod failover;
+mod inline_str;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 #[cfg(feature = "serde")]

@@ -10,7 +10,7 @@ use http::{Request, Response};
 use http_body_util::BodyExt;
 use levee_core::breaker::BreakerStatus;
 use levee_core::gate::GateConfig;
-use tower::{BoxError, ServiceBuilder, ServiceExt};
+use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
 use tower_levee::breaker::{
     BreakerHandle, BreakerLayer, CircuitOpen, EventSubscriber, FleetUpdate, Origin, Parked,
     RequestHead, Throttled,
@@ -105,6 +105,34 @@ async fn an_adopted_gate_refuses_unsent_until_its_wait_then_admits() {
         handle.breaker_status("api.openai.com"),
         Some(BreakerStatus::Closed)
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_gate_closed_after_a_clone_found_none_for_its_scope_refuses_its_next_call() {
+    let layer = BreakerLayer::new();
+    let handle = layer.handle();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut svc = ServiceBuilder::new()
+        .layer(layer)
+        .service(upstream(calls.clone(), 200));
+    let gate = |scope| FleetUpdate::Gated {
+        scope,
+        wait: Duration::from_secs(30),
+        reason: "status:429",
+    };
+    // Another scope gated: this clone's calls look for a gate of their own
+    // and find none, twice.
+    assert!(handle.adopt(gate("api.anthropic.com")));
+    for _ in 0..2 {
+        let res = svc.ready().await.unwrap().call(openai()).await.unwrap();
+        res.into_body().collect().await.unwrap();
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert!(handle.adopt(gate(ACCOUNT)));
+    let err = svc.ready().await.unwrap().call(openai()).await.unwrap_err();
+    let throttled = err.downcast_ref::<Throttled>().expect("throttled");
+    assert_eq!(throttled.scope(), ACCOUNT);
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "refused unsent");
 }
 
 #[tokio::test(start_paused = true)]

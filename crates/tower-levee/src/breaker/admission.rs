@@ -20,7 +20,7 @@ use levee_core::breaker::{BreakerStatus, HALF_OPEN_RETRY_AFTER};
 use levee_core::clock::Clock;
 
 use super::cost::TokenCost;
-use super::deadline::{Deadline, DeadlineTable};
+use super::deadline::{Deadline, DeadlineTable, Lookups};
 use super::error::CircuitOpen;
 use super::hot::model_tag;
 use super::scope::{
@@ -40,12 +40,12 @@ pub(crate) trait Mode<'a> {
     /// The request's scopes, and what this mode finds with them.
     fn resolve(&mut self, shared: &Shared, head: &RequestHead<'a>) -> (Scopes<'a>, Self::Found);
 
-    /// A gate's or park's answer for `key`.
-    fn deadline<S: Deadline>(
-        &self,
+    /// A gate's or park's answer for the scope `key` names.
+    fn deadline<S: Deadline, K: AsRef<str>>(
+        &mut self,
         shared: &Shared,
         table: &DeadlineTable<S>,
-        key: &str,
+        key: impl Fn() -> K,
     ) -> Result<(), BoxError>;
 
     /// The breaker's answer, once no gate or park refused.
@@ -68,10 +68,10 @@ pub(crate) fn admit<'a, M: Mode<'a>>(
     let (scopes, found) = mode.resolve(shared, head);
     // Keys are joined only while some scope is parked or gated.
     if shared.parks.is_active() {
-        mode.deadline(shared, &shared.parks, scopes.billing_key())?;
+        mode.deadline(shared, &shared.parks, || scopes.billing_key())?;
     }
     if shared.gates.is_active() {
-        mode.deadline(shared, &shared.gates, &scopes.quota_key())?;
+        mode.deadline(shared, &shared.gates, || scopes.quota_key())?;
     }
     mode.breaker(shared, scopes, found)
 }
@@ -168,14 +168,20 @@ impl<'a> Mode<'a> for Admit<'_, 'a> {
     }
 
     #[inline]
-    fn deadline<S: Deadline>(
-        &self,
+    fn deadline<S: Deadline, K: AsRef<str>>(
+        &mut self,
         shared: &Shared,
         table: &DeadlineTable<S>,
-        key: &str,
+        key: impl Fn() -> K,
     ) -> Result<(), BoxError> {
-        let reopened = table.admit(key, || shared.clock.now())?;
-        shared.emit_transition(key, reopened, None);
+        let now = || shared.clock.now();
+        let reopened = match self.cache.uri_lookups(self.entry) {
+            Some(lookups) => table.admit_cached(S::cached(lookups), &key, now)?,
+            None => table.admit(key().as_ref(), now)?,
+        };
+        if reopened.is_some() {
+            shared.emit_transition(key().as_ref(), reopened, None);
+        }
         Ok(())
     }
 
@@ -295,13 +301,13 @@ impl<'a> Mode<'a> for Peek<'_> {
     }
 
     #[inline]
-    fn deadline<S: Deadline>(
-        &self,
+    fn deadline<S: Deadline, K: AsRef<str>>(
+        &mut self,
         shared: &Shared,
         table: &DeadlineTable<S>,
-        key: &str,
+        key: impl Fn() -> K,
     ) -> Result<(), BoxError> {
-        table.peek(key, || shared.clock.now())
+        table.peek(key().as_ref(), || shared.clock.now())
     }
 
     fn breaker(self, shared: &Shared, scopes: Scopes<'a>, (): ()) -> Result<(), BoxError> {
@@ -363,9 +369,21 @@ pub(crate) struct PeekCache {
 /// shared map. Copied on clone.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct DomainCache {
-    /// The key looked up by, the domain, and its name (for rejections).
-    entries: [Option<(CacheKey, DomainHandle, Arc<str>)>; 2],
+    entries: [Option<CacheEntry>; 2],
+    /// The lookups of each entry's gate and park (kept for a URI's entry
+    /// only), aside: the hot path walks the entries.
+    lookups: [Lookups; 2],
     next: u8,
+}
+
+/// One failure domain a service clone called.
+#[derive(Clone, Debug)]
+struct CacheEntry {
+    /// What it was looked up by.
+    key: CacheKey,
+    domain: DomainHandle,
+    /// Its name, for rejections.
+    name: Arc<str>,
 }
 
 /// What a cached failure domain was found by.
@@ -445,15 +463,16 @@ impl DomainCache {
         path: &'a str,
     ) -> Option<(ScopeKeys<'a>, DomainHandle, usize)> {
         self.entries.iter().enumerate().find_map(|(at, entry)| {
-            let (
-                CacheKey::Uri {
-                    authority: a,
-                    path: p,
-                    model,
-                },
-                handle,
-                _,
-            ) = entry.as_ref()?
+            let CacheEntry {
+                key:
+                    CacheKey::Uri {
+                        authority: a,
+                        path: p,
+                        model,
+                    },
+                domain: handle,
+                ..
+            } = entry.as_ref()?
             else {
                 return None;
             };
@@ -481,19 +500,20 @@ impl DomainCache {
             .iter()
             .enumerate()
             .find_map(|(at, entry)| match entry {
-                Some((CacheKey::Domain(k), handle, _))
-                    if scopes.is_domain_key(k) && handle.is_current() =>
-                {
-                    Some((*handle, at))
-                }
+                Some(CacheEntry {
+                    key: CacheKey::Domain(k),
+                    domain: handle,
+                    ..
+                }) if scopes.is_domain_key(k) && handle.is_current() => Some((*handle, at)),
                 _ => None,
             })
     }
 
     /// Caches `handle` under `key`; returns the entry's index.
-    fn put(&mut self, key: CacheKey, handle: DomainHandle, name: Arc<str>) -> usize {
+    fn put(&mut self, key: CacheKey, domain: DomainHandle, name: Arc<str>) -> usize {
         let at = usize::from(self.next) % self.entries.len();
-        self.entries[at] = Some((key, handle, name));
+        self.entries[at] = Some(CacheEntry { key, domain, name });
+        self.lookups[at] = Lookups::default();
         self.next = self.next.wrapping_add(1);
         at
     }
@@ -503,7 +523,21 @@ impl DomainCache {
         self.entries
             .get(at)
             .and_then(|e| e.as_ref())
-            .map_or_else(|| Arc::from(""), |(_, _, name)| name.clone())
+            .map_or_else(|| Arc::from(""), |e| e.name.clone())
+    }
+
+    /// The gate and park lookups kept at entry `at`, if it is a URI's: its
+    /// scopes are the URI's, so the lookups are of the same keys every time.
+    /// A domain's entry is shared by requests to other models and billing
+    /// scopes.
+    fn uri_lookups(&mut self, at: usize) -> Option<&mut Lookups> {
+        match self.entries.get(at)? {
+            Some(CacheEntry {
+                key: CacheKey::Uri { .. },
+                ..
+            }) => self.lookups.get_mut(at),
+            _ => None,
+        }
     }
 }
 

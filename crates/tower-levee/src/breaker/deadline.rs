@@ -7,6 +7,7 @@
 //! right however the entry changes (re-throttled, re-parked after its
 //! deadline passed unnoticed, unparked by hand, or evicted).
 
+use std::fmt;
 use std::time::Duration;
 
 use levee_core::clock::Timestamp;
@@ -19,7 +20,7 @@ use super::hot::UntilHot;
 use crate::error::BoxError;
 use crate::registry::{Handle, IDLE_AGE, Pressure, Registry};
 use crate::striped::Striped;
-use crate::sync::{AtomicUsize, Ordering};
+use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 
 /// A scope state with a deadline: a quota scope's gate, a billing scope's park.
 pub(crate) trait Deadline: Default + Send + 'static {
@@ -35,6 +36,9 @@ pub(crate) trait Deadline: Default + Send + 'static {
 
     /// The rejection of a call to `scope` while it refuses for `retry_after`.
     fn refusal(scope: &str, retry_after: Duration) -> BoxError;
+
+    /// This table's lookup among a service clone's cached ones.
+    fn cached(lookups: &mut Lookups) -> &mut Option<Lookup<Self>>;
 }
 
 impl Deadline for GateState {
@@ -56,6 +60,9 @@ impl Deadline for GateState {
     fn refusal(scope: &str, retry_after: Duration) -> BoxError {
         Throttled::copied(scope, retry_after).into()
     }
+    fn cached(lookups: &mut Lookups) -> &mut Option<Lookup<Self>> {
+        &mut lookups.gate
+    }
 }
 
 impl Deadline for ParkState {
@@ -71,6 +78,44 @@ impl Deadline for ParkState {
     fn refusal(scope: &str, retry_after: Duration) -> BoxError {
         Parked::copied(scope, retry_after).into()
     }
+    fn cached(lookups: &mut Lookups) -> &mut Option<Lookup<Self>> {
+        &mut lookups.park
+    }
+}
+
+/// One scope key's entry in a table, as a service clone last looked it up
+/// (or that it had none): still the answer while the table has added no
+/// entry since. An entry that goes is seen through its handle, which
+/// stops resolving, so a lookup only goes stale when one is added.
+pub(crate) struct Lookup<S: 'static> {
+    added: u64,
+    handle: Option<Handle<Entry<S>, UntilHot>>,
+}
+
+impl<S> Clone for Lookup<S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S> Copy for Lookup<S> {}
+
+impl<S> fmt::Debug for Lookup<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lookup")
+            .field("added", &self.added)
+            .field("found", &self.handle.is_some())
+            .finish()
+    }
+}
+
+/// A service clone's lookups of the gate and the park of one set of
+/// scopes, so that while some scope is gated or parked, a call to one that
+/// is not skips the key's join, its hash and the table's shared lock.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Lookups {
+    gate: Option<Lookup<GateState>>,
+    park: Option<Lookup<ParkState>>,
 }
 
 /// One scope's state, and whether the table counts it as refusing.
@@ -87,6 +132,8 @@ pub(crate) struct DeadlineTable<S: Deadline> {
     registry: Registry<Entry<S>, UntilHot>,
     /// Entries whose state has a deadline: zero lets admission skip the lookup.
     active: AtomicUsize,
+    /// Entries added, ever: a cached [`Lookup`] holds while it is unchanged.
+    added: AtomicU64,
     /// Striped: a refusal is the hot path while a scope refuses, and must
     /// not make every thread write one cache line.
     rejected: Striped,
@@ -97,6 +144,7 @@ impl<S: Deadline> DeadlineTable<S> {
         DeadlineTable {
             registry: Registry::new(max_keys),
             active: AtomicUsize::new(0),
+            added: AtomicU64::new(0),
             rejected: Striped::default(),
         }
     }
@@ -116,13 +164,46 @@ impl<S: Deadline> DeadlineTable<S> {
         key: &str,
         now: impl FnOnce() -> Timestamp,
     ) -> Result<Option<Transition>, BoxError> {
-        let Some((handle, until)) = self.published(key) else {
+        self.admit_found(self.registry.get(key), || key, now)
+    }
+
+    /// [`admit`](Self::admit) with the key's entry looked up through
+    /// `cached`, which holds the last lookup of the same key: the key is
+    /// made only to look it up again, or for a refusal.
+    pub(crate) fn admit_cached<K: AsRef<str>>(
+        &self,
+        cached: &mut Option<Lookup<S>>,
+        key: impl Fn() -> K,
+        now: impl FnOnce() -> Timestamp,
+    ) -> Result<Option<Transition>, BoxError> {
+        // Read before the lookup it validates: an entry added after the
+        // lookup missed it is counted after this read.
+        let added = self.added.load(Ordering::Acquire);
+        let handle = match *cached {
+            Some(lookup) if lookup.added == added => lookup.handle,
+            _ => {
+                let handle = self.registry.get(key().as_ref());
+                *cached = Some(Lookup { added, handle });
+                handle
+            }
+        };
+        self.admit_found(handle, key, now)
+    }
+
+    fn admit_found<K: AsRef<str>>(
+        &self,
+        handle: Option<Handle<Entry<S>, UntilHot>>,
+        key: impl FnOnce() -> K,
+        now: impl FnOnce() -> Timestamp,
+    ) -> Result<Option<Transition>, BoxError> {
+        let Some((handle, until)) = handle.and_then(|h| Some((h, h.hot()?.get()?))) else {
             return Ok(None);
         };
         let now = now();
         if now < until {
             self.rejected.add();
-            return Err(S::refusal(key, until.saturating_duration_since(now)));
+            let retry_after = until.saturating_duration_since(now);
+            return Err(S::refusal(key().as_ref(), retry_after));
         }
         let Some(mut entry) = handle.lock() else {
             return Ok(None);
@@ -166,9 +247,13 @@ impl<S: Deadline> DeadlineTable<S> {
         now: Timestamp,
         f: impl FnOnce(&mut S) -> R,
     ) -> Option<R> {
+        let mut added = false;
         let handle = self.registry.get_or_insert_evicting(
             key,
-            |_| Entry::default(),
+            |_| {
+                added = true;
+                Entry::default()
+            },
             |entry, pressure| {
                 let idle = entry.state.is_idle(now, pressure);
                 if idle && entry.counted {
@@ -178,6 +263,11 @@ impl<S: Deadline> DeadlineTable<S> {
                 idle
             },
         );
+        if added {
+            // After the insertion is visible: a lookup that missed it was
+            // validated by a read of the count before this.
+            self.added.fetch_add(1, Ordering::Release);
+        }
         self.change(handle, f)
     }
 
@@ -326,6 +416,73 @@ mod tests {
         let mut keys = Vec::new();
         table.for_each(|k, _| keys.push(k.to_owned()));
         assert!(!keys.contains(&"org-a/gpt-4o".to_owned()), "{keys:?}");
+    }
+
+    fn gate(table: &DeadlineTable<GateState>, key: &str, now: Timestamp, wait: u64) {
+        let cause = Reason::new_static("openai:rate_limit_exceeded");
+        let mut rng = fastrand::Rng::with_seed(1);
+        table.update(key, now, |g| {
+            let wait = Some(Duration::from_secs(wait));
+            g.throttle(&GateConfig::default(), now, wait, &cause, &mut rng)
+        });
+    }
+
+    #[test]
+    fn a_cached_lookup_that_found_no_entry_sees_one_added_later() {
+        let table = DeadlineTable::<GateState>::new(16);
+        gate(&table, "org-b/gpt-4o", at(0), 60);
+        let mut cached = None;
+        let key = || "org-a/gpt-4o";
+        assert!(table.admit_cached(&mut cached, key, || at(1)).is_ok());
+        gate(&table, "org-a/gpt-4o", at(2), 60);
+        let err = table.admit_cached(&mut cached, key, || at(3)).unwrap_err();
+        assert_eq!(
+            err.downcast_ref::<Throttled>().unwrap().scope(),
+            "org-a/gpt-4o"
+        );
+    }
+
+    #[test]
+    fn a_cached_lookup_of_an_evicted_entry_admits_and_finds_it_added_again() {
+        let table = DeadlineTable::<GateState>::new(1);
+        gate(&table, "org-a/gpt-4o", at(0), 10);
+        let mut cached = None;
+        let key = || "org-a/gpt-4o";
+        assert!(table.admit_cached(&mut cached, key, || at(1)).is_err());
+        // Its gate passed unnoticed; full, so org-b's evicts it.
+        gate(&table, "org-b/gpt-4o", at(20), 10);
+        assert!(table.admit_cached(&mut cached, key, || at(21)).is_ok());
+        gate(&table, "org-a/gpt-4o", at(40), 10);
+        assert!(table.admit_cached(&mut cached, key, || at(41)).is_err());
+    }
+
+    proptest::proptest! {
+        /// Whatever happens to the table between two calls (gates closed,
+        /// time passing, entries evicted and added again at the cap), a
+        /// clone's cached lookup answers as a fresh one would.
+        #[test]
+        fn a_cached_lookup_answers_as_a_fresh_one(
+            ops in proptest::collection::vec((0u8..3, 0usize..3, 1u64..30), 1..80),
+        ) {
+            let keys = ["org-a/m", "org-b/m", "org-c/m"];
+            let table = DeadlineTable::<GateState>::new(2);
+            let mut cached: [Option<Lookup<GateState>>; 3] = [None; 3];
+            let mut now = 0;
+            let answer = |r: Result<(), BoxError>| {
+                r.map_err(|e| e.downcast_ref::<Throttled>().map(|t| (t.scope().to_owned(), t.retry_after())))
+            };
+            for (op, k, n) in ops {
+                match op {
+                    0 => gate(&table, keys[k], at(now), n),
+                    1 => now += n,
+                    _ => {
+                        let fresh = answer(table.peek(keys[k], || at(now)));
+                        let got = table.admit_cached(&mut cached[k], || keys[k], || at(now));
+                        proptest::prop_assert_eq!(answer(got.map(|_| ())), fresh);
+                    }
+                }
+            }
+        }
     }
 
     #[test]

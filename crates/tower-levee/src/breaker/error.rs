@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use http::StatusCode;
 
-use super::scope::KeyBuf;
 use crate::error::{RefusalKind, rejection_response};
+use crate::inline_str::InlineStr;
 
 /// The scope a rejection names. A breaker's refusal shares the name its
 /// service's clone keeps for the failure domain (a reference count); a
@@ -21,7 +21,9 @@ use crate::error::{RefusalKind, rejection_response};
 #[derive(Clone)]
 enum ScopeName {
     Shared(Arc<str>),
-    Copied(KeyBuf),
+    // 46 bytes: a rejection is 64 in all, and a provider's host with a
+    // model name fits (`api.anthropic.com/claude-sonnet-4-5-20250929`).
+    Copied(InlineStr<46>),
 }
 
 impl ScopeName {
@@ -51,7 +53,7 @@ macro_rules! rejection {
             /// A rejection for a scope named for this one call: its name
             /// is copied into the error, not into an allocation of its own.
             pub(crate) fn copied(scope: &str, retry_after: Duration) -> Self {
-                $name { scope: ScopeName::Copied(KeyBuf::copy(scope)), retry_after }
+                $name { scope: ScopeName::Copied(InlineStr::copy(scope)), retry_after }
             }
 
             /// The scope that refused the request (failure domain, quota or billing scope).
@@ -129,6 +131,21 @@ rejection!(
 mod tests {
     use super::*;
     use http::header::RETRY_AFTER;
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn a_rejection_fits_one_64_byte_allocation_with_a_long_scope_name_inline() {
+        assert!(std::mem::size_of::<Throttled>() <= 64);
+        let long = "api.anthropic.com/claude-sonnet-4-5-20250929";
+        let throttled = Throttled::copied(long, Duration::from_secs(1));
+        assert!(matches!(
+            &throttled.scope,
+            ScopeName::Copied(InlineStr::Inline { .. })
+        ));
+        assert_eq!(throttled.scope(), long);
+        let longer = "x".repeat(47);
+        assert_eq!(Parked::copied(&longer, Duration::ZERO).scope(), longer);
+    }
 
     #[test]
     fn each_rejection_answers_with_its_status_code_and_wait() {

@@ -1,0 +1,118 @@
+//! Short strings held inline: scope keys and names built per call, so the
+//! hot path neither allocates nor touches a shared reference count. A leaf:
+//! it imports nothing of the crate.
+
+use std::fmt;
+
+/// A short string held inline up to `N` bytes, so the hot path neither
+/// allocates nor touches a shared reference count; longer ones on the heap.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) enum InlineStr<const N: usize> {
+    Inline { len: u8, bytes: [u8; N] },
+    Heap(Box<str>),
+}
+
+impl<const N: usize> InlineStr<N> {
+    /// `parts` joined with `sep` between the non-empty ones.
+    pub(crate) fn join(parts: &[&str], sep: char) -> Self {
+        if let [only] = parts {
+            return Self::copy(only);
+        }
+        let mut sep_buf = [0u8; 4];
+        let sep = sep.encode_utf8(&mut sep_buf).as_bytes();
+        let total: usize = parts.iter().map(|p| p.len()).sum::<usize>()
+            + sep.len() * parts.len().saturating_sub(1);
+        if total <= N && total <= usize::from(u8::MAX) {
+            let mut bytes = [0u8; N];
+            let mut at = 0;
+            for (i, p) in parts.iter().enumerate() {
+                if i > 0 {
+                    bytes[at..at + sep.len()].copy_from_slice(sep);
+                    at += sep.len();
+                }
+                bytes[at..at + p.len()].copy_from_slice(p.as_bytes());
+                at += p.len();
+            }
+            InlineStr::Inline {
+                len: total as u8,
+                bytes,
+            }
+        } else {
+            let sep = std::str::from_utf8(sep).unwrap_or("/");
+            InlineStr::Heap(parts.join(sep).into_boxed_str())
+        }
+    }
+
+    /// A copy of `s`.
+    pub(crate) fn copy(s: &str) -> Self {
+        match u8::try_from(s.len()) {
+            Ok(len) if s.len() <= N => {
+                let mut bytes = [0u8; N];
+                bytes[..s.len()].copy_from_slice(s.as_bytes());
+                InlineStr::Inline { len, bytes }
+            }
+            _ => InlineStr::Heap(s.into()),
+        }
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            // Built only from whole `&str`s joined by a whole char.
+            InlineStr::Inline { len, bytes } => {
+                std::str::from_utf8(&bytes[..*len as usize]).unwrap_or_default()
+            }
+            InlineStr::Heap(s) => s,
+        }
+    }
+
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        match self {
+            InlineStr::Inline { len, bytes } => &bytes[..*len as usize],
+            InlineStr::Heap(s) => s.as_bytes(),
+        }
+    }
+
+    /// Whether this key equals `parts` joined by `sep`, without building it.
+    /// Compares bytes: no UTF-8 check on the hot path.
+    pub(crate) fn eq_join(&self, parts: &[&str], sep: char) -> bool {
+        if let [only] = parts {
+            return self.as_bytes() == only.as_bytes();
+        }
+        let mut sep_buf = [0u8; 4];
+        let sep = sep.encode_utf8(&mut sep_buf).as_bytes();
+        let mut rest = self.as_bytes();
+        for (i, p) in parts.iter().enumerate() {
+            if i > 0 {
+                match rest.strip_prefix(sep) {
+                    Some(r) => rest = r,
+                    None => return false,
+                }
+            }
+            match rest.strip_prefix(p.as_bytes()) {
+                Some(r) => rest = r,
+                None => return false,
+            }
+        }
+        rest.is_empty()
+    }
+}
+
+impl<const N: usize> AsRef<str> for InlineStr<N> {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl<const N: usize> std::ops::Deref for InlineStr<N> {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl<const N: usize> fmt::Debug for InlineStr<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
