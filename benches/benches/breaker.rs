@@ -105,6 +105,20 @@ fn levee_open() -> tower_levee::breaker::Breaker<Bare> {
     layer.layer(Bare)
 }
 
+/// A closed throttle gate on `scope` (as a provider's 429 leaves one) that
+/// outlasts the run.
+fn levee_gated(scope: &str) -> tower_levee::breaker::Breaker<Bare> {
+    let layer = BreakerLayer::new();
+    layer
+        .handle()
+        .adopt(tower_levee::breaker::FleetUpdate::Gated {
+            scope,
+            wait: Duration::from_secs(3600),
+            reason: "status:429",
+        });
+    layer.layer(Bare)
+}
+
 type Resilience = tower_resilience::circuitbreaker::CircuitBreaker<
     Bare,
     tower_resilience::circuitbreaker::DefaultClassifier,
@@ -132,6 +146,19 @@ fn benches(c: &mut Criterion) {
         levee_closed_with_fleet(),
     );
     single_thread(c, "breaker", "levee-open-rejecting", levee_open());
+    // Another scope gated: this one's calls still go through.
+    single_thread(
+        c,
+        "breaker",
+        "levee-closed-other-gated",
+        levee_gated("api.anthropic.com"),
+    );
+    single_thread(
+        c,
+        "breaker",
+        "levee-gated-rejecting",
+        levee_gated("api.openai.com"),
+    );
     single_thread(c, "breaker", "tower-resilience", resilience());
     single_thread(c, "breaker", "failsafe", failsafe_breaker());
 
@@ -145,6 +172,18 @@ fn benches(c: &mut Criterion) {
         levee_closed_with_fleet(),
     );
     contended(c, "breaker", "levee-open-rejecting", levee_open());
+    contended(
+        c,
+        "breaker",
+        "levee-closed-other-gated",
+        levee_gated("api.anthropic.com"),
+    );
+    contended(
+        c,
+        "breaker",
+        "levee-gated-rejecting",
+        levee_gated("api.openai.com"),
+    );
     contended(c, "breaker", "tower-resilience", resilience());
     contended(c, "breaker", "failsafe", failsafe_breaker());
 }
