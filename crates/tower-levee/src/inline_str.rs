@@ -55,6 +55,7 @@ impl<const N: usize> InlineStr<N> {
         }
     }
 
+    #[inline]
     pub(crate) fn as_str(&self) -> &str {
         match self {
             // Built only from whole `&str`s joined by a whole char.
@@ -65,6 +66,7 @@ impl<const N: usize> InlineStr<N> {
         }
     }
 
+    #[inline]
     pub(crate) fn as_bytes(&self) -> &[u8] {
         match self {
             InlineStr::Inline { len, bytes } => &bytes[..*len as usize],

@@ -67,11 +67,15 @@ pub(crate) fn admit<'a, M: Mode<'a>>(
 ) -> Result<M::Admitted, BoxError> {
     let (scopes, found) = mode.resolve(shared, head);
     // Keys are joined only while some scope is parked or gated.
+    // The keys are made from copies of the scopes: a closure over `scopes`
+    // itself would keep them in memory on the path that needs no key.
     if shared.parks.is_active() {
-        mode.deadline(shared, &shared.parks, || scopes.billing_key())?;
+        let copy = scopes;
+        mode.deadline(shared, &shared.parks, || copy.billing_key())?;
     }
     if shared.gates.is_active() {
-        mode.deadline(shared, &shared.gates, || scopes.quota_key())?;
+        let copy = scopes;
+        mode.deadline(shared, &shared.gates, || copy.quota_key())?;
     }
     mode.breaker(shared, scopes, found)
 }
