@@ -21,6 +21,9 @@
 //! - a gate closing on a 429 races a call that reads the published deadline
 //!   without the lock: the call is admitted or refused for at most the
 //!   provider's wait, and every call after it is refused;
+//! - a gate closing while a service clone looks its scope's gate up (and
+//!   keeps what it found, or that it found none): that clone's next call is
+//!   refused;
 //! - calls racing for the last place in a provider's rate (spreading): one
 //!   is sent, the other refused for at most the interval;
 //! - a bulkhead dropped while a call on another thread still holds its
@@ -41,7 +44,9 @@ use http::{Request, Response, StatusCode};
 use levee_core::breaker::{BreakerConfig, BreakerStatus, Cooldown};
 use tower::{Layer, Service};
 use tower_levee::BoxError;
-use tower_levee::breaker::{Breaker, BreakerHandle, BreakerLayer, CircuitOpen, Throttled};
+use tower_levee::breaker::{
+    Breaker, BreakerHandle, BreakerLayer, CircuitOpen, FleetUpdate, Throttled,
+};
 
 const DOMAIN: &str = "api.openai.com";
 
@@ -264,6 +269,32 @@ fn a_call_racing_a_gate_closing_is_admitted_or_refused_for_at_most_the_wait() {
         }
         let mut svc = svc.clone();
         let after = start(&mut svc, "/ok").err().expect("the gate is closed");
+        assert!(after.is::<Throttled>(), "{after}");
+    });
+}
+
+#[test]
+fn a_gate_closing_while_a_clone_looks_its_scope_up_refuses_that_clones_next_call() {
+    model(|| {
+        let (handle, svc) = breaker(BreakerConfig::default());
+        let gate = |scope| FleetUpdate::Gated {
+            scope,
+            wait: Duration::from_secs(60),
+            reason: "status:429",
+        };
+        // Another scope gated: the caller's clone looks its own gate up, and
+        // keeps what it found.
+        assert!(handle.adopt(gate("api.anthropic.com")));
+        let closer = {
+            let handle = handle.clone();
+            loom::thread::spawn(move || assert!(handle.adopt(gate(DOMAIN))))
+        };
+        let mut caller = svc.clone();
+        if let Err(refused) = start(&mut caller, "/ok") {
+            assert!(refused.is::<Throttled>(), "{refused}");
+        }
+        closer.join().unwrap();
+        let after = start(&mut caller, "/ok").err().expect("the gate is closed");
         assert!(after.is::<Throttled>(), "{after}");
     });
 }
