@@ -23,7 +23,8 @@
 //!   provider's wait, and every call after it is refused;
 //! - a gate closing while a service clone looks its scope's gate up (and
 //!   keeps what it found, or that it found none): that clone's next call is
-//!   refused;
+//!   refused, whichever of two reports of it adds the scope and whichever
+//!   publishes its deadline;
 //! - calls racing for the last place in a provider's rate (spreading): one
 //!   is sent, the other refused for at most the interval;
 //! - a bulkhead dropped while a call on another thread still holds its
@@ -296,6 +297,34 @@ fn a_gate_closing_while_a_clone_looks_its_scope_up_refuses_that_clones_next_call
         closer.join().unwrap();
         let after = start(&mut caller, "/ok").err().expect("the gate is closed");
         assert!(after.is::<Throttled>(), "{after}");
+    });
+}
+
+#[test]
+fn a_clone_that_found_no_gate_sees_one_published_by_whoever_closes_it() {
+    model(|| {
+        let (handle, svc) = breaker(BreakerConfig::default());
+        let gate = |scope, secs| FleetUpdate::Gated {
+            scope,
+            wait: Duration::from_secs(secs),
+            reason: "status:429",
+        };
+        assert!(handle.adopt(gate("api.anthropic.com", 60)));
+        let mut caller = svc.clone();
+        assert!(start(&mut caller, "/ok").is_ok(), "no gate of its own yet");
+        // Two replicas' reports of the same 429: one adds the scope's
+        // entry, the other may find it there and publish its deadline.
+        let adopt = |secs| {
+            let handle = handle.clone();
+            loom::thread::spawn(move || {
+                handle.adopt(gate(DOMAIN, secs));
+            })
+        };
+        let (first, second) = (adopt(60), adopt(120));
+        second.join().unwrap();
+        let after = start(&mut caller, "/ok").err().expect("the gate is closed");
+        assert!(after.is::<Throttled>(), "{after}");
+        first.join().unwrap();
     });
 }
 

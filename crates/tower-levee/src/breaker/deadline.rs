@@ -247,11 +247,16 @@ impl<S: Deadline> DeadlineTable<S> {
         now: Timestamp,
         f: impl FnOnce(&mut S) -> R,
     ) -> Option<R> {
-        let mut added = false;
         let handle = self.registry.get_or_insert_evicting(
             key,
             |_| {
-                added = true;
+                // Under the map's write lock, before the entry can be found:
+                // a lookup that missed the entry read the count before this
+                // (a lookup is taken under the read lock), and one that reads
+                // this count finds the entry. Counted any later, another
+                // caller could find the entry and publish a deadline that
+                // clones still holding the miss would not see.
+                self.added.fetch_add(1, Ordering::Release);
                 Entry::default()
             },
             |entry, pressure| {
@@ -263,11 +268,6 @@ impl<S: Deadline> DeadlineTable<S> {
                 idle
             },
         );
-        if added {
-            // After the insertion is visible: a lookup that missed it was
-            // validated by a read of the count before this.
-            self.added.fetch_add(1, Ordering::Release);
-        }
         self.change(handle, f)
     }
 
