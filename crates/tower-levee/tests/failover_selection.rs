@@ -400,3 +400,71 @@ async fn a_full_bulkhead_sends_the_request_to_the_next_target() {
     let res = first.await.unwrap().unwrap();
     assert_eq!(served_by(&res).target, "slow");
 }
+
+/// A request body that counts its copies.
+#[derive(Debug)]
+struct Counted(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Clone for Counted {
+    fn clone(&self) -> Self {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Counted(self.0.clone())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_is_copied_only_while_another_target_may_follow() {
+    use tower_levee::breaker::BreakerLayer;
+    let ok = tower::service_fn(|_req: Request<Counted>| async {
+        Ok::<_, tower::BoxError>(response(200, None, "{}"))
+    });
+    let copies_of_one_call = |svc: &mut Failover<Counted, String, _, _>| {
+        let copies = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let request = Request::post("https://api.openai.com/v1/chat/completions")
+            .body(Counted(copies.clone()))
+            .unwrap();
+        let mut svc = svc.clone();
+        let copies = copies.clone();
+        async move {
+            let res = svc.ready().await.unwrap().call(request).await.unwrap();
+            (
+                served_by(&res).target,
+                copies.load(std::sync::atomic::Ordering::SeqCst),
+            )
+        }
+    };
+    let rewrite = |r: &mut Request<Counted>| {
+        *r.uri_mut() = "https://backup.example.com/v1/chat".parse().unwrap()
+    };
+
+    // Two targets, no rewrite: the first is sent a copy, the future keeps
+    // the request for the second.
+    let mut plain = Failover::builder()
+        .target(Target::new("primary", ok.clone()))
+        .target(Target::new("backup", ok.clone()))
+        .build()
+        .unwrap();
+    assert_eq!(copies_of_one_call(&mut plain).await, ("primary", 1));
+
+    // The primary refuses at once (its breaker is open): the backup is the
+    // last target left, and its rewrite takes the request itself.
+    let open = BreakerLayer::new();
+    open.handle().open("api.openai.com");
+    let mut rewriting = Failover::builder()
+        .target(Target::new("primary", ok.clone()).breaker(open))
+        .target(Target::new("backup", ok.clone()).rewrite(rewrite))
+        .build()
+        .unwrap();
+    assert_eq!(copies_of_one_call(&mut rewriting).await, ("backup", 0));
+
+    // With a rewrite configured, the primary serving: one copy still.
+    let mut primary_serves = Failover::builder()
+        .target(Target::new("primary", ok.clone()))
+        .target(Target::new("backup", ok).rewrite(rewrite))
+        .build()
+        .unwrap();
+    assert_eq!(
+        copies_of_one_call(&mut primary_serves).await,
+        ("primary", 1)
+    );
+}

@@ -154,45 +154,55 @@ where
             verdict = tracing::field::Empty,
         );
         let entered = span.enter();
-        let mut rewritten = None;
         let mut progress = Progress::default();
-        // The request is read where the caller put it: a ready target's
-        // call moves it once (a copy goes when another target may follow),
-        // and each case builds the future in one expression, not its state
-        // aside first.
-        let pick = select(&common, &mut &request, &mut rewritten, &mut progress);
-        if let Pick::Call { index, keep } = pick
-            && *ready & (1 << index) != 0
-            && index < services.len()
-        {
-            // It must be polled ready again before its next call.
-            *ready &= !(1 << index);
-            progress.attempts = 1;
-            record_call(&span, &common, index, 1);
-            let service = &mut services[index];
-            // One expression per case: a future built from parts made aside
-            // (a tuple, a helper's arguments) is copied in whole.
-            macro_rules! calling {
-                ($send:expr, $kept:expr) => {{
-                    let future = service.call($send);
+        // A ready target is called at once, its future built in one
+        // expression: not its state aside first, then copied in.
+        macro_rules! call_ready {
+            ($pick:expr, $send:expr, $kept:expr) => {
+                if let Pick::Call { index, keep } = $pick
+                    && *ready & (1 << index) != 0
+                    && index < services.len()
+                {
+                    // It must be polled ready again before its next call.
+                    *ready &= !(1 << index);
+                    progress.attempts = 1;
+                    record_call(&span, &common, index, 1);
+                    let future = services[index].call($send(keep));
                     drop(entered);
-                    ResponseFuture {
+                    return ResponseFuture {
                         state: State::Calling { future, index },
                         span,
                         common,
-                        request: $kept,
+                        request: $kept(keep),
                         last: None,
                         progress,
-                    }
-                }};
-            }
-            return match rewritten {
-                None if keep => calling!(request.clone(), Some(request)),
-                None => calling!(request, None),
-                Some(rewritten) => calling!(rewritten, keep.then_some(request)),
+                    };
+                }
             };
         }
-        let mut request = Some(request);
+        let mut rewritten = None;
+        let (pick, mut request) = if common.rewrites {
+            // A rewrite for the last target takes the request itself: it
+            // waits in a slot, where `select` can take it.
+            let mut request = Some(request);
+            let pick = select(&common, &mut request, &mut rewritten, &mut progress);
+            call_ready!(
+                pick,
+                |keep| to_send(&mut request, &mut rewritten, keep),
+                |keep| if keep { request.take() } else { None }
+            );
+            (pick, request)
+        } else {
+            // Read where the caller put it, and moved once: into the call,
+            // or into the future while another target may follow.
+            let pick = select(&common, &mut &request, &mut rewritten, &mut progress);
+            if let Pick::Call { keep: true, .. } = pick {
+                call_ready!(pick, |_| request.clone(), |_| Some(request));
+            } else {
+                call_ready!(pick, |_| request, |_| None);
+            }
+            (pick, Some(request))
+        };
         let state = match pick {
             Pick::Call { index, keep } => State::Ready {
                 pending: Some(Box::new((
@@ -437,7 +447,9 @@ impl<B: Clone> Original<B> for Option<Request<B>> {
     }
 }
 
-/// The caller's request, read before the first call: a rewrite copies it.
+/// The caller's request, read before the first call by a failover without
+/// rewrites (one with any keeps the request in a slot a last target's
+/// rewrite can take it from), so a rewrite's copy is never asked for.
 impl<B: Clone> Original<B> for &Request<B> {
     fn get(&self) -> Option<&Request<B>> {
         Some(self)

@@ -56,6 +56,8 @@ impl Advance<'_> {
 pub(crate) struct Common<B, T> {
     pub(crate) meta: Arc<Meta>,
     pub(crate) entries: Box<[Entry<B, T>]>,
+    /// Whether any target rewrites the request.
+    pub(crate) rewrites: bool,
     /// This clone's draws for choosing within a pool (a counter, mixed).
     draws: AtomicU64,
 }
@@ -66,6 +68,7 @@ impl<B, T> Common<B, T> {
         let base = meta.clones.fetch_add(1, Ordering::Relaxed) << 32;
         Common {
             meta,
+            rewrites: entries.iter().any(|e| e.rewrite.is_some()),
             entries,
             draws: AtomicU64::new(base),
         }
