@@ -443,13 +443,14 @@ mod tests {
     }
 
     #[test]
-    fn a_cached_lookup_of_an_evicted_entry_admits_and_finds_it_added_again() {
+    fn a_cached_lookup_after_its_entry_was_evicted_admits_and_finds_it_added_again() {
         let table = DeadlineTable::<GateState>::new(1);
         gate(&table, "org-a/gpt-4o", at(0), 10);
         let mut cached = None;
         let key = || "org-a/gpt-4o";
         assert!(table.admit_cached(&mut cached, key, || at(1)).is_err());
-        // Its gate passed unnoticed; full, so org-b's evicts it.
+        // Its gate passed unnoticed; full, so org-b's evicts it (an eviction
+        // comes with an insertion, which the lookup sees counted).
         gate(&table, "org-b/gpt-4o", at(20), 10);
         assert!(table.admit_cached(&mut cached, key, || at(21)).is_ok());
         gate(&table, "org-a/gpt-4o", at(40), 10);
