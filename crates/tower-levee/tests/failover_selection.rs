@@ -440,8 +440,8 @@ async fn a_request_is_copied_only_while_another_target_may_follow() {
     // Two targets, no rewrite: the first is sent a copy, the future keeps
     // the request for the second.
     let mut plain = Failover::builder()
-        .target(Target::new("primary", ok.clone()))
-        .target(Target::new("backup", ok.clone()))
+        .target(Target::new("primary", ok))
+        .target(Target::new("backup", ok))
         .build()
         .unwrap();
     assert_eq!(copies_of_one_call(&mut plain).await, ("primary", 1));
@@ -451,15 +451,15 @@ async fn a_request_is_copied_only_while_another_target_may_follow() {
     let open = BreakerLayer::new();
     open.handle().open("api.openai.com");
     let mut rewriting = Failover::builder()
-        .target(Target::new("primary", ok.clone()).breaker(open))
-        .target(Target::new("backup", ok.clone()).rewrite(rewrite))
+        .target(Target::new("primary", ok).breaker(open))
+        .target(Target::new("backup", ok).rewrite(rewrite))
         .build()
         .unwrap();
     assert_eq!(copies_of_one_call(&mut rewriting).await, ("backup", 0));
 
     // With a rewrite configured, the primary serving: one copy still.
     let mut primary_serves = Failover::builder()
-        .target(Target::new("primary", ok.clone()))
+        .target(Target::new("primary", ok))
         .target(Target::new("backup", ok).rewrite(rewrite))
         .build()
         .unwrap();
