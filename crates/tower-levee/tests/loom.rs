@@ -132,6 +132,15 @@ fn start(svc: &mut Breaker<Provider>, path: &str) -> Result<Call, BoxError> {
     }
 }
 
+/// Another replica's report that `scope` answered a 429 asking `secs` of wait.
+fn gated(scope: &str, secs: u64) -> FleetUpdate<'_> {
+    FleetUpdate::Gated {
+        scope,
+        wait: Duration::from_secs(secs),
+        reason: "status:429",
+    }
+}
+
 /// Runs `f` under loom. A model that explores one interleaving only (the
 /// crate built without loom's primitives) fails.
 fn model(f: impl Fn() + Sync + Send + 'static) {
@@ -278,17 +287,12 @@ fn a_call_racing_a_gate_closing_is_admitted_or_refused_for_at_most_the_wait() {
 fn a_gate_closing_while_a_clone_looks_its_scope_up_refuses_that_clones_next_call() {
     model(|| {
         let (handle, svc) = breaker(BreakerConfig::default());
-        let gate = |scope| FleetUpdate::Gated {
-            scope,
-            wait: Duration::from_secs(60),
-            reason: "status:429",
-        };
         // Another scope gated: the caller's clone looks its own gate up, and
         // keeps what it found.
-        assert!(handle.adopt(gate("api.anthropic.com")));
+        assert!(handle.adopt(gated("api.anthropic.com", 60)));
         let closer = {
             let handle = handle.clone();
-            loom::thread::spawn(move || assert!(handle.adopt(gate(DOMAIN))))
+            loom::thread::spawn(move || assert!(handle.adopt(gated(DOMAIN, 60))))
         };
         let mut caller = svc.clone();
         if let Err(refused) = start(&mut caller, "/ok") {
@@ -304,12 +308,7 @@ fn a_gate_closing_while_a_clone_looks_its_scope_up_refuses_that_clones_next_call
 fn a_clone_that_found_no_gate_sees_one_published_by_whoever_closes_it() {
     model(|| {
         let (handle, svc) = breaker(BreakerConfig::default());
-        let gate = |scope, secs| FleetUpdate::Gated {
-            scope,
-            wait: Duration::from_secs(secs),
-            reason: "status:429",
-        };
-        assert!(handle.adopt(gate("api.anthropic.com", 60)));
+        assert!(handle.adopt(gated("api.anthropic.com", 60)));
         let mut caller = svc.clone();
         assert!(start(&mut caller, "/ok").is_ok(), "no gate of its own yet");
         // Two replicas' reports of the same 429: one adds the scope's
@@ -317,7 +316,7 @@ fn a_clone_that_found_no_gate_sees_one_published_by_whoever_closes_it() {
         let adopt = |secs| {
             let handle = handle.clone();
             loom::thread::spawn(move || {
-                handle.adopt(gate(DOMAIN, secs));
+                handle.adopt(gated(DOMAIN, secs));
             })
         };
         let (first, second) = (adopt(60), adopt(120));
