@@ -66,9 +66,10 @@ pub(crate) fn admit<'a, M: Mode<'a>>(
     mut mode: M,
 ) -> Result<M::Admitted, BoxError> {
     let (scopes, found) = mode.resolve(shared, head);
-    // Keys are joined only while some scope is parked or gated.
-    // The keys are made from copies of the scopes: a closure over `scopes`
-    // itself would keep them in memory on the path that needs no key.
+    // Looked at only while some scope is parked or gated, and a key is made
+    // only to look it up again or to name a refusal. The keys are made from
+    // copies of the scopes: a closure over `scopes` itself would keep them
+    // in memory on the path that needs no key.
     if shared.parks.is_active() {
         let copy = scopes;
         mode.deadline(shared, &shared.parks, || copy.billing_key())?;
