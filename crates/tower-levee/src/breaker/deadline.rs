@@ -118,6 +118,17 @@ pub(crate) struct Lookups {
     park: Option<Lookup<ParkState>>,
 }
 
+/// An entry's handle with its published deadline, if it is still the
+/// key's and has one.
+#[inline]
+fn published<S>(
+    handle: Option<Handle<Entry<S>, UntilHot>>,
+) -> Option<(Handle<Entry<S>, UntilHot>, Timestamp)> {
+    let handle = handle?;
+    let until = handle.hot()?.get()?;
+    Some((handle, until))
+}
+
 /// One scope's state, and whether the table counts it as refusing.
 #[derive(Debug, Default)]
 pub(crate) struct Entry<S> {
@@ -196,7 +207,7 @@ impl<S: Deadline> DeadlineTable<S> {
         key: impl FnOnce() -> K,
         now: impl FnOnce() -> Timestamp,
     ) -> Result<Option<Transition>, BoxError> {
-        let Some((handle, until)) = handle.and_then(|h| Some((h, h.hot()?.get()?))) else {
+        let Some((handle, until)) = published(handle) else {
             return Ok(None);
         };
         let now = now();
@@ -220,7 +231,7 @@ impl<S: Deadline> DeadlineTable<S> {
 
     /// The refusal a call to `key` would get now, changing nothing.
     pub(crate) fn peek(&self, key: &str, now: impl FnOnce() -> Timestamp) -> Result<(), BoxError> {
-        let Some((_, until)) = self.published(key) else {
+        let Some((_, until)) = published(self.registry.get(key)) else {
             return Ok(());
         };
         let now = now();
@@ -228,14 +239,6 @@ impl<S: Deadline> DeadlineTable<S> {
             return Err(S::refusal(key, until.saturating_duration_since(now)));
         }
         Ok(())
-    }
-
-    /// `key`'s handle and published deadline, if it has one.
-    #[inline]
-    fn published(&self, key: &str) -> Option<(Handle<Entry<S>, UntilHot>, Timestamp)> {
-        let handle = self.registry.get(key)?;
-        let until = handle.hot()?.get()?;
-        Some((handle, until))
     }
 
     /// Changes `key`'s state with `f`, creating the entry first (idle

@@ -189,7 +189,8 @@ where
             call_ready!(
                 pick,
                 |keep| to_send(&mut request, &mut rewritten, keep),
-                |keep| if keep { request.take() } else { None }
+                // What `to_send` left: the request while another target may follow.
+                |_| request
             );
             (pick, request)
         } else {
