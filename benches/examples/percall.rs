@@ -123,6 +123,23 @@ fn main() {
                 }
                 run(b.build().unwrap(), n).await
             }
+            "failover_gated" => {
+                // Two accounts, the first throttled for the whole run: every
+                // request passes over it (a peek) and is served by the second.
+                let failover = Failover::builder()
+                    .target(Target::new("primary", inner()))
+                    .target(Target::new("secondary", inner()))
+                    .build()
+                    .unwrap();
+                let handle = failover.handle();
+                let primary = handle.breaker("primary").expect("target");
+                primary.adopt(tower_levee::breaker::FleetUpdate::Gated {
+                    scope: "api.openai.com",
+                    wait: std::time::Duration::from_secs(3600),
+                    reason: "status:429",
+                });
+                run(failover, n).await
+            }
             other => panic!("unknown case {other}"),
         }
     });

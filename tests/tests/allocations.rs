@@ -3,8 +3,9 @@
 //! bulkhead → breaker) and through a failover (`ServedBy` travels in the
 //! body, each target's future inside the failover's); a refusal by an open
 //! breaker, a closed gate or a park allocates only the boxed error every
-//! tower error is. A failover over boxed targets allocates the boxed
-//! future, and nothing else.
+//! tower error is. A failover passing over a refusing target to the next
+//! allocates only its list of refusals. A failover over boxed targets
+//! allocates the boxed future, and nothing else.
 
 use std::convert::Infallible;
 use std::future::{Ready, ready};
@@ -78,6 +79,8 @@ fn main() {
     println!("test the_breakers_hot_paths_allocate_nothing_but_the_error ... ok");
     a_failovers_success_allocates_nothing();
     println!("test a_failovers_success_allocates_nothing ... ok");
+    passing_over_a_refusing_target_allocates_only_the_list_of_refusals();
+    println!("test passing_over_a_refusing_target_allocates_only_the_list_of_refusals ... ok");
     the_quick_start_stacks_success_allocates_nothing();
     println!("test the_quick_start_stacks_success_allocates_nothing ... ok");
     a_fleet_attached_adds_no_allocation_to_a_closed_call();
@@ -168,6 +171,47 @@ fn a_failovers_success_allocates_nothing() {
         1.0,
         "boxed targets: the boxed future only"
     );
+}
+
+/// A failover passing over a throttled, parked or open target to serve
+/// from the next: the refusal is read, not boxed, and noted in the list
+/// that a request no target takes is answered with (one allocation, the
+/// list's, which a success drops).
+fn passing_over_a_refusing_target_allocates_only_the_list_of_refusals() {
+    let _profiler = dhat::Profiler::builder().testing().build();
+    let openai = Uri::from_static("https://api.openai.com/v1/chat/completions");
+    let wait = Duration::from_secs(3600);
+    let gated = FleetUpdate::Gated {
+        scope: "api.openai.com",
+        wait,
+        reason: "status:429",
+    };
+    let parked = FleetUpdate::Parked {
+        scope: "api.openai.com",
+        wait,
+        reason: "quota:insufficient_quota",
+    };
+    for what in ["throttled", "parked", "open"] {
+        let failover = Failover::builder()
+            .target(Target::new("primary", Bare))
+            .target(Target::new("backup", Bare))
+            .build()
+            .unwrap();
+        let handle = failover.handle();
+        let primary = handle.breaker("primary").expect("a target");
+        match what {
+            "throttled" => assert!(primary.adopt(gated)),
+            "parked" => assert!(primary.adopt(parked)),
+            _ => primary.open("api.openai.com"),
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let res = rt.block_on(failover.clone().oneshot(request(&openai)));
+        let served = res.as_ref().ok().and_then(ServedBy::of).map(|s| s.target);
+        assert_eq!(served, Some("backup"), "{what}");
+        assert_eq!(allocations_per_call(failover, &openai, 1000), 1.0, "{what}");
+    }
 }
 
 fn the_quick_start_stacks_success_allocates_nothing() {

@@ -3,6 +3,7 @@
 //! it imports nothing of the crate.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// A short string held inline up to `N` bytes, so the hot path neither
 /// allocates nor touches a shared reference count; longer ones on the heap.
@@ -116,5 +117,60 @@ impl<const N: usize> std::ops::Deref for InlineStr<N> {
 impl<const N: usize> fmt::Debug for InlineStr<N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+/// The name of a scope that refused a request, as a rejection or a
+/// failover's refusal carries it. A breaker's refusal shares the name its
+/// service's clone keeps for the failure domain (a reference count); a key
+/// named for the one call, a gate's or a park's, is copied inline (on the
+/// heap only when long), so that a refusal allocates its boxed error and
+/// nothing else, and a failover noting it copies it again.
+#[derive(Clone)]
+pub(crate) enum ScopeName {
+    Shared(Arc<str>),
+    // 46 bytes: a rejection is 64 in all, and a provider's host with a
+    // model name fits (`api.anthropic.com/claude-sonnet-4-5-20250929`).
+    Copied(InlineStr<46>),
+}
+
+impl ScopeName {
+    /// A copy of `name`, inline when it fits.
+    pub(crate) fn copied(name: &str) -> Self {
+        ScopeName::Copied(InlineStr::copy(name))
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            ScopeName::Shared(name) => name,
+            ScopeName::Copied(key) => key.as_str(),
+        }
+    }
+}
+
+impl From<Arc<str>> for ScopeName {
+    fn from(name: Arc<str>) -> Self {
+        ScopeName::Shared(name)
+    }
+}
+
+/// Equal when the names are, however each is held.
+impl PartialEq for ScopeName {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for ScopeName {}
+
+impl fmt::Debug for ScopeName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for ScopeName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }

@@ -21,7 +21,7 @@ use levee_core::clock::Clock;
 
 use super::cost::TokenCost;
 use super::deadline::{Deadline, DeadlineTable, Lookups};
-use super::error::CircuitOpen;
+use super::error::{Refused, RefusedBy};
 use super::hot::model_tag;
 use super::scope::{
     CallScopes, KEY_SEPARATOR, KeyBuf, RequestHead, Scope, ScopeKeys, Scopes, default_scope,
@@ -36,6 +36,9 @@ pub(crate) trait Mode<'a> {
     type Found;
     /// What an admitted request gets.
     type Admitted;
+    /// What a refused one gets: a call its boxed rejection, a peek a
+    /// [`Refused`] it boxes only for a caller that gets it.
+    type Refused;
 
     /// The request's scopes, and what this mode finds with them.
     fn resolve(&mut self, shared: &Shared, head: &RequestHead<'a>) -> (Scopes<'a>, Self::Found);
@@ -46,7 +49,7 @@ pub(crate) trait Mode<'a> {
         shared: &Shared,
         table: &DeadlineTable<S>,
         key: impl Fn() -> K,
-    ) -> Result<(), BoxError>;
+    ) -> Result<(), Self::Refused>;
 
     /// The breaker's answer, once no gate or park refused.
     fn breaker(
@@ -54,7 +57,7 @@ pub(crate) trait Mode<'a> {
         shared: &Shared,
         scopes: Scopes<'a>,
         found: Self::Found,
-    ) -> Result<Self::Admitted, BoxError>;
+    ) -> Result<Self::Admitted, Self::Refused>;
 }
 
 /// Admits `head`'s request in `mode`: its scopes, then park, gate and
@@ -64,7 +67,7 @@ pub(crate) fn admit<'a, M: Mode<'a>>(
     shared: &Shared,
     head: &RequestHead<'a>,
     mut mode: M,
-) -> Result<M::Admitted, BoxError> {
+) -> Result<M::Admitted, M::Refused> {
     let (scopes, found) = mode.resolve(shared, head);
     // Looked at only while some scope is parked or gated, and a key is made
     // only to look it up again or to name a refusal. The keys are made from
@@ -159,6 +162,7 @@ pub(crate) fn admit_call(
 impl<'a> Mode<'a> for Admit<'_, 'a> {
     type Found = DomainHandle;
     type Admitted = Tracker;
+    type Refused = BoxError;
 
     #[inline]
     fn resolve(&mut self, shared: &Shared, head: &RequestHead<'a>) -> (Scopes<'a>, DomainHandle) {
@@ -269,7 +273,7 @@ pub(crate) fn peek(
     shared: &Shared,
     head: &RequestHead<'_>,
     cache: Option<&PeekCache>,
-) -> Result<(), BoxError> {
+) -> Result<(), Refused> {
     if shared.refuses_nothing() {
         return Ok(());
     }
@@ -281,7 +285,7 @@ fn peek_scopes(
     shared: &Shared,
     head: &RequestHead<'_>,
     cache: Option<&PeekCache>,
-) -> Result<(), BoxError> {
+) -> Result<(), Refused> {
     admit(shared, head, Peek { cache })
 }
 
@@ -294,6 +298,7 @@ pub(crate) struct Peek<'c> {
 impl<'a> Mode<'a> for Peek<'_> {
     type Found = ();
     type Admitted = ();
+    type Refused = Refused;
 
     #[inline]
     fn resolve(&mut self, shared: &Shared, head: &RequestHead<'a>) -> (Scopes<'a>, ()) {
@@ -311,11 +316,11 @@ impl<'a> Mode<'a> for Peek<'_> {
         shared: &Shared,
         table: &DeadlineTable<S>,
         key: impl Fn() -> K,
-    ) -> Result<(), BoxError> {
+    ) -> Result<(), Refused> {
         table.peek(key().as_ref(), || shared.clock.now())
     }
 
-    fn breaker(self, shared: &Shared, scopes: Scopes<'a>, (): ()) -> Result<(), BoxError> {
+    fn breaker(self, shared: &Shared, scopes: Scopes<'a>, (): ()) -> Result<(), Refused> {
         let cached = self
             .cache
             .and_then(|c| c.domain.get())
@@ -342,7 +347,7 @@ impl<'a> Mode<'a> for Peek<'_> {
             return Ok(());
         }
         if let Some(left) = hot.open_for(|| shared.clock.now()) {
-            return Err(CircuitOpen::copied(&scopes.domain_key(), left).into());
+            return Err(Refused::new(RefusedBy::Breaker, &scopes.domain_key(), left));
         }
         let Some(cell) = domain.lock() else {
             return Ok(());
@@ -353,7 +358,8 @@ impl<'a> Mode<'a> for Peek<'_> {
         if state.status() == BreakerStatus::HalfOpen
             && state.probes_in_flight() >= shared.settings.breaker.probes()
         {
-            return Err(CircuitOpen::copied(cell.key(), HALF_OPEN_RETRY_AFTER).into());
+            let retry_after = HALF_OPEN_RETRY_AFTER;
+            return Err(Refused::new(RefusedBy::Breaker, cell.key(), retry_after));
         }
         Ok(())
     }

@@ -15,7 +15,7 @@ use levee_core::gate::GateState;
 use levee_core::park::ParkState;
 use levee_core::transition::Transition;
 
-use super::error::{Parked, Throttled};
+use super::error::{Refused, RefusedBy};
 use super::hot::UntilHot;
 use crate::error::BoxError;
 use crate::registry::{Handle, IDLE_AGE, Pressure, Registry};
@@ -34,8 +34,8 @@ pub(crate) trait Deadline: Default + Send + 'static {
     /// Whether the entry may be evicted at `now`, under `pressure`.
     fn is_idle(&self, now: Timestamp, pressure: Pressure) -> bool;
 
-    /// The rejection of a call to `scope` while it refuses for `retry_after`.
-    fn refusal(scope: &str, retry_after: Duration) -> BoxError;
+    /// The refusal of a call to `scope` while it refuses for `retry_after`.
+    fn refused(scope: &str, retry_after: Duration) -> Refused;
 
     /// This table's lookup among a service clone's cached ones.
     fn cached(lookups: &mut Lookups) -> &mut Option<Lookup<Self>>;
@@ -57,8 +57,9 @@ impl Deadline for GateState {
                     .last_gated()
                     .is_none_or(|t| now.saturating_duration_since(t) >= IDLE_AGE))
     }
-    fn refusal(scope: &str, retry_after: Duration) -> BoxError {
-        Throttled::copied(scope, retry_after).into()
+    #[inline]
+    fn refused(scope: &str, retry_after: Duration) -> Refused {
+        Refused::new(RefusedBy::Gate, scope, retry_after)
     }
     fn cached(lookups: &mut Lookups) -> &mut Option<Lookup<Self>> {
         &mut lookups.gate
@@ -75,8 +76,9 @@ impl Deadline for ParkState {
     fn is_idle(&self, _now: Timestamp, _pressure: Pressure) -> bool {
         ParkState::is_idle(self)
     }
-    fn refusal(scope: &str, retry_after: Duration) -> BoxError {
-        Parked::copied(scope, retry_after).into()
+    #[inline]
+    fn refused(scope: &str, retry_after: Duration) -> Refused {
+        Refused::new(RefusedBy::Park, scope, retry_after)
     }
     fn cached(lookups: &mut Lookups) -> &mut Option<Lookup<Self>> {
         &mut lookups.park
@@ -214,7 +216,7 @@ impl<S: Deadline> DeadlineTable<S> {
         if now < until {
             self.rejected.add();
             let retry_after = until.saturating_duration_since(now);
-            return Err(S::refusal(key().as_ref(), retry_after));
+            return Err(S::refused(key().as_ref(), retry_after).into_error());
         }
         let Some(mut entry) = handle.lock() else {
             return Ok(None);
@@ -230,13 +232,13 @@ impl<S: Deadline> DeadlineTable<S> {
     }
 
     /// The refusal a call to `key` would get now, changing nothing.
-    pub(crate) fn peek(&self, key: &str, now: impl FnOnce() -> Timestamp) -> Result<(), BoxError> {
+    pub(crate) fn peek(&self, key: &str, now: impl FnOnce() -> Timestamp) -> Result<(), Refused> {
         let Some((_, until)) = published(self.registry.get(key)) else {
             return Ok(());
         };
         let now = now();
         if now < until {
-            return Err(S::refusal(key, until.saturating_duration_since(now)));
+            return Err(S::refused(key, until.saturating_duration_since(now)));
         }
         Ok(())
     }
@@ -336,6 +338,7 @@ impl<S: Deadline> DeadlineTable<S> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::error::{Parked, Throttled};
     use super::*;
     use levee_core::classify::Reason;
     use levee_core::gate::GateConfig;
@@ -480,7 +483,7 @@ mod tests {
                     0 => gate(&table, keys[k], at(now), n),
                     1 => now += n,
                     _ => {
-                        let fresh = answer(table.peek(keys[k], || at(now)));
+                        let fresh = answer(table.peek(keys[k], || at(now)).map_err(Refused::into_error));
                         let got = table.admit_cached(&mut cached[k], || keys[k], || at(now));
                         proptest::prop_assert_eq!(answer(got.map(|_| ())), fresh);
                     }
@@ -493,7 +496,7 @@ mod tests {
     fn unparking_by_hand_and_peeking_keep_the_count_and_count_no_refusal() {
         let table = DeadlineTable::<ParkState>::new(16);
         park(&table, "org-a", at(0), 60);
-        let err = table.peek("org-a", || at(1)).unwrap_err();
+        let err = table.peek("org-a", || at(1)).unwrap_err().into_error();
         assert!(err.is::<Parked>());
         assert_eq!(table.rejected(), 0, "a peek counts nothing");
         assert!(table.admit("org-a", || at(1)).is_err());

@@ -11,29 +11,7 @@ use std::time::Duration;
 use http::StatusCode;
 
 use crate::error::{RefusalKind, rejection_response};
-use crate::inline_str::InlineStr;
-
-/// The scope a rejection names. A breaker's refusal shares the name its
-/// service's clone keeps for the failure domain (a reference count); a
-/// key named for the one call, a gate's or a park's, is copied inline (on
-/// the heap only when long), so that a refusal allocates its boxed error
-/// and nothing else.
-#[derive(Clone)]
-enum ScopeName {
-    Shared(Arc<str>),
-    // 46 bytes: a rejection is 64 in all, and a provider's host with a
-    // model name fits (`api.anthropic.com/claude-sonnet-4-5-20250929`).
-    Copied(InlineStr<46>),
-}
-
-impl ScopeName {
-    fn as_str(&self) -> &str {
-        match self {
-            ScopeName::Shared(name) => name,
-            ScopeName::Copied(key) => key.as_str(),
-        }
-    }
-}
+use crate::inline_str::ScopeName;
 
 macro_rules! rejection {
     ($(#[$doc:meta])* $name:ident, $kind:ident, $what:literal) => {
@@ -50,10 +28,10 @@ macro_rules! rejection {
                 $name { scope: ScopeName::Shared(scope.into()), retry_after }
             }
 
-            /// A rejection for a scope named for this one call: its name
-            /// is copied into the error, not into an allocation of its own.
-            pub(crate) fn copied(scope: &str, retry_after: Duration) -> Self {
-                $name { scope: ScopeName::Copied(InlineStr::copy(scope)), retry_after }
+            /// The scope's name as the rejection holds it, for a copy that
+            /// neither allocates nor checks the name again.
+            pub(crate) fn scope_name(&self) -> &ScopeName {
+                &self.scope
             }
 
             /// The scope that refused the request (failure domain, quota or billing scope).
@@ -127,9 +105,74 @@ rejection!(
     "parked (quota exhausted)"
 );
 
+/// A refusal a peek found, before anything is boxed: a router that goes on
+/// to its next target keeps only this, so passing over a throttled, parked
+/// or open target allocates nothing. The rejection it stands for is built
+/// only for a caller that gets it.
+#[derive(Clone, Debug)]
+pub(crate) struct Refused {
+    by: RefusedBy,
+    scope: ScopeName,
+    retry_after: Duration,
+}
+
+/// What in the breaker layer refused.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum RefusedBy {
+    Gate,
+    Park,
+    Breaker,
+}
+
+impl Refused {
+    /// A refusal by `by` of a scope named for this one call: its name is
+    /// copied in, not into an allocation of its own.
+    #[inline(always)]
+    pub(crate) fn new(by: RefusedBy, scope: &str, retry_after: Duration) -> Self {
+        Refused {
+            by,
+            scope: ScopeName::copied(scope),
+            retry_after,
+        }
+    }
+
+    pub(crate) fn kind(&self) -> RefusalKind {
+        match self.by {
+            RefusedBy::Gate => RefusalKind::Throttled,
+            RefusedBy::Park => RefusalKind::Parked,
+            RefusedBy::Breaker => RefusalKind::CircuitOpen,
+        }
+    }
+
+    pub(crate) fn retry_after(&self) -> Duration {
+        self.retry_after
+    }
+
+    /// The refusing scope's name, given up.
+    pub(crate) fn into_scope(self) -> ScopeName {
+        self.scope
+    }
+
+    /// The rejection a caller gets: [`Throttled`], [`Parked`] or [`CircuitOpen`].
+    #[inline(always)]
+    pub(crate) fn into_error(self) -> crate::error::BoxError {
+        let Refused {
+            by,
+            scope,
+            retry_after,
+        } = self;
+        match by {
+            RefusedBy::Gate => Box::new(Throttled { scope, retry_after }),
+            RefusedBy::Park => Box::new(Parked { scope, retry_after }),
+            RefusedBy::Breaker => Box::new(CircuitOpen { scope, retry_after }),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::inline_str::InlineStr;
     use http::header::RETRY_AFTER;
 
     #[test]
@@ -137,14 +180,21 @@ mod tests {
     fn a_rejection_fits_one_64_byte_allocation_with_a_long_scope_name_inline() {
         assert!(std::mem::size_of::<Throttled>() <= 64);
         let long = "api.anthropic.com/claude-sonnet-4-5-20250929";
-        let throttled = Throttled::copied(long, Duration::from_secs(1));
+        let refused = Refused::new(RefusedBy::Gate, long, Duration::from_secs(1)).into_error();
+        let throttled = refused
+            .downcast_ref::<Throttled>()
+            .expect("a gate's refusal");
         assert!(matches!(
             &throttled.scope,
             ScopeName::Copied(InlineStr::Inline { .. })
         ));
         assert_eq!(throttled.scope(), long);
         let longer = "x".repeat(47);
-        assert_eq!(Parked::copied(&longer, Duration::ZERO).scope(), longer);
+        let parked = Refused::new(RefusedBy::Park, &longer, Duration::ZERO).into_error();
+        assert_eq!(
+            parked.downcast_ref::<Parked>().expect("a park's").scope(),
+            longer
+        );
     }
 
     #[test]

@@ -14,12 +14,13 @@ use levee_core::gate::Closings;
 use levee_core::transition::State;
 
 use super::admission::{PeekCache, peek};
+use super::error::Refused;
 use super::event::{EventSubscriber, Origin};
 use super::fleet::FleetUpdate;
 use super::latency::LatencyEstimate;
 use super::scope::RequestHead;
 use super::shared::Shared;
-use crate::error::{BoxError, Rejection};
+use crate::error::BoxError;
 
 /// A handle on the state shared by every clone of one
 /// [`BreakerLayer`](super::BreakerLayer): hold it in a health route or an
@@ -276,24 +277,25 @@ impl BreakerHandle {
     /// [`Throttled`]: super::Throttled
     /// [`CircuitOpen`]: super::CircuitOpen
     pub fn admits(&self, head: &RequestHead<'_>) -> Result<(), BoxError> {
-        peek(&self.shared, head, None)
+        peek(&self.shared, head, None).map_err(Refused::into_error)
     }
 
     /// How long until the layer would admit `head`'s request, or `None` if
     /// it would now. Read-only, like [`admits`](Self::admits).
     pub fn retry_after(&self, head: &RequestHead<'_>) -> Option<Duration> {
-        let refused = self.admits(head).err()?;
-        Rejection::find(&*refused).map(|r| r.retry_after())
+        peek(&self.shared, head, None)
+            .err()
+            .map(|r| r.retry_after())
     }
 
     /// [`admits`](Self::admits) with a per-caller cache of the failure
-    /// domain's handle.
+    /// domain's handle, its refusal not yet boxed.
     #[inline]
     pub(crate) fn admits_cached(
         &self,
         head: &RequestHead<'_>,
         cache: &PeekCache,
-    ) -> Result<(), BoxError> {
+    ) -> Result<(), Refused> {
         peek(&self.shared, head, Some(cache))
     }
 

@@ -18,7 +18,7 @@ use levee_core::park::ParkState;
 use levee_core::transition::Transition;
 
 use super::deadline::DeadlineTable;
-use super::error::{CircuitOpen, Throttled};
+use super::error::{CircuitOpen, Refused, RefusedBy};
 use super::event::{EventSubscriber, Origin, ScopeEvent};
 use super::hot::DomainHot;
 use super::scope::{CallScopes, Scopes};
@@ -158,7 +158,7 @@ impl Shared {
             Admission::Allowed(permit) => Ok(permit),
             Admission::Rejected { retry_after } => {
                 self.stats.rejected_breaker.add();
-                Err(CircuitOpen::copied(cell.key(), retry_after).into())
+                Err(Refused::new(RefusedBy::Breaker, cell.key(), retry_after).into_error())
             }
         };
         drop(cell);
@@ -286,7 +286,8 @@ impl Shared {
             None => until,
         };
         self.gates.count_refusal();
-        Throttled::copied(&quota_key, until.saturating_duration_since(now)).into()
+        let wait = until.saturating_duration_since(now);
+        Refused::new(RefusedBy::Gate, &quota_key, wait).into_error()
     }
 
     /// Gives back what an unfinished call held (a dropped future).

@@ -9,13 +9,14 @@ use http::StatusCode;
 
 pub use crate::error::RefusalKind;
 use crate::error::rejection_response;
+use crate::inline_str::ScopeName;
 
 /// One target's refusal: which target, why, for which scope, until when.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
     target: &'static str,
     kind: RefusalKind,
-    scope: Arc<str>,
+    scope: ScopeName,
     retry_after: Duration,
 }
 
@@ -24,13 +25,13 @@ impl Refusal {
     pub(crate) fn new(
         target: &'static str,
         kind: RefusalKind,
-        scope: impl Into<Arc<str>>,
+        scope: ScopeName,
         retry_after: Duration,
     ) -> Self {
         Refusal {
             target,
             kind,
-            scope: scope.into(),
+            scope,
             retry_after,
         }
     }
@@ -48,7 +49,7 @@ impl Refusal {
     /// The scope that refused: quota scope, billing scope, failure domain or
     /// bulkhead compartment.
     pub fn scope(&self) -> &str {
-        &self.scope
+        self.scope.as_str()
     }
 
     /// How long until this target may take the request.
@@ -180,7 +181,7 @@ mod tests {
         Refusal {
             target: "t",
             kind,
-            scope: "s".into(),
+            scope: ScopeName::copied("s"),
             retry_after: Duration::from_secs(secs),
         }
     }

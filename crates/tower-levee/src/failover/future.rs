@@ -16,6 +16,7 @@ use tower_service::Service;
 use super::error::{NoTargetAvailable, Refusal, RefusalKind};
 use super::state::{Common, Meta};
 use super::target::ServedBy;
+use crate::breaker::error::Refused;
 use crate::breaker::{Reopening, RequestHead, ResponseBody};
 use crate::error::{BoxError, Rejection, is_rejection, transport_failure};
 
@@ -419,10 +420,12 @@ fn select<B: Clone, T>(
                     keep: others && more_calls,
                 };
             }
-            Err(e) => {
-                if !goes_on_after_refusal(meta, progress, index, &*e) {
-                    return Pick::Stop(e);
+            Err(refused) => {
+                // Boxed only for the caller, if the request stops here.
+                if !advances_past_refusal(meta, index, refused.kind()) {
+                    return Pick::Stop(refused.into_error());
                 }
+                progress.refusals.push(peeked_refusal(target.name, refused));
             }
         }
     }
@@ -493,9 +496,16 @@ pub(crate) fn refusal(
     Some(Refusal::new(
         target,
         rejection.kind()?,
-        rejection.scope()?,
+        rejection.scope_name()?,
         rejection.retry_after(),
     ))
+}
+
+/// `target`'s refusal, as a peek found it: its scope's name moved, not
+/// copied or checked again.
+fn peeked_refusal(target: &'static str, refused: Refused) -> Refusal {
+    let (kind, retry_after) = (refused.kind(), refused.retry_after());
+    Refusal::new(target, kind, refused.into_scope(), retry_after)
 }
 
 /// The error for a request no target took, from every target's refusal.
@@ -527,7 +537,11 @@ fn settle_error<B, RB: Body, T>(
         // Refused below (a full bulkhead, or state that changed since the
         // peek): nothing was sent, so it is not a call.
         progress.attempts -= 1;
-        if goes_on_after_refusal(meta, progress, index, &*e) {
+        // `None` from a nested failover's rejection: no one target's refusal.
+        if let Some(refusal) = refusal(meta.targets[index].name, &*e)
+            && advances_past_refusal(meta, index, refusal.kind())
+        {
+            progress.refusals.push(refusal);
             return Settled::Advance(None);
         }
         return Settled::Return(Err(e));
@@ -541,23 +555,10 @@ fn settle_error<B, RB: Body, T>(
     Settled::Advance(Some(Err(e)))
 }
 
-/// Records target `index`'s refusal (found by a peek or by its call) and
-/// says whether the request goes on; `false` when the error is no one
-/// target's refusal (a nested failover's) or the policy stops here.
-fn goes_on_after_refusal(
-    meta: &Meta,
-    progress: &mut Progress,
-    index: usize,
-    e: &(dyn std::error::Error + 'static),
-) -> bool {
-    let Some(refusal) = refusal(meta.targets[index].name, e) else {
-        return false;
-    };
-    if !meta.advances(index, refused_verdict(refusal.kind()), Some(refusal.kind())) {
-        return false;
-    }
-    progress.refusals.push(refusal);
-    true
+/// Whether the request goes on after target `index` refused it (found by
+/// a peek or by its call) for `kind`.
+fn advances_past_refusal(meta: &Meta, index: usize, kind: RefusalKind) -> bool {
+    meta.advances(index, refused_verdict(kind), Some(kind))
 }
 
 /// Tags a target's answer with who served it (and notes what it says is
