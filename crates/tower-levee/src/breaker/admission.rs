@@ -84,6 +84,15 @@ pub(crate) fn admit<'a, M: Mode<'a>>(
     mode.breaker(shared, scopes, found)
 }
 
+/// The authority of `head`'s URI when its scopes are the defaults, a
+/// function of the URI's authority and path alone: what a cache of them is
+/// keyed by.
+#[inline]
+fn scoped_by_uri<'a>(shared: &Shared, head: &RequestHead<'a>) -> Option<&'a str> {
+    let by_uri = shared.settings.scope_fn.is_none() && head.extensions.get::<Scope>().is_none();
+    head.uri.authority().map(|a| a.as_str()).filter(|_| by_uri)
+}
+
 /// The scope names of `head` under the layer's naming rule.
 #[inline]
 fn named<'a>(shared: &Shared, head: &RequestHead<'a>) -> ScopeKeys<'a> {
@@ -118,11 +127,9 @@ impl<'c> Admit<'c, '_> {
     #[inline]
     fn find<'a>(&mut self, shared: &Shared, head: &RequestHead<'a>) -> (Scopes<'a>, DomainHandle) {
         let isolate = shared.settings.isolate_by_model;
-        // The default scopes are a function of the URI's authority and path:
-        // a clone that calls the same URIs again compares two strings
+        // A clone that calls the same URIs again compares two strings
         // instead of parsing them and hashing into the shared map.
-        let by_uri = shared.settings.scope_fn.is_none() && head.extensions.get::<Scope>().is_none();
-        let authority = head.uri.authority().map(|a| a.as_str()).filter(|_| by_uri);
+        let authority = scoped_by_uri(shared, head);
         let path = head.uri.path();
         if let Some(authority) = authority
             && let Some((keys, domain, entry)) = self.cache.get_by_uri(authority, path)
@@ -132,7 +139,9 @@ impl<'c> Admit<'c, '_> {
         }
         let keys = named(shared, head);
         let scopes = Scopes::new(keys, isolate);
-        let uri_key = authority.and_then(|authority| CacheKey::uri(authority, path, &keys));
+        let uri_key = authority
+            .and_then(|authority| UriKey::of(authority, path, &keys))
+            .map(CacheKey::Uri);
         if uri_key.is_none()
             && let Some((domain, entry)) = self.cache.get_by_domain(&scopes)
         {
@@ -265,19 +274,21 @@ fn record_scope(scopes: &Scopes<'_>) {
 // === Peek ===
 
 /// Peeks at `head`'s admission, with a caller's cache of its failure
-/// domain. When nothing in the layer can refuse, the answer is known
-/// without naming the request's scopes: inline up to that answer (the
-/// common case; a router peeks at every call), the rest out of line.
+/// domain and its memo of the last peek. When nothing in the layer can
+/// refuse, the answer is known without naming the request's scopes: inline
+/// up to that answer (the common case; a router peeks at every call), the
+/// rest out of line.
 #[inline]
 pub(crate) fn peek(
     shared: &Shared,
     head: &RequestHead<'_>,
     cache: Option<&PeekCache>,
+    memo: Option<&mut PeekMemo>,
 ) -> Result<(), Refused> {
     if shared.refuses_nothing() {
         return Ok(());
     }
-    peek_scopes(shared, head, cache)
+    peek_scopes(shared, head, cache, memo)
 }
 
 #[inline(never)]
@@ -285,14 +296,28 @@ fn peek_scopes(
     shared: &Shared,
     head: &RequestHead<'_>,
     cache: Option<&PeekCache>,
+    memo: Option<&mut PeekMemo>,
 ) -> Result<(), Refused> {
-    admit(shared, head, Peek { cache })
+    admit(shared, head, Peek { cache, memo })
 }
 
 /// Peeks at admission: takes no probe slot, counts no refusal, makes no
 /// transition, creates no scope and calls nothing.
 pub(crate) struct Peek<'c> {
-    pub(crate) cache: Option<&'c PeekCache>,
+    cache: Option<&'c PeekCache>,
+    /// Kept only while it holds the request's URI.
+    memo: Option<&'c mut PeekMemo>,
+}
+
+/// A router's memo of its last peek at one target, kept per router clone:
+/// the URI's default scopes and their gate's and park's lookups. While the
+/// target's scope is gated or parked, passing it over again compares two
+/// strings instead of naming the scopes, joining their keys and looking
+/// them up in the shared tables.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PeekMemo {
+    uri: Option<UriKey>,
+    lookups: Lookups,
 }
 
 impl<'a> Mode<'a> for Peek<'_> {
@@ -304,10 +329,29 @@ impl<'a> Mode<'a> for Peek<'_> {
     fn resolve(&mut self, shared: &Shared, head: &RequestHead<'a>) -> (Scopes<'a>, ()) {
         // The domain is looked up after the gate and park: a request to a
         // domain never called may still be parked or gated.
-        (
-            Scopes::new(named(shared, head), shared.settings.isolate_by_model),
-            (),
-        )
+        let isolate = shared.settings.isolate_by_model;
+        let authority = scoped_by_uri(shared, head).filter(|_| self.memo.is_some());
+        let path = head.uri.path();
+        if let Some(authority) = authority
+            && let Some(memo) = &self.memo
+            && let Some(keys) = memo.uri.as_ref().and_then(|uri| uri.keys(authority, path))
+        {
+            return (Scopes::new(keys, isolate), ());
+        }
+        let keys = named(shared, head);
+        match authority.and_then(|authority| UriKey::of(authority, path, &keys)) {
+            Some(uri) => {
+                if let Some(memo) = self.memo.as_deref_mut() {
+                    *memo = PeekMemo {
+                        uri: Some(uri),
+                        lookups: Lookups::default(),
+                    };
+                }
+            }
+            // Scopes a memo can't hold: its lookups are of other keys.
+            None => self.memo = None,
+        }
+        (Scopes::new(keys, isolate), ())
     }
 
     #[inline]
@@ -317,7 +361,11 @@ impl<'a> Mode<'a> for Peek<'_> {
         table: &DeadlineTable<S>,
         key: impl Fn() -> K,
     ) -> Result<(), Refused> {
-        table.peek(key().as_ref(), || shared.clock.now())
+        let now = || shared.clock.now();
+        match self.memo.as_deref_mut() {
+            Some(memo) => table.peek_cached(S::cached(&mut memo.lookups), &key, now),
+            None => table.peek(key().as_ref(), now),
+        }
     }
 
     fn breaker(self, shared: &Shared, scopes: Scopes<'a>, (): ()) -> Result<(), Refused> {
@@ -400,23 +448,28 @@ struct CacheEntry {
 /// What a cached failure domain was found by.
 #[derive(Clone, Debug)]
 enum CacheKey {
-    /// The default scopes of a URI: its raw authority and path, where in
-    /// them the domain and the model are.
-    Uri {
-        authority: KeyBuf,
-        path: KeyBuf,
-        /// The model is `path[start..end]`, if the path names one.
-        model: Option<(u16, u16)>,
-    },
+    /// The default scopes of a URI.
+    Uri(UriKey),
     /// The failure domain's key (a [`Scope`](super::Scope) extension or a scope fn).
     Domain(KeyBuf),
 }
 
-impl CacheKey {
+/// A URI's default scopes, kept to be found again: its raw authority and
+/// path, and where in them the domain and the model are. A request to the
+/// same URI then compares two strings instead of parsing them.
+#[derive(Clone, Debug)]
+struct UriKey {
+    authority: KeyBuf,
+    path: KeyBuf,
+    /// The model is `path[start..end]`, if the path names one.
+    model: Option<(u16, u16)>,
+}
+
+impl UriKey {
     /// The key of `keys`, the default scopes of `authority` and `path`:
     /// `None` if they do not point into them, or if the authority carries a
     /// userinfo (a credential is never kept, not even in a cache).
-    fn uri(authority: &str, path: &str, keys: &ScopeKeys<'_>) -> Option<Self> {
+    fn of(authority: &str, path: &str, keys: &ScopeKeys<'_>) -> Option<Self> {
         let offset = |outer: &str, inner: &str| {
             let start = (inner.as_ptr() as usize).checked_sub(outer.as_ptr() as usize)?;
             let end = start.checked_add(inner.len())?;
@@ -428,10 +481,29 @@ impl CacheKey {
             None => None,
         };
         let plain = domain_from == 0 && usize::from(domain_end) == authority.len();
-        (plain && keys.billing.is_none()).then(|| CacheKey::Uri {
+        (plain && keys.billing.is_none()).then(|| UriKey {
             authority: KeyBuf::join(&[authority], KEY_SEPARATOR),
             path: KeyBuf::join(&[path], KEY_SEPARATOR),
             model,
+        })
+    }
+
+    /// The default scopes of `authority` and `path`, if they are this key's.
+    /// Always inlined: it is most of a cached call's admission.
+    #[inline(always)]
+    fn keys<'a>(&self, authority: &'a str, path: &'a str) -> Option<ScopeKeys<'a>> {
+        if !same_bytes(self.authority.as_bytes(), authority.as_bytes())
+            || !same_bytes(self.path.as_bytes(), path.as_bytes())
+        {
+            return None;
+        }
+        Some(ScopeKeys {
+            domain: authority,
+            model: match self.model {
+                Some((start, end)) => Some(path.get(usize::from(start)..usize::from(end))?),
+                None => None,
+            },
+            billing: None,
         })
     }
 }
@@ -475,33 +547,15 @@ impl DomainCache {
     ) -> Option<(ScopeKeys<'a>, DomainHandle, usize)> {
         self.entries.iter().enumerate().find_map(|(at, entry)| {
             let CacheEntry {
-                key:
-                    CacheKey::Uri {
-                        authority: a,
-                        path: p,
-                        model,
-                    },
+                key: CacheKey::Uri(uri),
                 domain: handle,
                 ..
             } = entry.as_ref()?
             else {
                 return None;
             };
-            if !same_bytes(a.as_bytes(), authority.as_bytes())
-                || !same_bytes(p.as_bytes(), path.as_bytes())
-                || !handle.is_current()
-            {
-                return None;
-            }
-            let keys = ScopeKeys {
-                domain: authority,
-                model: match model {
-                    Some((start, end)) => Some(path.get(usize::from(*start)..usize::from(*end))?),
-                    None => None,
-                },
-                billing: None,
-            };
-            Some((keys, *handle, at))
+            let keys = uri.keys(authority, path)?;
+            handle.is_current().then_some((keys, *handle, at))
         })
     }
 
@@ -544,7 +598,7 @@ impl DomainCache {
     fn uri_lookups(&mut self, at: usize) -> Option<&mut Lookups> {
         match self.entries.get(at)? {
             Some(CacheEntry {
-                key: CacheKey::Uri { .. },
+                key: CacheKey::Uri(_),
                 ..
             }) => self.lookups.get_mut(at),
             _ => None,
@@ -554,9 +608,85 @@ impl DomainCache {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use proptest::prelude::*;
 
-    use super::same_bytes;
+    use super::{PeekCache, PeekMemo, same_bytes};
+    use crate::breaker::{BreakerLayer, FleetUpdate, RequestHead};
+    use crate::error::{RefusalKind, Rejection};
+
+    /// A peek's answer, compared by what a caller reads of it.
+    type Answer = Result<(), (RefusalKind, String, Duration)>;
+
+    fn answer(refused: Result<(), crate::error::BoxError>) -> Answer {
+        refused.map_err(|e| {
+            let r = Rejection::find(&*e).expect("a rejection");
+            (
+                r.kind().expect("one scope's"),
+                r.scope().unwrap_or_default().to_owned(),
+                r.retry_after(),
+            )
+        })
+    }
+
+    const URIS: [&str; 4] = [
+        "https://api.openai.com/v1/chat/completions",
+        "https://x.openai.azure.com/openai/deployments/gpt-4o/chat/completions",
+        "https://x.openai.azure.com/openai/deployments/gpt-4o-mini/chat/completions",
+        "https://api.openai.com/v1/chat/completions?stream=true",
+    ];
+    const SCOPES: [&str; 4] = [
+        "api.openai.com",
+        "x.openai.azure.com/gpt-4o",
+        "x.openai.azure.com/gpt-4o-mini",
+        "x.openai.azure.com",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Whatever is gated, parked or opened between two peeks, and
+        /// whatever URI the memo last held, a router's memoized peek answers
+        /// as a fresh peek would.
+        #[test]
+        fn a_memoized_peek_answers_as_a_fresh_one(
+            ops in proptest::collection::vec((0u8..5, 0usize..4, 1u64..30), 1..60),
+        ) {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let handle = BreakerLayer::new().handle();
+                let cache = PeekCache::default();
+                let mut memo = PeekMemo::default();
+                for (op, k, n) in ops {
+                    let wait = Duration::from_secs(n);
+                    let (scope, reason) = (SCOPES[k], "test");
+                    match op {
+                        0 => { handle.adopt(FleetUpdate::Gated { scope, wait, reason }); }
+                        1 => { handle.adopt(FleetUpdate::Parked { scope, wait, reason }); }
+                        2 => { handle.adopt(FleetUpdate::Opened { scope, wait, reason }); }
+                        3 => tokio::time::advance(wait).await,
+                        _ => {
+                            let uri: http::Uri = URIS[k].parse().unwrap();
+                            let mut req = http::Request::new(());
+                            *req.uri_mut() = uri;
+                            let head = RequestHead::of(&req);
+                            let fresh = answer(handle.admits(&head));
+                            let memoized = handle
+                                .admits_cached(&head, &cache, Some(&mut memo))
+                                .map_err(|r| r.into_error());
+                            prop_assert_eq!(answer(memoized), fresh);
+                        }
+                    }
+                }
+                Ok(())
+            })?;
+        }
+    }
 
     proptest! {
         #[test]

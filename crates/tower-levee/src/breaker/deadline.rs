@@ -189,18 +189,29 @@ impl<S: Deadline> DeadlineTable<S> {
         key: impl Fn() -> K,
         now: impl FnOnce() -> Timestamp,
     ) -> Result<Option<Transition>, BoxError> {
+        let handle = self.lookup_cached(cached, &key);
+        self.admit_found(handle, key, now)
+    }
+
+    /// `key`'s entry, through `cached`: looked up again only if an entry
+    /// was added since.
+    #[inline]
+    fn lookup_cached<K: AsRef<str>>(
+        &self,
+        cached: &mut Option<Lookup<S>>,
+        key: impl Fn() -> K,
+    ) -> Option<Handle<Entry<S>, UntilHot>> {
         // Read before the lookup it validates: an entry added after the
         // lookup missed it is counted after this read.
         let added = self.added.load(Ordering::Acquire);
-        let handle = match *cached {
+        match *cached {
             Some(lookup) if lookup.added == added => lookup.handle,
             _ => {
                 let handle = self.registry.get(key().as_ref());
                 *cached = Some(Lookup { added, handle });
                 handle
             }
-        };
-        self.admit_found(handle, key, now)
+        }
     }
 
     fn admit_found<K: AsRef<str>>(
@@ -233,12 +244,36 @@ impl<S: Deadline> DeadlineTable<S> {
 
     /// The refusal a call to `key` would get now, changing nothing.
     pub(crate) fn peek(&self, key: &str, now: impl FnOnce() -> Timestamp) -> Result<(), Refused> {
-        let Some((_, until)) = published(self.registry.get(key)) else {
+        self.peek_found(self.registry.get(key), || key, now)
+    }
+
+    /// [`peek`](Self::peek) with the key's entry looked up through
+    /// `cached`, as [`admit_cached`](Self::admit_cached) does.
+    pub(crate) fn peek_cached<K: AsRef<str>>(
+        &self,
+        cached: &mut Option<Lookup<S>>,
+        key: impl Fn() -> K,
+        now: impl FnOnce() -> Timestamp,
+    ) -> Result<(), Refused> {
+        let handle = self.lookup_cached(cached, &key);
+        self.peek_found(handle, key, now)
+    }
+
+    fn peek_found<K: AsRef<str>>(
+        &self,
+        handle: Option<Handle<Entry<S>, UntilHot>>,
+        key: impl FnOnce() -> K,
+        now: impl FnOnce() -> Timestamp,
+    ) -> Result<(), Refused> {
+        let Some((_, until)) = published(handle) else {
             return Ok(());
         };
         let now = now();
         if now < until {
-            return Err(S::refused(key, until.saturating_duration_since(now)));
+            return Err(S::refused(
+                key().as_ref(),
+                until.saturating_duration_since(now),
+            ));
         }
         Ok(())
     }
@@ -466,7 +501,8 @@ mod tests {
     proptest::proptest! {
         /// Whatever happens to the table between two calls (gates closed,
         /// time passing, entries evicted and added again at the cap), a
-        /// clone's cached lookup answers as a fresh one would.
+        /// clone's cached lookup answers as a fresh one would, to a peek and
+        /// to a call alike.
         #[test]
         fn a_cached_lookup_answers_as_a_fresh_one(
             ops in proptest::collection::vec((0u8..3, 0usize..3, 1u64..30), 1..80),
@@ -474,6 +510,7 @@ mod tests {
             let keys = ["org-a/m", "org-b/m", "org-c/m"];
             let table = DeadlineTable::<GateState>::new(2);
             let mut cached: [Option<Lookup<GateState>>; 3] = [None; 3];
+            let mut peeks: [Option<Lookup<GateState>>; 3] = [None; 3];
             let mut now = 0;
             let answer = |r: Result<(), BoxError>| {
                 r.map_err(|e| e.downcast_ref::<Throttled>().map(|t| (t.scope().to_owned(), t.retry_after())))
@@ -484,6 +521,8 @@ mod tests {
                     1 => now += n,
                     _ => {
                         let fresh = answer(table.peek(keys[k], || at(now)).map_err(Refused::into_error));
+                        let peeked = table.peek_cached(&mut peeks[k], || keys[k], || at(now));
+                        proptest::prop_assert_eq!(answer(peeked.map_err(Refused::into_error)), fresh.clone());
                         let got = table.admit_cached(&mut cached[k], || keys[k], || at(now));
                         proptest::prop_assert_eq!(answer(got.map(|_| ())), fresh);
                     }

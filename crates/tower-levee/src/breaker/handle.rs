@@ -13,7 +13,7 @@ use levee_core::clock::{Clock, Timestamp};
 use levee_core::gate::Closings;
 use levee_core::transition::State;
 
-use super::admission::{PeekCache, peek};
+use super::admission::{PeekCache, PeekMemo, peek};
 use super::error::Refused;
 use super::event::{EventSubscriber, Origin};
 use super::fleet::FleetUpdate;
@@ -277,26 +277,28 @@ impl BreakerHandle {
     /// [`Throttled`]: super::Throttled
     /// [`CircuitOpen`]: super::CircuitOpen
     pub fn admits(&self, head: &RequestHead<'_>) -> Result<(), BoxError> {
-        peek(&self.shared, head, None).map_err(Refused::into_error)
+        peek(&self.shared, head, None, None).map_err(Refused::into_error)
     }
 
     /// How long until the layer would admit `head`'s request, or `None` if
     /// it would now. Read-only, like [`admits`](Self::admits).
     pub fn retry_after(&self, head: &RequestHead<'_>) -> Option<Duration> {
-        peek(&self.shared, head, None)
+        peek(&self.shared, head, None, None)
             .err()
             .map(|r| r.retry_after())
     }
 
     /// [`admits`](Self::admits) with a per-caller cache of the failure
-    /// domain's handle, its refusal not yet boxed.
+    /// domain's handle and a per-clone memo of the last peek, its refusal
+    /// not yet boxed.
     #[inline]
     pub(crate) fn admits_cached(
         &self,
         head: &RequestHead<'_>,
         cache: &PeekCache,
+        memo: Option<&mut PeekMemo>,
     ) -> Result<(), Refused> {
-        peek(&self.shared, head, Some(cache))
+        peek(&self.shared, head, Some(cache), memo)
     }
 
     /// Opens a domain's breaker now, as if it had just tripped (e.g. ahead of

@@ -89,7 +89,7 @@ mod settings;
 mod shared;
 mod tracker;
 
-pub(crate) use self::admission::PeekCache;
+pub(crate) use self::admission::{PeekCache, PeekMemo};
 pub use self::body::ResponseBody;
 pub(crate) use self::body::ServedTag;
 pub use self::cost::TokenCost;

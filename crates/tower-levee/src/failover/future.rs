@@ -17,7 +17,7 @@ use super::error::{NoTargetAvailable, Refusal, RefusalKind};
 use super::state::{Common, Meta};
 use super::target::ServedBy;
 use crate::breaker::error::Refused;
-use crate::breaker::{Reopening, RequestHead, ResponseBody};
+use crate::breaker::{PeekMemo, Reopening, RequestHead, ResponseBody};
 use crate::error::{BoxError, Rejection, is_rejection, transport_failure};
 
 pub use super::stack::TargetFuture;
@@ -145,6 +145,7 @@ where
         request: Request<B>,
         services: &mut [T],
         ready: &mut u64,
+        peeks: &mut [PeekMemo],
     ) -> Self {
         let span = tracing::debug_span!(
             target: "levee::failover",
@@ -186,7 +187,7 @@ where
             // A rewrite for the last target takes the request itself: it
             // waits in a slot, where `select` can take it.
             let mut request = Some(request);
-            let pick = select(&common, &mut request, &mut rewritten, &mut progress);
+            let pick = select(&common, &mut request, &mut rewritten, &mut progress, peeks);
             call_ready!(
                 pick,
                 |keep| to_send(&mut request, &mut rewritten, keep),
@@ -197,7 +198,7 @@ where
         } else {
             // Read where the caller put it, and moved once: into the call,
             // or into the future while another target may follow.
-            let pick = select(&common, &mut &request, &mut rewritten, &mut progress);
+            let pick = select(&common, &mut &request, &mut rewritten, &mut progress, peeks);
             if let Pick::Call { keep: true, .. } = pick {
                 call_ready!(pick, |_| request.clone(), |_| Some(request));
             } else {
@@ -264,7 +265,15 @@ where
             let settled = match this.state.as_mut().project() {
                 StateProj::Select => {
                     let mut rewritten = None;
-                    match select(this.common, this.request, &mut rewritten, this.progress) {
+                    // Later choices read no memo: the caller's clone is not at hand.
+                    let peeks = &mut [];
+                    match select(
+                        this.common,
+                        this.request,
+                        &mut rewritten,
+                        this.progress,
+                        peeks,
+                    ) {
                         Pick::Call { index, keep } => {
                             // The previous answer is kept until this target
                             // answers: its bulkhead may still refuse.
@@ -378,12 +387,14 @@ fn end_or_advance<B, RB: Body, T, F>(
 /// Chooses the next target to call, skipping (and recording) those that
 /// refuse. The request is read where it lies: only a target's rewrite
 /// copies it (or takes it, when no other target is left untried), into
-/// `rewritten`.
+/// `rewritten`. `peeks` are the caller's clone's memos of its last peek at
+/// each target (none once the request has left the caller).
 fn select<B: Clone, T>(
     common: &Common<B, T>,
     request: &mut impl Original<B>,
     rewritten: &mut Option<Request<B>>,
     progress: &mut Progress,
+    peeks: &mut [PeekMemo],
 ) -> Pick {
     let meta = &*common.meta;
     while (progress.attempts as usize) < meta.max_targets {
@@ -409,9 +420,10 @@ fn select<B: Clone, T>(
             break;
         };
         let target = &meta.targets[index];
+        let memo = peeks.get_mut(index);
         match target
             .breaker
-            .admits_cached(&RequestHead::of(to_peek), &target.peek)
+            .admits_cached(&RequestHead::of(to_peek), &target.peek, memo)
         {
             Ok(()) => {
                 let more_calls = (progress.attempts as usize) + 1 < meta.max_targets;

@@ -16,7 +16,7 @@ use super::health::FailoverHandle;
 use super::stack::TargetService;
 use super::state::Common;
 use super::target::BoxTargetService;
-use crate::breaker::ResponseBody;
+use crate::breaker::{PeekMemo, ResponseBody};
 use crate::error::BoxError;
 
 /// Sends each request to the first target that can take it, and on to the
@@ -40,6 +40,8 @@ pub struct Failover<B, RB, S = BoxTargetService<B, RB>, C = ProviderClassifier> 
     /// `poll_ready`), and which of them are polled ready.
     services: Vec<TargetService<S, C>>,
     ready: u64,
+    /// This clone's memo of its last peek at each target.
+    peeks: Vec<PeekMemo>,
     _body: PhantomData<fn() -> RB>,
 }
 
@@ -49,6 +51,7 @@ impl<B, RB, S, C> Failover<B, RB, S, C> {
             common,
             services: Vec::new(),
             ready: 0,
+            peeks: Vec::new(),
             _body: PhantomData,
         }
     }
@@ -104,6 +107,7 @@ where
                 .iter()
                 .map(|e| e.service.clone())
                 .collect();
+            self.peeks = vec![PeekMemo::default(); self.services.len()];
         }
         for (i, service) in self.services.iter_mut().enumerate() {
             if self.ready & (1 << i) != 0 {
@@ -125,6 +129,7 @@ where
             request,
             &mut self.services,
             &mut self.ready,
+            &mut self.peeks,
         )
     }
 }
