@@ -67,6 +67,24 @@ impl<const N: usize> InlineStr<N> {
         }
     }
 
+    /// A copy held in `M` bytes inline. Its bytes are copied, not checked
+    /// again: they came from whole `&str`s.
+    #[inline]
+    pub(crate) fn resized<const M: usize>(&self) -> InlineStr<M> {
+        match self {
+            InlineStr::Inline { len, bytes } if usize::from(*len) <= M => {
+                let n = usize::from(*len);
+                let mut copy = [0u8; M];
+                copy[..n].copy_from_slice(&bytes[..n]);
+                InlineStr::Inline {
+                    len: *len,
+                    bytes: copy,
+                }
+            }
+            longer => InlineStr::copy(longer.as_str()),
+        }
+    }
+
     #[inline]
     pub(crate) fn as_bytes(&self) -> &[u8] {
         match self {
@@ -148,6 +166,24 @@ impl ScopeName {
     }
 }
 
+/// A scope's key, as a lookup reads it and a refusal names it.
+pub(crate) trait ScopeKey: AsRef<str> {
+    /// The name a refusal of this key carries.
+    fn to_scope_name(&self) -> ScopeName {
+        ScopeName::copied(self.as_ref())
+    }
+}
+
+impl ScopeKey for &str {}
+
+impl<const N: usize> ScopeKey for InlineStr<N> {
+    /// Copied byte for byte: no second check that the key is UTF-8.
+    #[inline]
+    fn to_scope_name(&self) -> ScopeName {
+        ScopeName::Copied(self.resized())
+    }
+}
+
 impl From<Arc<str>> for ScopeName {
     fn from(name: Arc<str>) -> Self {
         ScopeName::Shared(name)
@@ -172,5 +208,27 @@ impl fmt::Debug for ScopeName {
 impl fmt::Display for ScopeName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{InlineStr, ScopeKey};
+
+    proptest::proptest! {
+        /// A key copied into a refusal's name, inline or on the heap, reads
+        /// as the key did, whatever its length and characters.
+        #[test]
+        fn a_keys_scope_name_reads_as_the_key(
+            parts in proptest::collection::vec("\\PC{0,20}", 1..4),
+        ) {
+            let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+            let key = InlineStr::<54>::join(&parts, '/');
+            let joined = parts.join("/");
+            proptest::prop_assert_eq!(key.as_str(), joined.as_str());
+            let (name, short) = (key.to_scope_name(), key.resized::<8>());
+            proptest::prop_assert_eq!(name.as_str(), joined.as_str());
+            proptest::prop_assert_eq!(short.as_str(), joined.as_str());
+        }
     }
 }

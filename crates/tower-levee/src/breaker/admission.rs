@@ -29,6 +29,7 @@ use super::scope::{
 use super::shared::{DomainHandle, Shared};
 use super::tracker::{NOT_IN_FLIGHT, SlowClock, Tracker};
 use crate::error::BoxError;
+use crate::inline_str::ScopeKey;
 
 /// What differs between admitting a call and peeking at its admission.
 pub(crate) trait Mode<'a> {
@@ -44,7 +45,7 @@ pub(crate) trait Mode<'a> {
     fn resolve(&mut self, shared: &Shared, head: &RequestHead<'a>) -> (Scopes<'a>, Self::Found);
 
     /// A gate's or park's answer for the scope `key` names.
-    fn deadline<S: Deadline, K: AsRef<str>>(
+    fn deadline<S: Deadline, K: ScopeKey>(
         &mut self,
         shared: &Shared,
         table: &DeadlineTable<S>,
@@ -186,7 +187,7 @@ impl<'a> Mode<'a> for Admit<'_, 'a> {
     }
 
     #[inline]
-    fn deadline<S: Deadline, K: AsRef<str>>(
+    fn deadline<S: Deadline, K: ScopeKey>(
         &mut self,
         shared: &Shared,
         table: &DeadlineTable<S>,
@@ -355,7 +356,7 @@ impl<'a> Mode<'a> for Peek<'_> {
     }
 
     #[inline]
-    fn deadline<S: Deadline, K: AsRef<str>>(
+    fn deadline<S: Deadline, K: ScopeKey>(
         &mut self,
         shared: &Shared,
         table: &DeadlineTable<S>,
@@ -395,7 +396,7 @@ impl<'a> Mode<'a> for Peek<'_> {
             return Ok(());
         }
         if let Some(left) = hot.open_for(|| shared.clock.now()) {
-            return Err(Refused::new(RefusedBy::Breaker, &scopes.domain_key(), left));
+            return Err(Refused::new(RefusedBy::Breaker, scopes.domain_key(), left));
         }
         let Some(cell) = domain.lock() else {
             return Ok(());

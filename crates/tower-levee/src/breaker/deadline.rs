@@ -18,6 +18,7 @@ use levee_core::transition::Transition;
 use super::error::{Refused, RefusedBy};
 use super::hot::UntilHot;
 use crate::error::BoxError;
+use crate::inline_str::ScopeKey;
 use crate::registry::{Handle, IDLE_AGE, Pressure, Registry};
 use crate::striped::Striped;
 use crate::sync::{AtomicU64, AtomicUsize, Ordering};
@@ -35,7 +36,7 @@ pub(crate) trait Deadline: Default + Send + 'static {
     fn is_idle(&self, now: Timestamp, pressure: Pressure) -> bool;
 
     /// The refusal of a call to `scope` while it refuses for `retry_after`.
-    fn refused(scope: &str, retry_after: Duration) -> Refused;
+    fn refused(key: impl ScopeKey, retry_after: Duration) -> Refused;
 
     /// This table's lookup among a service clone's cached ones.
     fn cached(lookups: &mut Lookups) -> &mut Option<Lookup<Self>>;
@@ -58,8 +59,8 @@ impl Deadline for GateState {
                     .is_none_or(|t| now.saturating_duration_since(t) >= IDLE_AGE))
     }
     #[inline]
-    fn refused(scope: &str, retry_after: Duration) -> Refused {
-        Refused::new(RefusedBy::Gate, scope, retry_after)
+    fn refused(key: impl ScopeKey, retry_after: Duration) -> Refused {
+        Refused::new(RefusedBy::Gate, key, retry_after)
     }
     fn cached(lookups: &mut Lookups) -> &mut Option<Lookup<Self>> {
         &mut lookups.gate
@@ -77,8 +78,8 @@ impl Deadline for ParkState {
         ParkState::is_idle(self)
     }
     #[inline]
-    fn refused(scope: &str, retry_after: Duration) -> Refused {
-        Refused::new(RefusedBy::Park, scope, retry_after)
+    fn refused(key: impl ScopeKey, retry_after: Duration) -> Refused {
+        Refused::new(RefusedBy::Park, key, retry_after)
     }
     fn cached(lookups: &mut Lookups) -> &mut Option<Lookup<Self>> {
         &mut lookups.park
@@ -183,7 +184,7 @@ impl<S: Deadline> DeadlineTable<S> {
     /// [`admit`](Self::admit) with the key's entry looked up through
     /// `cached`, which holds the last lookup of the same key: the key is
     /// made only to look it up again, or for a refusal.
-    pub(crate) fn admit_cached<K: AsRef<str>>(
+    pub(crate) fn admit_cached<K: ScopeKey>(
         &self,
         cached: &mut Option<Lookup<S>>,
         key: impl Fn() -> K,
@@ -196,7 +197,7 @@ impl<S: Deadline> DeadlineTable<S> {
     /// `key`'s entry, through `cached`: looked up again only if an entry
     /// was added since.
     #[inline]
-    fn lookup_cached<K: AsRef<str>>(
+    fn lookup_cached<K: ScopeKey>(
         &self,
         cached: &mut Option<Lookup<S>>,
         key: impl Fn() -> K,
@@ -214,7 +215,7 @@ impl<S: Deadline> DeadlineTable<S> {
         }
     }
 
-    fn admit_found<K: AsRef<str>>(
+    fn admit_found<K: ScopeKey>(
         &self,
         handle: Option<Handle<Entry<S>, UntilHot>>,
         key: impl FnOnce() -> K,
@@ -227,7 +228,7 @@ impl<S: Deadline> DeadlineTable<S> {
         if now < until {
             self.rejected.add();
             let retry_after = until.saturating_duration_since(now);
-            return Err(S::refused(key().as_ref(), retry_after).into_error());
+            return Err(S::refused(key(), retry_after).into_error());
         }
         let Some(mut entry) = handle.lock() else {
             return Ok(None);
@@ -249,7 +250,7 @@ impl<S: Deadline> DeadlineTable<S> {
 
     /// [`peek`](Self::peek) with the key's entry looked up through
     /// `cached`, as [`admit_cached`](Self::admit_cached) does.
-    pub(crate) fn peek_cached<K: AsRef<str>>(
+    pub(crate) fn peek_cached<K: ScopeKey>(
         &self,
         cached: &mut Option<Lookup<S>>,
         key: impl Fn() -> K,
@@ -259,7 +260,7 @@ impl<S: Deadline> DeadlineTable<S> {
         self.peek_found(handle, key, now)
     }
 
-    fn peek_found<K: AsRef<str>>(
+    fn peek_found<K: ScopeKey>(
         &self,
         handle: Option<Handle<Entry<S>, UntilHot>>,
         key: impl FnOnce() -> K,
@@ -270,10 +271,7 @@ impl<S: Deadline> DeadlineTable<S> {
         };
         let now = now();
         if now < until {
-            return Err(S::refused(
-                key().as_ref(),
-                until.saturating_duration_since(now),
-            ));
+            return Err(S::refused(key(), until.saturating_duration_since(now)));
         }
         Ok(())
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use http::StatusCode;
 
 use crate::error::{RefusalKind, rejection_response};
-use crate::inline_str::ScopeName;
+use crate::inline_str::{ScopeKey, ScopeName};
 
 macro_rules! rejection {
     ($(#[$doc:meta])* $name:ident, $kind:ident, $what:literal) => {
@@ -125,13 +125,13 @@ pub(crate) enum RefusedBy {
 }
 
 impl Refused {
-    /// A refusal by `by` of a scope named for this one call: its name is
-    /// copied in, not into an allocation of its own.
+    /// A refusal by `by` of the scope `key` names for this one call: its
+    /// name is copied in, not into an allocation of its own.
     #[inline(always)]
-    pub(crate) fn new(by: RefusedBy, scope: &str, retry_after: Duration) -> Self {
+    pub(crate) fn new(by: RefusedBy, key: impl ScopeKey, retry_after: Duration) -> Self {
         Refused {
             by,
-            scope: ScopeName::copied(scope),
+            scope: key.to_scope_name(),
             retry_after,
         }
     }
@@ -190,7 +190,7 @@ mod tests {
         ));
         assert_eq!(throttled.scope(), long);
         let longer = "x".repeat(47);
-        let parked = Refused::new(RefusedBy::Park, &longer, Duration::ZERO).into_error();
+        let parked = Refused::new(RefusedBy::Park, longer.as_str(), Duration::ZERO).into_error();
         assert_eq!(
             parked.downcast_ref::<Parked>().expect("a park's").scope(),
             longer

@@ -287,7 +287,7 @@ impl Shared {
         };
         self.gates.count_refusal();
         let wait = until.saturating_duration_since(now);
-        Refused::new(RefusedBy::Gate, &quota_key, wait).into_error()
+        Refused::new(RefusedBy::Gate, quota_key, wait).into_error()
     }
 
     /// Gives back what an unfinished call held (a dropped future).
