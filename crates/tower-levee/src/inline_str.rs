@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 /// A short string held inline up to `N` bytes, so the hot path neither
 /// allocates nor touches a shared reference count; longer ones on the heap.
+/// The bytes past an inline string's `len` are always zero: equality
+/// compares whole arrays, and a copy takes them along.
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) enum InlineStr<const N: usize> {
     Inline { len: u8, bytes: [u8; N] },
@@ -14,6 +16,12 @@ pub(crate) enum InlineStr<const N: usize> {
 }
 
 impl<const N: usize> InlineStr<N> {
+    /// The empty string.
+    pub(crate) const EMPTY: Self = InlineStr::Inline {
+        len: 0,
+        bytes: [0; N],
+    };
+
     /// `parts` joined with `sep` between the non-empty ones.
     pub(crate) fn join(parts: &[&str], sep: char) -> Self {
         if let [only] = parts {
@@ -73,9 +81,10 @@ impl<const N: usize> InlineStr<N> {
     pub(crate) fn resized<const M: usize>(&self) -> InlineStr<M> {
         match self {
             InlineStr::Inline { len, bytes } if usize::from(*len) <= M => {
-                let n = usize::from(*len);
+                // A copy of fixed size, the zeros past `len` with it.
+                let whole = M.min(N);
                 let mut copy = [0u8; M];
-                copy[..n].copy_from_slice(&bytes[..n]);
+                copy[..whole].copy_from_slice(&bytes[..whole]);
                 InlineStr::Inline {
                     len: *len,
                     bytes: copy,
@@ -174,13 +183,20 @@ pub(crate) trait ScopeKey: AsRef<str> {
     }
 }
 
-impl ScopeKey for &str {}
+impl ScopeKey for str {}
 
 impl<const N: usize> ScopeKey for InlineStr<N> {
     /// Copied byte for byte: no second check that the key is UTF-8.
     #[inline]
     fn to_scope_name(&self) -> ScopeName {
         ScopeName::Copied(self.resized())
+    }
+}
+
+impl<K: ScopeKey + ?Sized> ScopeKey for &K {
+    #[inline]
+    fn to_scope_name(&self) -> ScopeName {
+        (**self).to_scope_name()
     }
 }
 

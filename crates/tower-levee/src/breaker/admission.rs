@@ -13,7 +13,6 @@
 //! The order is the most lasting refusal first: parked, then gated, then
 //! open.
 
-use std::sync::Arc;
 use std::sync::OnceLock;
 
 use levee_core::breaker::{BreakerStatus, HALF_OPEN_RETRY_AFTER};
@@ -151,7 +150,7 @@ impl<'c> Admit<'c, '_> {
         }
         let key = scopes.domain_key();
         let domain = shared.domain(&key);
-        let name = Arc::from(&*key);
+        let name = key.clone();
         self.entry = self
             .cache
             .put(uri_key.unwrap_or(CacheKey::Domain(key)), domain, name);
@@ -442,8 +441,9 @@ struct CacheEntry {
     /// What it was looked up by.
     key: CacheKey,
     domain: DomainHandle,
-    /// Its name, for rejections.
-    name: Arc<str>,
+    /// Its name, for rejections (copied into one: sharing it would cost a
+    /// refusal two atomic writes).
+    name: KeyBuf,
 }
 
 /// What a cached failure domain was found by.
@@ -576,7 +576,7 @@ impl DomainCache {
     }
 
     /// Caches `handle` under `key`; returns the entry's index.
-    fn put(&mut self, key: CacheKey, domain: DomainHandle, name: Arc<str>) -> usize {
+    fn put(&mut self, key: CacheKey, domain: DomainHandle, name: KeyBuf) -> usize {
         let at = usize::from(self.next) % self.entries.len();
         self.entries[at] = Some(CacheEntry { key, domain, name });
         self.lookups[at] = Lookups::default();
@@ -584,12 +584,14 @@ impl DomainCache {
         at
     }
 
-    /// The failure domain's name at entry `at`, for a rejection.
-    fn name(&self, at: usize) -> Arc<str> {
+    /// The failure domain's name at entry `at`, for a rejection (an entry
+    /// the call just found or made).
+    fn name(&self, at: usize) -> &KeyBuf {
+        static UNNAMED: KeyBuf = KeyBuf::EMPTY;
         self.entries
             .get(at)
             .and_then(|e| e.as_ref())
-            .map_or_else(|| Arc::from(""), |e| e.name.clone())
+            .map_or(&UNNAMED, |e| &e.name)
     }
 
     /// The gate and park lookups kept at entry `at`, if it is a URI's: its

@@ -18,13 +18,14 @@ use levee_core::park::ParkState;
 use levee_core::transition::Transition;
 
 use super::deadline::DeadlineTable;
-use super::error::{CircuitOpen, Refused, RefusedBy};
+use super::error::{Refused, RefusedBy};
 use super::event::{EventSubscriber, Origin, ScopeEvent};
 use super::hot::DomainHot;
 use super::scope::{CallScopes, Scopes};
 use super::settings::Settings;
 use crate::clock::TokioClock;
 use crate::error::BoxError;
+use crate::inline_str::ScopeKey;
 use crate::registry::{Handle, Registry, SlotGuard};
 use crate::striped::Striped;
 
@@ -134,9 +135,9 @@ impl Shared {
 
     /// The rejection of a call to a breaker that [`DomainHot::open_for`]
     /// found open: counted, without the lock.
-    pub(crate) fn reject_open(&self, scope: Arc<str>, retry_after: Duration) -> BoxError {
+    pub(crate) fn reject_open(&self, domain: impl ScopeKey, retry_after: Duration) -> BoxError {
         self.stats.rejected_breaker.add();
-        CircuitOpen::new(scope, retry_after).into()
+        Refused::new(RefusedBy::Breaker, domain, retry_after).into_error()
     }
 
     /// Admission through a breaker that is not closed (slow path).
