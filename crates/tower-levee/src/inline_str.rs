@@ -22,7 +22,7 @@ impl<const N: usize> InlineStr<N> {
         bytes: [0; N],
     };
 
-    /// `parts` joined with `sep` between the non-empty ones.
+    /// `parts` joined with `sep`.
     pub(crate) fn join(parts: &[&str], sep: char) -> Self {
         if let [only] = parts {
             return Self::copy(only);
@@ -148,11 +148,11 @@ impl<const N: usize> fmt::Debug for InlineStr<N> {
 }
 
 /// The name of a scope that refused a request, as a rejection or a
-/// failover's refusal carries it. A breaker's refusal shares the name its
-/// service's clone keeps for the failure domain (a reference count); a key
-/// named for the one call, a gate's or a park's, is copied inline (on the
-/// heap only when long), so that a refusal allocates its boxed error and
-/// nothing else, and a failover noting it copies it again.
+/// failover's refusal carries it. A refusal by the layers copies its
+/// scope's key inline (on the heap only when long), so that it allocates
+/// its boxed error and nothing else and writes no shared reference count,
+/// and a failover noting it copies it again; a name given as an `Arc<str>`
+/// (a rejection built by hand, a bulkhead's compartment) is shared.
 #[derive(Clone)]
 pub(crate) enum ScopeName {
     Shared(Arc<str>),

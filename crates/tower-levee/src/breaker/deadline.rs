@@ -35,7 +35,8 @@ pub(crate) trait Deadline: Default + Send + 'static {
     /// Whether the entry may be evicted at `now`, under `pressure`.
     fn is_idle(&self, now: Timestamp, pressure: Pressure) -> bool;
 
-    /// The refusal of a call to `scope` while it refuses for `retry_after`.
+    /// The refusal of a call to the scope `key` names, while it refuses for
+    /// `retry_after`.
     fn refused(key: impl ScopeKey, retry_after: Duration) -> Refused;
 
     /// This table's lookup among a service clone's cached ones.

@@ -107,7 +107,7 @@ rejection!(
 
 /// A refusal a peek found, before anything is boxed: a router that goes on
 /// to its next target keeps only this, so passing over a throttled, parked
-/// or open target allocates nothing. The rejection it stands for is built
+/// or open target builds no error. The rejection it stands for is built
 /// only for a caller that gets it.
 #[derive(Clone, Debug)]
 pub(crate) struct Refused {
