@@ -22,7 +22,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 tree=${1:-$(cd "$here/.." && pwd)}
 shift || true
 case $report in
-  atomics) cases=${*:-bare failsafe breaker rolling refusing throttled gated_elsewhere bulkhead retry stack failover1 failover2} ;;
+  atomics) cases=${*:-bare failsafe breaker rolling refusing throttled gated_elsewhere bulkhead retry stack failover1 failover2 failover_gated} ;;
   memcpys) cases=${*:-breaker stack failover1} ;;
   *) echo "callsites.sh: unknown report $report" >&2; exit 2 ;;
 esac
