@@ -193,10 +193,8 @@ impl<'a> Mode<'a> for Admit<'_, 'a> {
         key: impl Fn() -> K,
     ) -> Result<(), BoxError> {
         let now = || shared.clock.now();
-        let reopened = match self.cache.uri_lookups(self.entry) {
-            Some(lookups) => table.admit_cached(S::cached(lookups), &key, now)?,
-            None => table.admit(key().as_ref(), now)?,
-        };
+        let cached = self.cache.uri_lookups(self.entry).map(S::cached);
+        let reopened = table.admit(cached, &key, now)?;
         if reopened.is_some() {
             shared.emit_transition(key().as_ref(), reopened, None);
         }
@@ -361,11 +359,11 @@ impl<'a> Mode<'a> for Peek<'_> {
         table: &DeadlineTable<S>,
         key: impl Fn() -> K,
     ) -> Result<(), Refused> {
-        let now = || shared.clock.now();
-        match self.memo.as_deref_mut() {
-            Some(memo) => table.peek_cached(S::cached(&mut memo.lookups), &key, now),
-            None => table.peek(key().as_ref(), now),
-        }
+        let cached = self
+            .memo
+            .as_deref_mut()
+            .map(|memo| S::cached(&mut memo.lookups));
+        table.peek(cached, key, || shared.clock.now())
     }
 
     fn breaker(self, shared: &Shared, scopes: Scopes<'a>, (): ()) -> Result<(), Refused> {

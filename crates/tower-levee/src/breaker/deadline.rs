@@ -171,58 +171,19 @@ impl<S: Deadline> DeadlineTable<S> {
         self.active.load(Ordering::Relaxed) > 0
     }
 
-    /// Refuses a call to `key` while its deadline lasts, counting the
-    /// refusal; once the deadline has passed, the first call reopens the
-    /// scope (no probe) and gets the transition to report.
-    pub(crate) fn admit(
-        &self,
-        key: &str,
-        now: impl FnOnce() -> Timestamp,
-    ) -> Result<Option<Transition>, BoxError> {
-        self.admit_found(self.registry.get(key), || key, now)
-    }
-
-    /// [`admit`](Self::admit) with the key's entry looked up through
-    /// `cached`, which holds the last lookup of the same key: the key is
-    /// made only to look it up again, or for a refusal.
-    pub(crate) fn admit_cached<K: ScopeKey>(
-        &self,
-        cached: &mut Option<Lookup<S>>,
-        key: impl Fn() -> K,
-        now: impl FnOnce() -> Timestamp,
-    ) -> Result<Option<Transition>, BoxError> {
-        let handle = self.lookup_cached(cached, &key);
-        self.admit_found(handle, key, now)
-    }
-
-    /// `key`'s entry, through `cached`: looked up again only if an entry
-    /// was added since.
+    /// Refuses a call to the scope `key` names while its deadline lasts,
+    /// counting the refusal; once the deadline has passed, the first call
+    /// reopens the scope (no probe) and gets the transition to report.
+    /// `cached` is a service clone's last lookup of the same key, if it
+    /// keeps one: see [`lookup`](Self::lookup).
     #[inline]
-    fn lookup_cached<K: ScopeKey>(
+    pub(crate) fn admit<K: ScopeKey>(
         &self,
-        cached: &mut Option<Lookup<S>>,
+        cached: Option<&mut Option<Lookup<S>>>,
         key: impl Fn() -> K,
-    ) -> Option<Handle<Entry<S>, UntilHot>> {
-        // Read before the lookup it validates: an entry added after the
-        // lookup missed it is counted after this read.
-        let added = self.added.load(Ordering::Acquire);
-        match *cached {
-            Some(lookup) if lookup.added == added => lookup.handle,
-            _ => {
-                let handle = self.registry.get(key().as_ref());
-                *cached = Some(Lookup { added, handle });
-                handle
-            }
-        }
-    }
-
-    fn admit_found<K: ScopeKey>(
-        &self,
-        handle: Option<Handle<Entry<S>, UntilHot>>,
-        key: impl FnOnce() -> K,
         now: impl FnOnce() -> Timestamp,
     ) -> Result<Option<Transition>, BoxError> {
-        let Some((handle, until)) = published(handle) else {
+        let Some((handle, until)) = published(self.lookup(cached, &key)) else {
             return Ok(None);
         };
         let now = now();
@@ -239,35 +200,16 @@ impl<S: Deadline> DeadlineTable<S> {
         Ok(transition)
     }
 
-    /// Counts a refusal made on the table's behalf (a call spread out).
-    pub(crate) fn count_refusal(&self) {
-        self.rejected.add();
-    }
-
-    /// The refusal a call to `key` would get now, changing nothing.
-    pub(crate) fn peek(&self, key: &str, now: impl FnOnce() -> Timestamp) -> Result<(), Refused> {
-        self.peek_found(self.registry.get(key), || key, now)
-    }
-
-    /// [`peek`](Self::peek) with the key's entry looked up through
-    /// `cached`, as [`admit_cached`](Self::admit_cached) does.
-    pub(crate) fn peek_cached<K: ScopeKey>(
+    /// The refusal a call to the scope `key` names would get now, changing
+    /// nothing; `cached` as for [`admit`](Self::admit).
+    #[inline]
+    pub(crate) fn peek<K: ScopeKey>(
         &self,
-        cached: &mut Option<Lookup<S>>,
+        cached: Option<&mut Option<Lookup<S>>>,
         key: impl Fn() -> K,
         now: impl FnOnce() -> Timestamp,
     ) -> Result<(), Refused> {
-        let handle = self.lookup_cached(cached, &key);
-        self.peek_found(handle, key, now)
-    }
-
-    fn peek_found<K: ScopeKey>(
-        &self,
-        handle: Option<Handle<Entry<S>, UntilHot>>,
-        key: impl FnOnce() -> K,
-        now: impl FnOnce() -> Timestamp,
-    ) -> Result<(), Refused> {
-        let Some((_, until)) = published(handle) else {
+        let Some((_, until)) = published(self.lookup(cached, &key)) else {
             return Ok(());
         };
         let now = now();
@@ -275,6 +217,36 @@ impl<S: Deadline> DeadlineTable<S> {
             return Err(S::refused(key(), until.saturating_duration_since(now)));
         }
         Ok(())
+    }
+
+    /// `key`'s entry. Through `cached`, the last lookup of the same key,
+    /// it is looked up again only if an entry was added since: the key is
+    /// then made only to look it up again, or for a refusal.
+    #[inline]
+    fn lookup<K: ScopeKey>(
+        &self,
+        cached: Option<&mut Option<Lookup<S>>>,
+        key: impl Fn() -> K,
+    ) -> Option<Handle<Entry<S>, UntilHot>> {
+        let Some(cached) = cached else {
+            return self.registry.get(key().as_ref());
+        };
+        // Read before the lookup it validates: an entry added after the
+        // lookup missed it is counted after this read.
+        let added = self.added.load(Ordering::Acquire);
+        match *cached {
+            Some(lookup) if lookup.added == added => lookup.handle,
+            _ => {
+                let handle = self.registry.get(key().as_ref());
+                *cached = Some(Lookup { added, handle });
+                handle
+            }
+        }
+    }
+
+    /// Counts a refusal made on the table's behalf (a call spread out).
+    pub(crate) fn count_refusal(&self) {
+        self.rejected.add();
     }
 
     /// Changes `key`'s state with `f`, creating the entry first (idle
@@ -406,8 +378,8 @@ mod tests {
         park(&table, "org-a", at(20), 10);
         assert_eq!(table.active(), 1, "one scope parked, counted once");
         // The new park refuses until 30 s, then the first call reopens it.
-        assert!(table.admit("org-a", || at(25)).is_err());
-        let reopened = table.admit("org-a", || at(31)).expect("admitted");
+        assert!(table.admit(None, || "org-a", || at(25)).is_err());
+        let reopened = table.admit(None, || "org-a", || at(31)).expect("admitted");
         assert_eq!(reopened.map(|t| t.to), Some("active"));
         assert_eq!(
             table.active(),
@@ -431,7 +403,12 @@ mod tests {
         table.update("org-b/gpt-4o", at(20), |_| ());
         assert_eq!(table.len(), 1);
         assert_eq!(table.active(), 0);
-        assert!(table.admit("org-a/gpt-4o", || at(21)).unwrap().is_none());
+        assert!(
+            table
+                .admit(None, || "org-a/gpt-4o", || at(21))
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -473,9 +450,9 @@ mod tests {
         gate(&table, "org-b/gpt-4o", at(0), 60);
         let mut cached = None;
         let key = || "org-a/gpt-4o";
-        assert!(table.admit_cached(&mut cached, key, || at(1)).is_ok());
+        assert!(table.admit(Some(&mut cached), key, || at(1)).is_ok());
         gate(&table, "org-a/gpt-4o", at(2), 60);
-        let err = table.admit_cached(&mut cached, key, || at(3)).unwrap_err();
+        let err = table.admit(Some(&mut cached), key, || at(3)).unwrap_err();
         assert_eq!(
             err.downcast_ref::<Throttled>().unwrap().scope(),
             "org-a/gpt-4o"
@@ -488,13 +465,13 @@ mod tests {
         gate(&table, "org-a/gpt-4o", at(0), 10);
         let mut cached = None;
         let key = || "org-a/gpt-4o";
-        assert!(table.admit_cached(&mut cached, key, || at(1)).is_err());
+        assert!(table.admit(Some(&mut cached), key, || at(1)).is_err());
         // Its gate passed unnoticed; full, so org-b's evicts it (an eviction
         // comes with an insertion, which the lookup sees counted).
         gate(&table, "org-b/gpt-4o", at(20), 10);
-        assert!(table.admit_cached(&mut cached, key, || at(21)).is_ok());
+        assert!(table.admit(Some(&mut cached), key, || at(21)).is_ok());
         gate(&table, "org-a/gpt-4o", at(40), 10);
-        assert!(table.admit_cached(&mut cached, key, || at(41)).is_err());
+        assert!(table.admit(Some(&mut cached), key, || at(41)).is_err());
     }
 
     proptest::proptest! {
@@ -519,10 +496,10 @@ mod tests {
                     0 => gate(&table, keys[k], at(now), n),
                     1 => now += n,
                     _ => {
-                        let fresh = answer(table.peek(keys[k], || at(now)).map_err(Refused::into_error));
-                        let peeked = table.peek_cached(&mut peeks[k], || keys[k], || at(now));
+                        let fresh = answer(table.peek(None, || keys[k], || at(now)).map_err(Refused::into_error));
+                        let peeked = table.peek(Some(&mut peeks[k]), || keys[k], || at(now));
                         proptest::prop_assert_eq!(answer(peeked.map_err(Refused::into_error)), fresh.clone());
-                        let got = table.admit_cached(&mut cached[k], || keys[k], || at(now));
+                        let got = table.admit(Some(&mut cached[k]), || keys[k], || at(now));
                         proptest::prop_assert_eq!(answer(got.map(|_| ())), fresh);
                     }
                 }
@@ -534,14 +511,17 @@ mod tests {
     fn unparking_by_hand_and_peeking_keep_the_count_and_count_no_refusal() {
         let table = DeadlineTable::<ParkState>::new(16);
         park(&table, "org-a", at(0), 60);
-        let err = table.peek("org-a", || at(1)).unwrap_err().into_error();
+        let err = table
+            .peek(None, || "org-a", || at(1))
+            .unwrap_err()
+            .into_error();
         assert!(err.is::<Parked>());
         assert_eq!(table.rejected(), 0, "a peek counts nothing");
-        assert!(table.admit("org-a", || at(1)).is_err());
+        assert!(table.admit(None, || "org-a", || at(1)).is_err());
         assert_eq!(table.rejected(), 1);
         let unparked = table.update_existing("org-a", |p| p.unpark(at(2)));
         assert!(matches!(unparked, Some(Some(_))));
         assert_eq!(table.active(), 0);
-        assert!(table.admit("org-a", || at(3)).unwrap().is_none());
+        assert!(table.admit(None, || "org-a", || at(3)).unwrap().is_none());
     }
 }
