@@ -1,11 +1,13 @@
 //! The failover's cost per call on the primary's success path, next to the
-//! breaker alone.
+//! breaker alone and to the floor of any router over it
+//! (`common::first_target`: call the first target, count its success).
 //!
 //! Run: `cargo bench -p benches --bench failover`. Figures are ns per call;
 //! compare within one run (the machine is shared and noisy).
 #![allow(missing_docs)]
 
 mod common;
+use common::first_target::FirstTarget;
 use common::{Bare, contended, single_thread};
 
 use std::time::Duration;
@@ -39,6 +41,12 @@ fn failover_primary_open() -> Failover<(), Empty<Bytes>, Bare> {
 
 fn benches(c: &mut Criterion) {
     single_thread(c, "failover", "breaker", breaker());
+    single_thread(
+        c,
+        "failover",
+        "first-target-floor",
+        FirstTarget::new(breaker()),
+    );
     single_thread(c, "failover", "failover-1-target", failover(1));
     single_thread(c, "failover", "failover-2-targets", failover(2));
     single_thread(
@@ -49,6 +57,12 @@ fn benches(c: &mut Criterion) {
     );
 
     contended(c, "failover", "breaker", breaker());
+    contended(
+        c,
+        "failover",
+        "first-target-floor",
+        FirstTarget::new(breaker()),
+    );
     contended(c, "failover", "failover-1-target", failover(1));
     contended(c, "failover", "failover-2-targets", failover(2));
     contended(

@@ -22,6 +22,11 @@ use tower_levee::retry::RetryBudgetLayer;
 mod failsafe_svc;
 use failsafe_svc::Failsafe;
 
+#[path = "../benches/common/first_target.rs"]
+#[allow(unreachable_pub)]
+mod first_target;
+use first_target::FirstTarget;
+
 type Req = Request<Empty<Bytes>>;
 
 fn inner() -> impl Service<Req, Response = Response<Empty<Bytes>>, Error = Infallible, Future: Send>
@@ -122,6 +127,15 @@ fn main() {
                     b = b.target(Target::new("anthropic", inner()));
                 }
                 run(b.build().unwrap(), n).await
+            }
+            // The floor `failover1` is measured against: the breaker behind
+            // the least a router that may move on does.
+            "first_target" => {
+                run(
+                    FirstTarget::new(BreakerLayer::new().layer_service(inner())),
+                    n,
+                )
+                .await
             }
             "failover_gated" => {
                 // Two accounts, the first throttled for the whole run: every

@@ -3,6 +3,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod failsafe;
+pub mod first_target;
 
 use std::convert::Infallible;
 use std::future::{Ready, ready};
