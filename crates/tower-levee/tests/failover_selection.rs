@@ -261,16 +261,23 @@ async fn when_every_target_refuses_nothing_is_sent_and_each_refusal_is_listed() 
     assert!(none.all_throttled());
     assert_eq!(none.status_code(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(none.code(), "provider_rate_limited");
-    let kinds: Vec<_> = none
-        .refusals()
-        .iter()
-        .map(|r| (r.target(), r.kind()))
-        .collect();
-    assert_eq!(
-        kinds,
-        [("a", RefusalKind::Throttled), ("b", RefusalKind::Throttled)]
-    );
+    let listed = |none: &NoTargetAvailable| -> Vec<(String, RefusalKind, String)> {
+        none.refusals()
+            .iter()
+            .map(|r| (r.target().to_owned(), r.kind(), r.scope().to_owned()))
+            .collect()
+    };
+    let throttled = |target: &str| {
+        let scope = "api.example.com".to_owned();
+        (target.to_owned(), RefusalKind::Throttled, scope)
+    };
+    assert_eq!(listed(none), [throttled("a"), throttled("b")]);
     assert_eq!(none.retry_after(), Duration::from_secs(4));
+    // Passed over again: this clone's memo of its last peek at each target
+    // names the same refusals.
+    let err = send(&mut svc).await.unwrap_err();
+    let again = err.downcast_ref::<NoTargetAvailable>().expect("typed");
+    assert_eq!(listed(again), [throttled("a"), throttled("b")]);
     assert_eq!((a.calls(), b.calls()), (1, 1), "nothing sent");
 
     // Once the gates clear, open breakers make it a 503.
@@ -286,7 +293,7 @@ async fn when_every_target_refuses_nothing_is_sent_and_each_refusal_is_listed() 
     assert_eq!(none.status_code(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(none.code(), "no_target_available");
     assert_eq!((a.calls(), b.calls()), (1, 1), "still nothing sent");
-    assert_eq!(svc.handle().snapshot().no_target_available, 2);
+    assert_eq!(svc.handle().snapshot().no_target_available, 3);
 }
 
 #[tokio::test(start_paused = true)]

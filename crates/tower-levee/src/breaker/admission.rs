@@ -301,7 +301,7 @@ fn peek_scopes(
 
 /// Peeks at admission: takes no probe slot, counts no refusal, makes no
 /// transition, creates no scope and calls nothing.
-pub(crate) struct Peek<'c> {
+struct Peek<'c> {
     cache: Option<&'c PeekCache>,
     /// Kept only while it holds the request's URI.
     memo: Option<&'c mut PeekMemo>,
@@ -310,8 +310,8 @@ pub(crate) struct Peek<'c> {
 /// A router's memo of its last peek at one target, kept per router clone:
 /// the URI's default scopes and their gate's and park's lookups. While the
 /// target's scope is gated or parked, passing it over again compares two
-/// strings instead of naming the scopes, joining their keys and looking
-/// them up in the shared tables.
+/// strings instead of parsing the URI for its scopes and looking their keys
+/// up in the shared tables (the refusal's name is still joined).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PeekMemo {
     uri: Option<UriKey>,
@@ -328,11 +328,12 @@ impl<'a> Mode<'a> for Peek<'_> {
         // The domain is looked up after the gate and park: a request to a
         // domain never called may still be parked or gated.
         let isolate = shared.settings.isolate_by_model;
-        let authority = scoped_by_uri(shared, head).filter(|_| self.memo.is_some());
+        // Only a memo is keyed by the URI.
+        let authority = self.memo.as_ref().and_then(|_| scoped_by_uri(shared, head));
         let path = head.uri.path();
         if let Some(authority) = authority
-            && let Some(memo) = &self.memo
-            && let Some(keys) = memo.uri.as_ref().and_then(|uri| uri.keys(authority, path))
+            && let Some(uri) = self.memo.as_ref().and_then(|memo| memo.uri.as_ref())
+            && let Some(keys) = uri.keys(authority, path)
         {
             return (Scopes::new(keys, isolate), ());
         }

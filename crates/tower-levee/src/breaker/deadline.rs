@@ -8,7 +8,6 @@
 //! deadline passed unnoticed, unparked by hand, or evicted).
 
 use std::fmt;
-use std::time::Duration;
 
 use levee_core::clock::Timestamp;
 use levee_core::gate::GateState;
@@ -35,9 +34,8 @@ pub(crate) trait Deadline: Default + Send + 'static {
     /// Whether the entry may be evicted at `now`, under `pressure`.
     fn is_idle(&self, now: Timestamp, pressure: Pressure) -> bool;
 
-    /// The refusal of a call to the scope `key` names, while it refuses for
-    /// `retry_after`.
-    fn refused(key: impl ScopeKey, retry_after: Duration) -> Refused;
+    /// What a refusal by this table is.
+    const REFUSED_BY: RefusedBy;
 
     /// This table's lookup among a service clone's cached ones.
     fn cached(lookups: &mut Lookups) -> &mut Option<Lookup<Self>>;
@@ -59,10 +57,7 @@ impl Deadline for GateState {
                     .last_gated()
                     .is_none_or(|t| now.saturating_duration_since(t) >= IDLE_AGE))
     }
-    #[inline]
-    fn refused(key: impl ScopeKey, retry_after: Duration) -> Refused {
-        Refused::new(RefusedBy::Gate, key, retry_after)
-    }
+    const REFUSED_BY: RefusedBy = RefusedBy::Gate;
     fn cached(lookups: &mut Lookups) -> &mut Option<Lookup<Self>> {
         &mut lookups.gate
     }
@@ -78,10 +73,7 @@ impl Deadline for ParkState {
     fn is_idle(&self, _now: Timestamp, _pressure: Pressure) -> bool {
         ParkState::is_idle(self)
     }
-    #[inline]
-    fn refused(key: impl ScopeKey, retry_after: Duration) -> Refused {
-        Refused::new(RefusedBy::Park, key, retry_after)
-    }
+    const REFUSED_BY: RefusedBy = RefusedBy::Park;
     fn cached(lookups: &mut Lookups) -> &mut Option<Lookup<Self>> {
         &mut lookups.park
     }
@@ -190,7 +182,7 @@ impl<S: Deadline> DeadlineTable<S> {
         if now < until {
             self.rejected.add();
             let retry_after = until.saturating_duration_since(now);
-            return Err(S::refused(key(), retry_after).into_error());
+            return Err(Refused::new(S::REFUSED_BY, key(), retry_after).into_error());
         }
         let Some(mut entry) = handle.lock() else {
             return Ok(None);
@@ -214,7 +206,11 @@ impl<S: Deadline> DeadlineTable<S> {
         };
         let now = now();
         if now < until {
-            return Err(S::refused(key(), until.saturating_duration_since(now)));
+            return Err(Refused::new(
+                S::REFUSED_BY,
+                key(),
+                until.saturating_duration_since(now),
+            ));
         }
         Ok(())
     }
@@ -344,6 +340,8 @@ impl<S: Deadline> DeadlineTable<S> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::super::error::{Parked, Throttled};
     use super::*;
     use levee_core::classify::Reason;

@@ -28,12 +28,6 @@ macro_rules! rejection {
                 $name { scope: ScopeName::Shared(scope.into()), retry_after }
             }
 
-            /// The scope's name as the rejection holds it, for a copy that
-            /// neither allocates nor checks the name again.
-            pub(crate) fn scope_name(&self) -> &ScopeName {
-                &self.scope
-            }
-
             /// The scope that refused the request (failure domain, quota or billing scope).
             pub fn scope(&self) -> &str {
                 self.scope.as_str()
@@ -105,10 +99,11 @@ rejection!(
     "parked (quota exhausted)"
 );
 
-/// A refusal a peek found, before anything is boxed: a router that goes on
-/// to its next target keeps only this, so passing over a throttled, parked
-/// or open target builds no error. The rejection it stands for is built
-/// only for a caller that gets it.
+/// A refusal before anything is boxed. A call boxes it at once
+/// ([`into_error`](Self::into_error)); a router that peeks and goes on to
+/// its next target keeps only this, so passing over a throttled, parked or
+/// open target builds no error. The rejection it stands for is built only
+/// for a caller that gets it.
 #[derive(Clone, Debug)]
 pub(crate) struct Refused {
     by: RefusedBy,
@@ -126,7 +121,8 @@ pub(crate) enum RefusedBy {
 
 impl Refused {
     /// A refusal by `by` of the scope `key` names for this one call: its
-    /// name is copied in, not into an allocation of its own.
+    /// name is copied in (inline up to 46 bytes, so a provider's host and
+    /// model need no allocation of their own).
     #[inline(always)]
     pub(crate) fn new(by: RefusedBy, key: impl ScopeKey, retry_after: Duration) -> Self {
         Refused {

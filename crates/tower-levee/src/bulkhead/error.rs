@@ -38,11 +38,6 @@ impl BulkheadFull {
         &self.name
     }
 
-    /// The compartment's name, shared.
-    pub(crate) fn shared_name(&self) -> &Arc<str> {
-        &self.name
-    }
-
     /// How many calls the compartment admits at once.
     pub fn limit(&self) -> usize {
         self.limit

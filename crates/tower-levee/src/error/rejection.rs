@@ -12,7 +12,6 @@ use super::refusal::{RefusalKind, rejection_response};
 use crate::breaker::error::{CircuitOpen, Parked, Throttled};
 use crate::bulkhead::error::BulkheadFull;
 use crate::failover::error::NoTargetAvailable;
-use crate::inline_str::ScopeName;
 
 /// A Levee rejection, borrowed from the error that carries it: the request
 /// was refused by a Levee layer and never sent.
@@ -99,18 +98,6 @@ impl<'a> Rejection<'a> {
             Rejection::Throttled(e) => Some(e.scope()),
             Rejection::Parked(e) => Some(e.scope()),
             Rejection::BulkheadFull(e) => Some(e.name()),
-            Rejection::NoTargetAvailable(_) => None,
-        }
-    }
-
-    /// [`scope`](Self::scope) as the rejection holds it: a copy of it
-    /// neither allocates nor checks the name again.
-    pub(crate) fn scope_name(&self) -> Option<ScopeName> {
-        match *self {
-            Rejection::CircuitOpen(e) => Some(e.scope_name().clone()),
-            Rejection::Throttled(e) => Some(e.scope_name().clone()),
-            Rejection::Parked(e) => Some(e.scope_name().clone()),
-            Rejection::BulkheadFull(e) => Some(e.shared_name().clone().into()),
             Rejection::NoTargetAvailable(_) => None,
         }
     }

@@ -19,6 +19,7 @@ use super::target::ServedBy;
 use crate::breaker::error::Refused;
 use crate::breaker::{PeekMemo, Reopening, RequestHead, ResponseBody};
 use crate::error::{BoxError, Rejection, is_rejection, transport_failure};
+use crate::inline_str::ScopeName;
 
 pub use super::stack::TargetFuture;
 
@@ -117,6 +118,13 @@ impl Progress {
     }
 }
 
+/// A caller's clone's own copy of one target: its service, polled ready
+/// before a call, and its memo of its last peek at the target.
+pub(crate) struct TargetCopy<T> {
+    pub(crate) service: T,
+    pub(crate) memo: PeekMemo,
+}
+
 /// The outcome of choosing: small, so that returning it copies nothing
 /// (a rewritten request is left in an out-slot instead).
 enum Pick {
@@ -137,15 +145,14 @@ where
     RB: Body,
     T: Service<Request<B>, Response = Response<ResponseBody<RB>>, Error = BoxError> + Clone,
 {
-    /// Chooses the first target in `call` and, if the caller's clone of its
+    /// Chooses the first target in `call` and, if the caller's copy of its
     /// service was polled ready, calls it at once; otherwise a clone of the
     /// target's service is readied in the future.
     pub(crate) fn start(
         common: Arc<Common<B, T>>,
         request: Request<B>,
-        services: &mut [T],
+        copies: &mut [TargetCopy<T>],
         ready: &mut u64,
-        peeks: &mut [PeekMemo],
     ) -> Self {
         let span = tracing::debug_span!(
             target: "levee::failover",
@@ -163,13 +170,13 @@ where
             ($pick:expr, $send:expr, $kept:expr) => {
                 if let Pick::Call { index, keep } = $pick
                     && *ready & (1 << index) != 0
-                    && index < services.len()
+                    && index < copies.len()
                 {
                     // It must be polled ready again before its next call.
                     *ready &= !(1 << index);
                     progress.attempts = 1;
                     record_call(&span, &common, index, 1);
-                    let future = services[index].call($send(keep));
+                    let future = copies[index].service.call($send(keep));
                     drop(entered);
                     return ResponseFuture {
                         state: State::Calling { future, index },
@@ -187,7 +194,7 @@ where
             // A rewrite for the last target takes the request itself: it
             // waits in a slot, where `select` can take it.
             let mut request = Some(request);
-            let pick = select(&common, &mut request, &mut rewritten, &mut progress, peeks);
+            let pick = select(&common, &mut request, &mut rewritten, &mut progress, copies);
             call_ready!(
                 pick,
                 |keep| to_send(&mut request, &mut rewritten, keep),
@@ -198,7 +205,13 @@ where
         } else {
             // Read where the caller put it, and moved once: into the call,
             // or into the future while another target may follow.
-            let pick = select(&common, &mut &request, &mut rewritten, &mut progress, peeks);
+            let pick = select(
+                &common,
+                &mut &request,
+                &mut rewritten,
+                &mut progress,
+                copies,
+            );
             if let Pick::Call { keep: true, .. } = pick {
                 call_ready!(pick, |_| request.clone(), |_| Some(request));
             } else {
@@ -266,13 +279,13 @@ where
                 StateProj::Select => {
                     let mut rewritten = None;
                     // Later choices read no memo: the caller's clone is not at hand.
-                    let peeks = &mut [];
+                    let copies = &mut [];
                     match select(
                         this.common,
                         this.request,
                         &mut rewritten,
                         this.progress,
-                        peeks,
+                        copies,
                     ) {
                         Pick::Call { index, keep } => {
                             // The previous answer is kept until this target
@@ -387,14 +400,15 @@ fn end_or_advance<B, RB: Body, T, F>(
 /// Chooses the next target to call, skipping (and recording) those that
 /// refuse. The request is read where it lies: only a target's rewrite
 /// copies it (or takes it, when no other target is left untried), into
-/// `rewritten`. `peeks` are the caller's clone's memos of its last peek at
-/// each target (none once the request has left the caller).
+/// `rewritten`. `copies` are the caller's clone's copies of the targets,
+/// with its memos of its last peek at each (none once the request has left
+/// the caller).
 fn select<B: Clone, T>(
     common: &Common<B, T>,
     request: &mut impl Original<B>,
     rewritten: &mut Option<Request<B>>,
     progress: &mut Progress,
-    peeks: &mut [PeekMemo],
+    copies: &mut [TargetCopy<T>],
 ) -> Pick {
     let meta = &*common.meta;
     while (progress.attempts as usize) < meta.max_targets {
@@ -420,7 +434,7 @@ fn select<B: Clone, T>(
             break;
         };
         let target = &meta.targets[index];
-        let memo = peeks.get_mut(index);
+        let memo = copies.get_mut(index).map(|copy| &mut copy.memo);
         match target
             .breaker
             .admits_cached(&RequestHead::of(to_peek), &target.peek, memo)
@@ -508,7 +522,7 @@ pub(crate) fn refusal(
     Some(Refusal::new(
         target,
         rejection.kind()?,
-        rejection.scope_name()?,
+        ScopeName::copied(rejection.scope()?),
         rejection.retry_after(),
     ))
 }

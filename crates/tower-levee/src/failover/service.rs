@@ -11,7 +11,7 @@ use http_body::Body;
 use levee_core::classify::{Classify, ProviderClassifier};
 use tower_service::Service;
 
-use super::future::ResponseFuture;
+use super::future::{ResponseFuture, TargetCopy};
 use super::health::FailoverHandle;
 use super::stack::TargetService;
 use super::state::Common;
@@ -36,12 +36,11 @@ use crate::error::BoxError;
 /// it does) rather than one per request.
 pub struct Failover<B, RB, S = BoxTargetService<B, RB>, C = ProviderClassifier> {
     pub(crate) common: Arc<Common<B, TargetService<S, C>>>,
-    /// This clone's copies of the targets' services (made on first
-    /// `poll_ready`), and which of them are polled ready.
-    services: Vec<TargetService<S, C>>,
+    /// This clone's copies of the targets' services, with its memo of its
+    /// last peek at each (made on first `poll_ready`, in one allocation),
+    /// and which of them are polled ready.
+    copies: Vec<TargetCopy<TargetService<S, C>>>,
     ready: u64,
-    /// This clone's memo of its last peek at each target.
-    peeks: Vec<PeekMemo>,
     _body: PhantomData<fn() -> RB>,
 }
 
@@ -49,9 +48,8 @@ impl<B, RB, S, C> Failover<B, RB, S, C> {
     pub(crate) fn from_common(common: Arc<Common<B, TargetService<S, C>>>) -> Self {
         Failover {
             common,
-            services: Vec::new(),
+            copies: Vec::new(),
             ready: 0,
-            peeks: Vec::new(),
             _body: PhantomData,
         }
     }
@@ -100,23 +98,25 @@ where
     /// failed) never holds up the others: if chosen, a fresh copy of its
     /// service is readied in the response future.
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        if self.services.is_empty() {
-            self.services = self
+        if self.copies.is_empty() {
+            self.copies = self
                 .common
                 .entries
                 .iter()
-                .map(|e| e.service.clone())
+                .map(|e| TargetCopy {
+                    service: e.service.clone(),
+                    memo: PeekMemo::default(),
+                })
                 .collect();
-            self.peeks = vec![PeekMemo::default(); self.services.len()];
         }
-        for (i, service) in self.services.iter_mut().enumerate() {
+        for (i, copy) in self.copies.iter_mut().enumerate() {
             if self.ready & (1 << i) != 0 {
                 continue;
             }
-            match service.poll_ready(cx) {
+            match copy.service.poll_ready(cx) {
                 Poll::Ready(Ok(())) => self.ready |= 1 << i,
                 // A failed copy is replaced; the next poll tries the new one.
-                Poll::Ready(Err(_)) => *service = self.common.entries[i].service.clone(),
+                Poll::Ready(Err(_)) => copy.service = self.common.entries[i].service.clone(),
                 Poll::Pending => {}
             }
         }
@@ -127,9 +127,8 @@ where
         ResponseFuture::start(
             self.common.clone(),
             request,
-            &mut self.services,
+            &mut self.copies,
             &mut self.ready,
-            &mut self.peeks,
         )
     }
 }
