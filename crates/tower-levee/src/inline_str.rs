@@ -151,8 +151,8 @@ impl<const N: usize> fmt::Debug for InlineStr<N> {
 /// failover's refusal carries it. A refusal by the layers copies its
 /// scope's key inline (on the heap only when long), so that it allocates
 /// its boxed error and nothing else and writes no shared reference count,
-/// and a failover noting it copies it again; a name given as an `Arc<str>`
-/// (a rejection built by hand, a bulkhead's compartment) is shared.
+/// and a failover keeps it in its list of refusals; a name given as an
+/// `Arc<str>` (a rejection built by hand) is shared.
 #[derive(Clone)]
 pub(crate) enum ScopeName {
     Shared(Arc<str>),
@@ -197,12 +197,6 @@ impl<K: ScopeKey + ?Sized> ScopeKey for &K {
     #[inline]
     fn to_scope_name(&self) -> ScopeName {
         (**self).to_scope_name()
-    }
-}
-
-impl From<Arc<str>> for ScopeName {
-    fn from(name: Arc<str>) -> Self {
-        ScopeName::Shared(name)
     }
 }
 
