@@ -9,6 +9,7 @@
 
 mod common;
 use common::failsafe::Failsafe;
+use common::scope_floor::ScopeFloor;
 use common::{Bare, contended, single_thread};
 
 use std::task::{Context, Poll};
@@ -161,6 +162,7 @@ fn benches(c: &mut Criterion) {
     );
     single_thread(c, "breaker", "tower-resilience", resilience());
     single_thread(c, "breaker", "failsafe", failsafe_breaker());
+    single_thread(c, "breaker", "scope-floor", ScopeFloor::new(Bare));
 
     contended(c, "breaker", "bare", Bare);
     contended(c, "breaker", "move-only-same-size", SameSize(Bare));
@@ -186,6 +188,7 @@ fn benches(c: &mut Criterion) {
     );
     contended(c, "breaker", "tower-resilience", resilience());
     contended(c, "breaker", "failsafe", failsafe_breaker());
+    contended(c, "breaker", "scope-floor", ScopeFloor::new(Bare));
 }
 
 criterion_group! {

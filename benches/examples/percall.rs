@@ -27,6 +27,11 @@ use failsafe_svc::Failsafe;
 mod first_target;
 use first_target::FirstTarget;
 
+#[path = "../benches/common/scope_floor.rs"]
+#[allow(unreachable_pub)]
+mod scope_floor;
+use scope_floor::ScopeFloor;
+
 type Req = Request<Empty<Bytes>>;
 
 fn inner() -> impl Service<Req, Response = Response<Empty<Bytes>>, Error = Infallible, Future: Send>
@@ -74,6 +79,9 @@ fn main() {
             "bare" => run(inner(), n).await,
             "breaker" => run(BreakerLayer::new().layer_service(inner()), n).await,
             "failsafe" => run(Failsafe::consecutive5(inner()), n).await,
+            // The floor `breaker` is measured against beside failsafe: the
+            // least a breaker keyed by the provider's scope does.
+            "scope_floor" => run(ScopeFloor::new(inner()), n).await,
             "refusing" => {
                 let config = tower_levee::core::breaker::BreakerConfig::builder()
                     .cooldown(tower_levee::core::breaker::Cooldown::fixed(

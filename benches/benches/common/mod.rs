@@ -4,6 +4,7 @@
 
 pub mod failsafe;
 pub mod first_target;
+pub mod scope_floor;
 
 use std::convert::Infallible;
 use std::future::{Ready, ready};
