@@ -1,6 +1,9 @@
 //! The breaker layer's cost per call, next to the bare service and peers.
 //! `move-only-same-size` is a layer that does nothing but carry a response
 //! future as large as the breaker's: the part of the cost that is moving it.
+//! `scope-floor` is the least a breaker keyed by the provider's scope does
+//! (`common::scope_floor`): what `levee-closed` is read against, beside
+//! failsafe's one state for everything.
 //!
 //! Run: `cargo bench -p benches --bench breaker`. Figures are ns per call;
 //! compare within one run (the machine is shared and noisy). The request is
