@@ -294,6 +294,51 @@ async fn a_slow_first_byte_counts_as_a_failure_even_when_the_call_succeeds() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_models_own_slow_threshold_alone_times_that_models_calls_and_no_others() {
+    let slow = tower::service_fn(|_req: Request<()>| async {
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        Ok::<_, Infallible>(Response::new(String::from("{}")))
+    });
+    let config = BreakerConfig::builder().threshold(2).build().unwrap();
+    let layer = BreakerLayer::builder()
+        .breaker(config)
+        .slow_call_for_model("gpt4o-prod", Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let handle = layer.handle();
+    let mut svc = ServiceBuilder::new().layer(layer).service(slow);
+    let to = |deployment: &str| {
+        Request::get(format!(
+            "https://res.openai.azure.com/openai/deployments/{deployment}/chat/completions"
+        ))
+        .body(())
+        .unwrap()
+    };
+    for _ in 0..3 {
+        let res = svc.ready().await.unwrap().call(to("gpt4o-mini")).await;
+        assert_eq!(res.unwrap().status(), 200);
+    }
+    assert_eq!(
+        handle.breaker_status("res.openai.azure.com"),
+        Some(BreakerStatus::Closed),
+        "no threshold for gpt4o-mini: not slow"
+    );
+    for _ in 0..2 {
+        let res = svc.ready().await.unwrap().call(to("gpt4o-prod")).await;
+        assert_eq!(
+            res.unwrap().status(),
+            200,
+            "the caller still gets the answer"
+        );
+    }
+    assert_eq!(
+        handle.breaker_status("res.openai.azure.com"),
+        Some(BreakerStatus::Open),
+        "gpt4o-prod's own threshold: slow twice"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_latency_estimate_reads_back_each_domains_time_to_first_byte() {
     // Calls alternate between two accounts: one answers in 200 ms, the other
     // in 3 s (and every tenth call of the first takes 2 s).

@@ -237,7 +237,12 @@ impl<'a> Mode<'a> for Admit<'_, 'a> {
             permit,
             scopes: CallScopes::new(&scopes),
             isolated: scopes.isolated(),
-            slow: SlowClock::start(settings.limits(scopes.model()), settings.latency_estimate),
+            slow: match settings.times_calls {
+                true => {
+                    SlowClock::start(settings.limits(scopes.model()), settings.latency_estimate)
+                }
+                false => SlowClock::default(),
+            },
             track_latency: settings.latency_estimate,
             in_flight: match hot {
                 Some(hot) if hot.is_counting() => {

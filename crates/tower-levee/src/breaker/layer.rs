@@ -406,6 +406,13 @@ impl<C> BreakerLayerBuilder<C> {
                 "must be above zero",
             ));
         }
+        let times_calls = self.breaker.slow_call.is_some()
+            || !self.slow_call_by_model.is_empty()
+            || self.slow_stream.is_some()
+            || self.first_content_timeout.is_some()
+            || !self.first_content_by_model.is_empty()
+            || self.stall_timeout.is_some()
+            || self.latency_estimate;
         let settings = Settings {
             breaker: self.breaker,
             gate: self.gate,
@@ -424,6 +431,7 @@ impl<C> BreakerLayerBuilder<C> {
             })?,
             max_keys: self.max_keys,
             isolate_by_model: self.isolate_by_model,
+            times_calls,
             slow_call_by_model: self.slow_call_by_model,
             slow_stream: self.slow_stream,
             first_content_timeout: self.first_content_timeout,

@@ -37,6 +37,10 @@ pub(crate) struct Settings {
     pub(crate) peek_limit: u32,
     pub(crate) max_keys: usize,
     pub(crate) isolate_by_model: bool,
+    /// Whether any call is timed: a slow threshold or a stream timeout is
+    /// set (for some model or all), or the latency estimate is kept.
+    /// Computed once: an untimed call resolves no limits.
+    pub(crate) times_calls: bool,
     pub(crate) slow_call_by_model: Vec<(Box<str>, Duration)>,
     pub(crate) slow_stream: Option<Duration>,
     pub(crate) first_content_timeout: Option<Duration>,
