@@ -21,10 +21,11 @@ use levee_core::clock::Clock;
 use super::cost::TokenCost;
 use super::deadline::{Deadline, DeadlineTable, Lookups};
 use super::error::{Refused, RefusedBy};
-use super::hot::model_tag;
+use super::hot::{DomainHot, model_tag};
 use super::scope::{
     CallScopes, KEY_SEPARATOR, KeyBuf, RequestHead, Scope, ScopeKeys, Scopes, default_scope,
 };
+use super::settings::Settings;
 use super::shared::{DomainHandle, Shared};
 use super::tracker::{NOT_IN_FLIGHT, SlowClock, Tracker};
 use crate::error::BoxError;
@@ -238,30 +239,38 @@ impl<'a> Mode<'a> for Admit<'_, 'a> {
             scopes: CallScopes::new(&scopes),
             isolated: scopes.isolated(),
             slow: match settings.times_calls {
-                true => {
-                    SlowClock::start(settings.limits(scopes.model()), settings.latency_estimate)
-                }
+                true => timed(settings, scopes.model()),
                 false => SlowClock::default(),
             },
             track_latency: settings.latency_estimate,
             in_flight: match hot {
-                Some(hot) if hot.is_counting() => {
-                    // Below NOT_IN_FLIGHT, whatever the estimate.
-                    let cost = self
-                        .extensions
-                        .and_then(|e| e.get::<TokenCost>())
-                        .map_or(0, |c| c.0);
-                    let tokens = u32::try_from(cost)
-                        .unwrap_or(u32::MAX)
-                        .min(NOT_IN_FLIGHT - 1);
-                    hot.count_in_flight(u64::from(tokens));
-                    tokens
-                }
+                Some(hot) if hot.is_counting() => count_in_flight(hot, self.extensions),
                 _ => NOT_IN_FLIGHT,
             },
             settled: false,
         })
     }
+}
+
+/// Counts a call in flight on a domain that paces, with the tokens its
+/// request says it costs (below [`NOT_IN_FLIGHT`], whatever the estimate);
+/// returns them. Out of line: most domains count nothing.
+#[inline(never)]
+fn count_in_flight(hot: &DomainHot, extensions: Option<&http::Extensions>) -> u32 {
+    let cost = extensions
+        .and_then(|e| e.get::<TokenCost>())
+        .map_or(0, |c| c.0);
+    let tokens = u32::try_from(cost)
+        .unwrap_or(u32::MAX)
+        .min(NOT_IN_FLIGHT - 1);
+    hot.count_in_flight(u64::from(tokens));
+    tokens
+}
+
+/// A timed call's clock, out of line: most layers time no call.
+#[inline(never)]
+fn timed(settings: &Settings, model: Option<&str>) -> SlowClock {
+    SlowClock::start(settings.limits(model), settings.latency_estimate)
 }
 
 /// Names the call's quota scope on the enclosing span (a retry or failover

@@ -83,11 +83,17 @@ impl SlowClock {
         }
     }
 
+    /// Whether more than `ms` passed since the start (0: no limit). Inline
+    /// up to the limit's check: an untimed call reads no clock.
+    #[inline]
     fn over(&self, ms: u32) -> bool {
-        ms != 0
-            && self
-                .started
-                .is_some_and(|at| at.elapsed() > Duration::from_millis(u64::from(ms)))
+        ms != 0 && self.elapsed_over(ms)
+    }
+
+    #[inline(never)]
+    fn elapsed_over(&self, ms: u32) -> bool {
+        self.started
+            .is_some_and(|at| at.elapsed() > Duration::from_millis(u64::from(ms)))
     }
 }
 

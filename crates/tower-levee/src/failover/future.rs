@@ -342,16 +342,20 @@ where
                 }
                 StateProj::Calling { future, index } => {
                     let index = *index;
-                    match ready!(future.poll(cx)) {
-                        // A success ends the request here, moved once: the
-                        // response is the largest thing the loop hands on.
-                        Ok(mut response) => {
-                            if tag_answer(this.common, this.progress, index, &mut response) {
-                                this.state.set(State::Done);
-                                return Poll::Ready(Ok(response));
-                            }
-                            failed_answer(this.common, this.progress, index, response)
-                        }
+                    // A success ends the request here, tagged where it lies
+                    // and moved once: the response is the largest thing the
+                    // loop hands on.
+                    let mut answer = ready!(future.poll(cx));
+                    let served = match &mut answer {
+                        Ok(response) => tag_answer(this.common, this.progress, index, response),
+                        Err(_) => false,
+                    };
+                    if served {
+                        this.state.set(State::Done);
+                        return Poll::Ready(answer);
+                    }
+                    match answer {
+                        Ok(response) => failed_answer(this.common, this.progress, index, response),
                         Err(e) => settle_error(this.common, this.progress, index, e),
                     }
                 }
