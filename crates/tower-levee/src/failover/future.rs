@@ -254,10 +254,13 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        let output = ready!(this.poll_loop(cx));
-        if !this.span.is_disabled() {
-            this.span.record("verdict", outcome_verdict(&output));
+        // Without a span to record on, the answer is written where it is
+        // returned: held aside to be read, it would be copied there.
+        if this.span.is_disabled() {
+            return this.poll_loop(cx);
         }
+        let output = ready!(this.poll_loop(cx));
+        this.span.record("verdict", outcome_verdict(&output));
         Poll::Ready(output)
     }
 }
@@ -343,17 +346,23 @@ where
                 StateProj::Calling { future, index } => {
                     let index = *index;
                     // A success ends the request here, tagged where it lies
-                    // and moved once: the response is the largest thing the
-                    // loop hands on.
-                    let mut answer = ready!(future.poll(cx));
-                    let served = match &mut answer {
-                        Ok(response) => tag_answer(this.common, this.progress, index, response),
-                        Err(_) => false,
+                    // and returned as polled, written where the caller reads
+                    // it: the response is the largest thing the loop hands on.
+                    let mut polled = future.poll(cx);
+                    let served = match &mut polled {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(Ok(response)) => {
+                            tag_answer(this.common, this.progress, index, response)
+                        }
+                        Poll::Ready(Err(_)) => false,
                     };
                     if served {
                         this.state.set(State::Done);
-                        return Poll::Ready(answer);
+                        return polled;
                     }
+                    let Poll::Ready(answer) = polled else {
+                        return Poll::Pending;
+                    };
                     match answer {
                         Ok(response) => failed_answer(this.common, this.progress, index, response),
                         Err(e) => settle_error(this.common, this.progress, index, e),
