@@ -78,12 +78,16 @@ where
 
     #[inline(always)]
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        TargetFuture {
-            call: match &mut self.0 {
-                Stack::Plain(s) => Call::Plain {
+        // Each arm builds the whole future, so that it is written where the
+        // caller keeps it (a variant chosen first would be copied there).
+        match &mut self.0 {
+            Stack::Plain(s) => TargetFuture {
+                call: Call::Plain {
                     future: s.call(request),
                 },
-                Stack::Limited(s) => Call::Limited {
+            },
+            Stack::Limited(s) => TargetFuture {
+                call: Call::Limited {
                     future: s.call(request),
                 },
             },
