@@ -406,14 +406,7 @@ impl<C> BreakerLayerBuilder<C> {
                 "must be above zero",
             ));
         }
-        let times_calls = self.breaker.slow_call.is_some()
-            || !self.slow_call_by_model.is_empty()
-            || self.slow_stream.is_some()
-            || self.first_content_timeout.is_some()
-            || !self.first_content_by_model.is_empty()
-            || self.stall_timeout.is_some()
-            || self.latency_estimate;
-        let settings = Settings {
+        let mut settings = Settings {
             breaker: self.breaker,
             gate: self.gate,
             park: self.park,
@@ -431,7 +424,7 @@ impl<C> BreakerLayerBuilder<C> {
             })?,
             max_keys: self.max_keys,
             isolate_by_model: self.isolate_by_model,
-            times_calls,
+            times_calls: false, // derived below
             slow_call_by_model: self.slow_call_by_model,
             slow_stream: self.slow_stream,
             first_content_timeout: self.first_content_timeout,
@@ -445,6 +438,7 @@ impl<C> BreakerLayerBuilder<C> {
             subscribers: self.subscribers,
             seed: self.seed,
         };
+        settings.times_calls = settings.times_any_call();
         Ok(BreakerLayer {
             shared: Shared::new(settings),
             classifier: self.classifier,

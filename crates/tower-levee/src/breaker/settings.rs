@@ -37,9 +37,8 @@ pub(crate) struct Settings {
     pub(crate) peek_limit: u32,
     pub(crate) max_keys: usize,
     pub(crate) isolate_by_model: bool,
-    /// Whether any call is timed: a slow threshold or a stream timeout is
-    /// set (for some model or all), or the latency estimate is kept.
-    /// Computed once: an untimed call resolves no limits.
+    /// [`times_any_call`](Self::times_any_call), computed once: an untimed
+    /// call resolves no limits.
     pub(crate) times_calls: bool,
     pub(crate) slow_call_by_model: Vec<(Box<str>, Duration)>,
     pub(crate) slow_stream: Option<Duration>,
@@ -72,6 +71,15 @@ impl Settings {
             stall: self.stall_timeout,
         }
     }
+
+    /// Whether some call is timed: some model's calls have a limit, or the
+    /// latency estimate is kept. What `times_calls` holds, computed once.
+    pub(crate) fn times_any_call(&self) -> bool {
+        self.latency_estimate
+            || self.limits(None).any()
+            || !self.slow_call_by_model.is_empty()
+            || !self.first_content_by_model.is_empty()
+    }
 }
 
 /// A call's time limits, resolved for its model.
@@ -85,6 +93,20 @@ pub(crate) struct Limits {
     pub(crate) first_content: Option<Duration>,
     /// A stream's longest gap between events.
     pub(crate) stall: Option<Duration>,
+}
+
+impl Limits {
+    /// Whether any limit is set.
+    #[inline]
+    pub(crate) fn any(&self) -> bool {
+        let Limits {
+            first_byte,
+            total,
+            first_content,
+            stall,
+        } = self;
+        first_byte.is_some() || total.is_some() || first_content.is_some() || stall.is_some()
+    }
 }
 
 /// `model`'s own value in `by_model`, else `default`.

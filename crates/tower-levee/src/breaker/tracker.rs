@@ -59,20 +59,15 @@ impl SlowClock {
     /// if the call's latency is measured anyway (`measured`).
     #[inline]
     pub(crate) fn start(limits: Limits, measured: bool) -> Self {
+        if !limits.any() && !measured {
+            return SlowClock::default();
+        }
         let Limits {
             first_byte,
             total,
             first_content,
             stall,
         } = limits;
-        if first_byte.is_none()
-            && total.is_none()
-            && first_content.is_none()
-            && stall.is_none()
-            && !measured
-        {
-            return SlowClock::default();
-        }
         let ms = |d: Option<Duration>| d.map_or(0, threshold_ms);
         SlowClock {
             started: Some(Instant::now()),

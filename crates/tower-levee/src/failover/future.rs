@@ -349,23 +349,21 @@ where
                     // and returned as polled, written where the caller reads
                     // it: the response is the largest thing the loop hands on.
                     let mut polled = future.poll(cx);
-                    let served = match &mut polled {
-                        Poll::Pending => return Poll::Pending,
-                        Poll::Ready(Ok(response)) => {
-                            tag_answer(this.common, this.progress, index, response)
-                        }
-                        Poll::Ready(Err(_)) => false,
+                    let Poll::Ready(answer) = &mut polled else {
+                        return Poll::Pending;
                     };
-                    if served {
+                    if let Ok(response) = answer
+                        && tag_answer(this.common, this.progress, index, response)
+                    {
                         this.state.set(State::Done);
                         return polled;
                     }
-                    let Poll::Ready(answer) = polled else {
-                        return Poll::Pending;
-                    };
-                    match answer {
-                        Ok(response) => failed_answer(this.common, this.progress, index, response),
-                        Err(e) => settle_error(this.common, this.progress, index, e),
+                    match polled {
+                        Poll::Ready(Ok(response)) => {
+                            failed_answer(this.common, this.progress, index, response)
+                        }
+                        Poll::Ready(Err(e)) => settle_error(this.common, this.progress, index, e),
+                        Poll::Pending => unreachable!("returned above"),
                     }
                 }
                 StateProj::Done => panic!("failover ResponseFuture polled after completion"),
