@@ -42,19 +42,45 @@ pin_project! {
     /// `rejected` for a refusal sent nowhere), and the `scope` the target's
     /// breaker admitted the call under. With the level disabled it is
     /// never created: the cost is the callsite's level check.
-    #[project = ResponseFutureProj]
     pub struct ResponseFuture<B, RB: Body, T: Service<Request<B>>> {
         #[pin]
-        state: State<B, T, T::Future>,
+        lane: Lane<B, RB, T, T::Future>,
         span: tracing::Span,
         common: Arc<Common<B, T>>,
         // The request as the caller sent it, kept for the next target.
         request: Option<Request<B>>,
-        // The last answer that sent the request on, returned if no other
-        // target takes it (boxed: only a failure fills it, and a success's
-        // future stays small, so it moves cheaply).
-        last: Option<Box<Output<RB>>>,
+    }
+}
+
+pin_project! {
+    /// Where a request is: most end with the target chosen in `call`,
+    /// which is called there and kept inline with only what a next target
+    /// would need; any other course runs the failover loop, boxed.
+    #[project = LaneProj]
+    enum Lane<B, RB: Body, T, F> {
+        // The target chosen in `call`, called there: the first call.
+        First { #[pin] future: F, index: usize, passed: Passed },
+        // Any later step: a target not ready at once, or a next target
+        // (boxed: each goes with a failure, a refusal or a wait already,
+        // and the common case's future stays small, so it moves cheaply).
+        Loop { looping: Pin<Box<Looping<B, RB, T, F>>> },
+        // Decided in `call`: nothing to send.
+        Finished { error: Option<BoxError> },
+        Done,
+    }
+}
+
+pin_project! {
+    /// The failover loop: choose a target, ready it, call it, settle its
+    /// outcome, and on to the next until one answers for the request.
+    #[project = LoopingProj]
+    struct Looping<B, RB: Body, T, F> {
+        #[pin]
+        state: State<B, T, F>,
         progress: Progress,
+        // The last answer that sent the request on, returned if no other
+        // target takes it.
+        last: Option<Output<RB>>,
     }
 }
 
@@ -63,15 +89,33 @@ pin_project! {
     enum State<B, T, F> {
         // Choosing the next target.
         Select,
-        // Decided in `call`: nothing to send.
-        Finished { error: Option<BoxError> },
         // Waiting for the chosen target's service to be ready, with the
-        // request for it (boxed: a target not ready at once, or a second
-        // target, is the slow path).
-        Ready { pending: Option<Box<(T, Request<B>)>>, index: usize },
+        // request for it.
+        Ready { pending: Option<(T, Request<B>)>, index: usize },
         // A target call in flight (it holds the permit and probe slot).
         Calling { #[pin] future: F, index: usize },
         Done,
+    }
+}
+
+/// What choosing in `call` passed over on its way to the first call: the
+/// targets tried (the one called included), and the refusals of those that
+/// refused. Allocates nothing unless a target refuses.
+#[derive(Debug, Default)]
+struct Passed {
+    tried: u64,
+    refusals: Vec<Refusal>,
+}
+
+impl Passed {
+    /// Where the request stands after its first call.
+    fn after_first_call(self) -> Progress {
+        Progress {
+            tried: self.tried,
+            attempts: 1,
+            refusals: self.refusals,
+            ..Progress::default()
+        }
     }
 }
 
@@ -91,6 +135,13 @@ struct Progress {
 }
 
 impl Progress {
+    /// Whether the request is kept aside for another target when the one
+    /// just chosen is called: some target is left untried (`others`) and
+    /// the request may make another call.
+    fn keeps(&self, meta: &Meta, others: bool) -> bool {
+        others && (self.attempts as usize) + 1 < meta.max_targets
+    }
+
     /// Notes when a target that answered and failed admits a call again.
     fn failed(&mut self, reopening: Option<&Reopening>) {
         match reopening {
@@ -162,7 +213,8 @@ where
             attempt = tracing::field::Empty,
             verdict = tracing::field::Empty,
         );
-        let entered = span.enter();
+        // Entered for what the target's layers record on it (the scope).
+        let entered = (!span.is_disabled()).then(|| span.enter());
         let mut progress = Progress::default();
         // A ready target is called at once, its future built in one
         // expression: not its state aside first, then copied in.
@@ -174,18 +226,34 @@ where
                 {
                     // It must be polled ready again before its next call.
                     *ready &= !(1 << index);
-                    progress.attempts = 1;
                     record_call(&span, &common, index, 1);
+                    macro_rules! first {
+                        ($future:expr) => {
+                            ResponseFuture {
+                                lane: Lane::First {
+                                    future: $future,
+                                    index,
+                                    passed: Passed {
+                                        tried: progress.tried,
+                                        refusals: progress.refusals,
+                                    },
+                                },
+                                span,
+                                common,
+                                request: $kept(keep),
+                            }
+                        };
+                    }
+                    // Nothing between the call and the future it is written
+                    // into (an exit from the span there would copy it).
+                    if entered.is_none() {
+                        drop(entered); // no span: nothing to exit
+                        let future = copies[index].service.call($send(keep));
+                        return first!(future);
+                    }
                     let future = copies[index].service.call($send(keep));
                     drop(entered);
-                    return ResponseFuture {
-                        state: State::Calling { future, index },
-                        span,
-                        common,
-                        request: $kept(keep),
-                        last: None,
-                        progress,
-                    };
+                    return first!(future);
                 }
             };
         }
@@ -205,13 +273,7 @@ where
         } else {
             // Read where the caller put it, and moved once: into the call,
             // or into the future while another target may follow.
-            let pick = select(
-                &common,
-                &mut &request,
-                &mut rewritten,
-                &mut progress,
-                copies,
-            );
+            let pick = select_first(&common, &request, &mut progress, copies);
             if let Pick::Call { keep: true, .. } = pick {
                 call_ready!(pick, |_| request.clone(), |_| Some(request));
             } else {
@@ -219,27 +281,45 @@ where
             }
             (pick, Some(request))
         };
-        let state = match pick {
-            Pick::Call { index, keep } => State::Ready {
-                pending: Some(Box::new((
+        let lane = match pick {
+            Pick::Call { index, keep } => {
+                let pending = (
                     common.entries[index].service.clone(),
                     to_send(&mut request, &mut rewritten, keep),
-                ))),
-                index,
-            },
-            Pick::Stop(e) => State::Finished { error: Some(e) },
-            Pick::Exhausted => State::Finished {
+                );
+                Lane::looping(
+                    State::Ready {
+                        pending: Some(pending),
+                        index,
+                    },
+                    progress,
+                    None,
+                )
+            }
+            Pick::Stop(e) => Lane::Finished { error: Some(e) },
+            Pick::Exhausted => Lane::Finished {
                 error: Some(no_target(&common, &mut progress)),
             },
         };
         drop(entered);
         ResponseFuture {
-            state,
+            lane,
             span,
             common,
             request,
-            last: None,
-            progress,
+        }
+    }
+}
+
+impl<B, RB: Body, T, F> Lane<B, RB, T, F> {
+    /// The failover loop from `state` on (boxed: see [`Lane::Loop`]).
+    fn looping(state: State<B, T, F>, progress: Progress, last: Option<Output<RB>>) -> Self {
+        Lane::Loop {
+            looping: Box::pin(Looping {
+                state,
+                progress,
+                last,
+            }),
         }
     }
 }
@@ -253,28 +333,106 @@ where
     type Output = Output<RB>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        // Without a span to record on, the answer is written where it is
-        // returned: held aside to be read, it would be copied there.
+        let this = self.project();
+        // Without a span to enter and record on, the answer is written where
+        // it is returned: held aside to be read, it would be copied there.
         if this.span.is_disabled() {
-            return this.poll_loop(cx);
+            return poll_lane(this.lane, this.span, this.common, this.request, cx);
         }
-        let output = ready!(this.poll_loop(cx));
+        let _entered = this.span.enter();
+        let output = ready!(poll_lane(
+            this.lane,
+            this.span,
+            this.common,
+            this.request,
+            cx
+        ));
         this.span.record("verdict", outcome_verdict(&output));
         Poll::Ready(output)
     }
 }
 
-impl<B, RB, T> ResponseFutureProj<'_, B, RB, T>
+/// One poll of a request's lane.
+#[inline(always)]
+fn poll_lane<B, RB, T>(
+    mut lane: Pin<&mut Lane<B, RB, T, T::Future>>,
+    span: &tracing::Span,
+    common: &Arc<Common<B, T>>,
+    request: &mut Option<Request<B>>,
+    cx: &mut Context<'_>,
+) -> Poll<Output<RB>>
+where
+    B: Clone,
+    RB: Body,
+    T: Service<Request<B>, Response = Response<ResponseBody<RB>>, Error = BoxError> + Clone,
+{
+    match lane.as_mut().project() {
+        LaneProj::First {
+            future,
+            index,
+            passed,
+        } => {
+            let index = *index;
+            // A success ends the request here, tagged where it lies and
+            // returned as polled, written where the caller reads it: the
+            // response is the largest thing a lane hands on.
+            let mut polled = future.poll(cx);
+            let Poll::Ready(answer) = &mut polled else {
+                return Poll::Pending;
+            };
+            // The lane stays as it is: the target's future goes with this
+            // one, and a poll after completion reaches it, and panics.
+            if let Ok(response) = answer
+                && tag_answer(common, 1, index, response)
+            {
+                return polled;
+            }
+            let mut progress = std::mem::take(passed).after_first_call();
+            let settled = match polled {
+                Poll::Ready(Ok(response)) => failed_answer(common, &mut progress, index, response),
+                Poll::Ready(Err(e)) => settle_error(common, &mut progress, index, e),
+                Poll::Pending => unreachable!("returned above"),
+            };
+            match settled {
+                // No earlier target answered: the outcome is the request's.
+                Settled::Return(output) => {
+                    lane.set(Lane::Done);
+                    return Poll::Ready(output);
+                }
+                Settled::Advance(last) => lane.set(Lane::looping(State::Select, progress, last)),
+            }
+        }
+        LaneProj::Loop { .. } => {}
+        LaneProj::Finished { error } => {
+            let error = error.take().expect("polled after completion");
+            lane.set(Lane::Done);
+            return Poll::Ready(Err(error));
+        }
+        LaneProj::Done => panic!("failover ResponseFuture polled after completion"),
+    }
+    let LaneProj::Loop { looping } = lane.as_mut().project() else {
+        unreachable!("the first call went on to the loop above");
+    };
+    let output = ready!(looping.as_mut().project().poll(cx, span, common, request));
+    lane.set(Lane::Done);
+    Poll::Ready(output)
+}
+
+impl<B, RB, T> LoopingProj<'_, B, RB, T, T::Future>
 where
     B: Clone,
     RB: Body,
     T: Service<Request<B>, Response = Response<ResponseBody<RB>>, Error = BoxError> + Clone,
 {
     /// The failover loop, one poll.
-    fn poll_loop(&mut self, cx: &mut Context<'_>) -> Poll<Output<RB>> {
+    fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        span: &tracing::Span,
+        common: &Arc<Common<B, T>>,
+        request: &mut Option<Request<B>>,
+    ) -> Poll<Output<RB>> {
         let this = self;
-        let _entered = this.span.enter();
         loop {
             // Every arm either moves to another state, ends the request, or
             // settles a target's outcome, which decides below.
@@ -283,27 +441,21 @@ where
                     let mut rewritten = None;
                     // Later choices read no memo: the caller's clone is not at hand.
                     let copies = &mut [];
-                    match select(
-                        this.common,
-                        this.request,
-                        &mut rewritten,
-                        this.progress,
-                        copies,
-                    ) {
+                    match select(common, request, &mut rewritten, this.progress, copies) {
                         Pick::Call { index, keep } => {
                             // The previous answer is kept until this target
                             // answers: its bulkhead may still refuse.
-                            let service = this.common.entries[index].service.clone();
-                            let request = to_send(this.request, &mut rewritten, keep);
+                            let service = common.entries[index].service.clone();
+                            let request = to_send(request, &mut rewritten, keep);
                             this.state.set(State::Ready {
-                                pending: Some(Box::new((service, request))),
+                                pending: Some((service, request)),
                                 index,
                             });
                             continue;
                         }
                         Pick::Stop(e) => {
                             let output = match this.last.take() {
-                                Some(last) => this.progress.last_answer(*last),
+                                Some(last) => this.progress.last_answer(last),
                                 None => Err(e),
                             };
                             this.state.set(State::Done);
@@ -313,56 +465,48 @@ where
                             // A real answer beats a synthetic one; with none,
                             // every target refused and nothing was sent.
                             let output = match this.last.take() {
-                                Some(last) => this.progress.last_answer(*last),
-                                None => Err(no_target(this.common, this.progress)),
+                                Some(last) => this.progress.last_answer(last),
+                                None => Err(no_target(common, this.progress)),
                             };
                             this.state.set(State::Done);
                             return Poll::Ready(output);
                         }
                     }
                 }
-                StateProj::Finished { error } => {
-                    let error = error.take().expect("polled after completion");
-                    this.state.set(State::Done);
-                    return Poll::Ready(Err(error));
-                }
                 StateProj::Ready { pending, index } => {
                     let index = *index;
-                    let (service, _) = &mut **pending.as_mut().expect("polled after completion");
+                    let (service, _) = pending.as_mut().expect("polled after completion");
                     let ready = ready!(service.poll_ready(cx));
                     this.progress.attempts += 1;
                     match ready {
                         Ok(()) => {
-                            record_call(this.span, this.common, index, this.progress.attempts);
+                            record_call(span, common, index, this.progress.attempts);
                             let (mut service, request) =
-                                *pending.take().expect("polled after completion");
+                                pending.take().expect("polled after completion");
                             let future = service.call(request);
                             this.state.set(State::Calling { future, index });
                             continue;
                         }
-                        Err(e) => settle_error(this.common, this.progress, index, e),
+                        Err(e) => settle_error(common, this.progress, index, e),
                     }
                 }
                 StateProj::Calling { future, index } => {
                     let index = *index;
-                    // A success ends the request here, tagged where it lies
-                    // and returned as polled, written where the caller reads
-                    // it: the response is the largest thing the loop hands on.
                     let mut polled = future.poll(cx);
                     let Poll::Ready(answer) = &mut polled else {
                         return Poll::Pending;
                     };
                     if let Ok(response) = answer
-                        && tag_answer(this.common, this.progress, index, response)
+                        && tag_answer(common, this.progress.attempts, index, response)
                     {
                         this.state.set(State::Done);
                         return polled;
                     }
                     match polled {
                         Poll::Ready(Ok(response)) => {
-                            failed_answer(this.common, this.progress, index, response)
+                            failed_answer(common, this.progress, index, response)
                         }
-                        Poll::Ready(Err(e)) => settle_error(this.common, this.progress, index, e),
+                        Poll::Ready(Err(e)) => settle_error(common, this.progress, index, e),
                         Poll::Pending => unreachable!("returned above"),
                     }
                 }
@@ -380,7 +524,7 @@ where
 /// Ends the request with a settled answer, or moves on to the next target.
 fn end_or_advance<B, RB: Body, T, F>(
     mut state: Pin<&mut State<B, T, F>>,
-    last: &mut Option<Box<Output<RB>>>,
+    last: &mut Option<Output<RB>>,
     progress: &mut Progress,
     settled: Settled<RB>,
 ) -> Option<Output<RB>> {
@@ -390,7 +534,7 @@ fn end_or_advance<B, RB: Body, T, F>(
             // answer an earlier target gave.
             let output = match output {
                 Err(e) if is_rejection(&*e) => match last.take() {
-                    Some(last) => progress.last_answer(*last),
+                    Some(last) => progress.last_answer(last),
                     None => Err(e),
                 },
                 output => output,
@@ -399,8 +543,8 @@ fn end_or_advance<B, RB: Body, T, F>(
             Some(output)
         }
         Settled::Advance(answer) => {
-            if let Some(answer) = answer {
-                *last = Some(Box::new(answer));
+            if answer.is_some() {
+                *last = answer;
             }
             state.set(State::Select);
             None
@@ -444,29 +588,82 @@ fn select<B: Clone, T>(
         let Some(to_peek) = rewritten.as_ref().or(request.get()) else {
             break;
         };
-        let target = &meta.targets[index];
         let memo = copies.get_mut(index).map(|copy| &mut copy.memo);
-        match target
-            .breaker
-            .admits_cached(&RequestHead::of(to_peek), &target.peek, memo)
-        {
+        match peek(meta, index, to_peek, memo) {
             Ok(()) => {
-                let more_calls = (progress.attempts as usize) + 1 < meta.max_targets;
                 return Pick::Call {
                     index,
-                    keep: others && more_calls,
+                    keep: progress.keeps(meta, others),
                 };
             }
             Err(refused) => {
-                // Boxed only for the caller, if the request stops here.
-                if !advances_past_refusal(meta, index, refused.kind()) {
-                    return Pick::Stop(refused.into_error());
+                if let Err(stop) = pass_refused(meta, index, refused, progress) {
+                    return Pick::Stop(stop);
                 }
-                progress.refusals.push(peeked_refusal(target.name, refused));
             }
         }
     }
     Pick::Exhausted
+}
+
+/// [`select`] in `call`, for a failover without rewrites: its first choice
+/// read straight (no rewrite to make, nothing tried yet), the rest of its
+/// course by `select` should that choice refuse. The common case.
+#[inline(always)]
+fn select_first<B: Clone, T>(
+    common: &Common<B, T>,
+    request: &Request<B>,
+    progress: &mut Progress,
+    copies: &mut [TargetCopy<T>],
+) -> Pick {
+    let meta = &*common.meta;
+    let Some(index) = meta.next_candidate(0, 0, || common.draw()) else {
+        return Pick::Exhausted;
+    };
+    progress.tried = 1 << index;
+    let memo = copies.get_mut(index).map(|copy| &mut copy.memo);
+    match peek(meta, index, request, memo) {
+        Ok(()) => Pick::Call {
+            index,
+            keep: progress.keeps(meta, meta.untried_left(progress.tried)),
+        },
+        Err(refused) => match pass_refused(meta, index, refused, progress) {
+            Err(stop) => Pick::Stop(stop),
+            Ok(()) => select(common, &mut &*request, &mut None, progress, copies),
+        },
+    }
+}
+
+/// Whether target `index`'s state admits `request` (read, not called),
+/// with the caller's clone's memo of its last peek at it, if at hand.
+#[inline(always)]
+fn peek<B>(
+    meta: &Meta,
+    index: usize,
+    request: &Request<B>,
+    memo: Option<&mut PeekMemo>,
+) -> Result<(), Refused> {
+    let target = &meta.targets[index];
+    target
+        .breaker
+        .admits_cached(&RequestHead::of(request), &target.peek, memo)
+}
+
+/// Notes target `index`'s refusal found by a peek; the refusal, boxed, if
+/// the request stops there (the `fallback_on` hook keeps it).
+fn pass_refused(
+    meta: &Meta,
+    index: usize,
+    refused: Refused,
+    progress: &mut Progress,
+) -> Result<(), BoxError> {
+    if !advances_past_refusal(meta, index, refused.kind()) {
+        return Err(refused.into_error());
+    }
+    progress
+        .refusals
+        .push(peeked_refusal(meta.targets[index].name, refused));
+    Ok(())
 }
 
 /// Where [`select`] reads the request as the caller sent it.
@@ -601,15 +798,16 @@ fn advances_past_refusal(meta: &Meta, index: usize, kind: RefusalKind) -> bool {
 /// Tags a target's answer with who served it (and notes what it says is
 /// left of the target's limits); `true` if it is a success, counted as
 /// served, which the request ends with.
+#[inline(always)]
 fn tag_answer<B, T, RB: Body>(
     common: &Common<B, T>,
-    progress: &Progress,
+    attempt: u32,
     index: usize,
     response: &mut Response<ResponseBody<RB>>,
 ) -> bool {
     let meta = &*common.meta;
     meta.note_limits(index, response.headers());
-    let tag = ServedBy::tag(meta.targets[index].name_id, index, progress.attempts);
+    let tag = ServedBy::tag(meta.targets[index].name_id, index, attempt);
     response.body_mut().set_served_by(tag);
     if meta.served_by_extension {
         response.extensions_mut().insert(ServedBy::from(tag));
@@ -702,16 +900,25 @@ fn refused_verdict(kind: RefusalKind) -> Verdict {
 
 impl<B, RB: Body, T: Service<Request<B>>> fmt::Debug for ResponseFuture<B, RB, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = match &self.state {
-            State::Select => "select",
-            State::Finished { .. } => "finished",
-            State::Ready { .. } => "ready",
-            State::Calling { .. } => "calling",
-            State::Done => "done",
-        };
-        f.debug_struct("ResponseFuture")
-            .field("state", &state)
-            .field("progress", &self.progress)
-            .finish_non_exhaustive()
+        let mut f = f.debug_struct("ResponseFuture");
+        match &self.lane {
+            Lane::First { index, passed, .. } => f
+                .field("state", &"calling")
+                .field("target", index)
+                .field("passed", passed),
+            Lane::Loop { looping } => {
+                let state = match looping.state {
+                    State::Select => "select",
+                    State::Ready { .. } => "ready",
+                    State::Calling { .. } => "calling",
+                    State::Done => "done",
+                };
+                f.field("state", &state)
+                    .field("progress", &looping.progress)
+            }
+            Lane::Finished { .. } => f.field("state", &"finished"),
+            Lane::Done => f.field("state", &"done"),
+        }
+        .finish_non_exhaustive()
     }
 }
