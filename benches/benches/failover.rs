@@ -1,6 +1,8 @@
 //! The failover's cost per call on the primary's success path, next to the
 //! breaker alone and to the floor of any router over it
-//! (`common::first_target`: call the first target, count its success).
+//! (`common::first_target`: call the first target, count its success),
+//! and, for two targets, that floor with the copy of the request a second
+//! target needs kept (`common::kept_copy`).
 //!
 //! Run: `cargo bench -p benches --bench failover`. Figures are ns per call;
 //! compare within one run (the machine is shared and noisy).
@@ -8,6 +10,7 @@
 
 mod common;
 use common::first_target::FirstTarget;
+use common::kept_copy::KeptCopy;
 use common::{Bare, contended, single_thread};
 
 use std::time::Duration;
@@ -47,6 +50,12 @@ fn benches(c: &mut Criterion) {
         "first-target-floor",
         FirstTarget::new(breaker()),
     );
+    single_thread(
+        c,
+        "failover",
+        "first-target-kept-copy-floor",
+        FirstTarget::new(KeptCopy::new(breaker())),
+    );
     single_thread(c, "failover", "failover-1-target", failover(1));
     single_thread(c, "failover", "failover-2-targets", failover(2));
     single_thread(
@@ -62,6 +71,12 @@ fn benches(c: &mut Criterion) {
         "failover",
         "first-target-floor",
         FirstTarget::new(breaker()),
+    );
+    contended(
+        c,
+        "failover",
+        "first-target-kept-copy-floor",
+        FirstTarget::new(KeptCopy::new(breaker())),
     );
     contended(c, "failover", "failover-1-target", failover(1));
     contended(c, "failover", "failover-2-targets", failover(2));

@@ -27,6 +27,11 @@ use failsafe_svc::Failsafe;
 mod first_target;
 use first_target::FirstTarget;
 
+#[path = "../benches/common/kept_copy.rs"]
+#[allow(unreachable_pub)]
+mod kept_copy;
+use kept_copy::KeptCopy;
+
 #[path = "../benches/common/scope_floor.rs"]
 #[allow(unreachable_pub)]
 mod scope_floor;
@@ -141,6 +146,15 @@ fn main() {
             "first_target" => {
                 run(
                     FirstTarget::new(BreakerLayer::new().layer_service(inner())),
+                    n,
+                )
+                .await
+            }
+            // The floor `failover2` is measured against: the same, with the
+            // copy of the request any target left after the first needs.
+            "first_target_kept" => {
+                run(
+                    FirstTarget::new(KeptCopy::new(BreakerLayer::new().layer_service(inner()))),
                     n,
                 )
                 .await
