@@ -53,9 +53,10 @@ pin_project! {
 }
 
 pin_project! {
-    /// Where a request is: most end with the target chosen in `call`,
-    /// which is called there and kept inline with only what a next target
-    /// would need; any other course runs the failover loop, boxed.
+    /// Where a request is. Most end with the target chosen in `call`,
+    /// called there and kept inline with what a next target would need, so
+    /// that the common case is written straight; any other course runs the
+    /// failover loop, boxed.
     #[project = LaneProj]
     enum Lane<B, RB: Body, T, F> {
         // The target chosen in `call`, called there: the first call.
@@ -226,7 +227,6 @@ where
                 {
                     // It must be polled ready again before its next call.
                     *ready &= !(1 << index);
-                    record_call(&span, &common, index, 1);
                     macro_rules! first {
                         ($future:expr) => {
                             ResponseFuture {
@@ -247,10 +247,11 @@ where
                     // Nothing between the call and the future it is written
                     // into (an exit from the span there would copy it).
                     if entered.is_none() {
-                        drop(entered); // no span: nothing to exit
+                        drop(entered); // no span: nothing to record or exit
                         let future = copies[index].service.call($send(keep));
                         return first!(future);
                     }
+                    record_call(&span, &common, index, 1);
                     let future = copies[index].service.call($send(keep));
                     drop(entered);
                     return first!(future);

@@ -117,7 +117,10 @@
 //! layer that can replay a request); no allocation of its own: every
 //! target calls one service type, so its future lives inside the
 //! failover's (targets over different types are made one with
-//! [`Target::boxed`], one allocation per call); [`ServedBy`], 4 bytes in
+//! [`Target::boxed`], one allocation per call), and a request that goes
+//! on past its first call (a failure, a refusal only the call finds, a
+//! target not polled ready) runs the failover loop in one allocation, next
+//! to those its failure makes; [`ServedBy`], 4 bytes in
 //! the response body beside its variant tag (its target name interned and
 //! numbered; no extension, so no allocation, unless
 //! [`served_by_extension`](FailoverBuilder::served_by_extension) asks for
