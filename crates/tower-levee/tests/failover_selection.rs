@@ -475,3 +475,71 @@ async fn a_request_is_copied_only_while_another_target_may_follow() {
         ("primary", 1)
     );
 }
+
+/// A target whose service is not ready for its first `polls_pending` polls
+/// (across its clones), and counts its calls.
+#[derive(Clone)]
+struct Warming {
+    polls_pending: usize,
+    polls: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    calls: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Service<Request<String>> for Warming {
+    type Response = http::Response<String>;
+    type Error = tower::BoxError;
+    type Future = std::future::Ready<Result<http::Response<String>, tower::BoxError>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.polls.fetch_add(1, SeqCst) < self.polls_pending {
+            cx.waker().wake_by_ref();
+            return std::task::Poll::Pending;
+        }
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Request<String>) -> Self::Future {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        std::future::ready(Ok(response(200, None, "{}")))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_target_not_ready_when_polled_is_readied_in_the_requests_future_and_serves_it() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let warming = Warming {
+        // The caller's copy when the failover is polled ready, then the
+        // future's own copy once: ready at its second poll.
+        polls_pending: 2,
+        polls: Default::default(),
+        calls: Default::default(),
+    };
+    let mut svc = Failover::builder()
+        .target(Target::new("warming", warming.clone()).breaker(breaker(GATE, PARK)))
+        .build()
+        .unwrap();
+    let mut future = svc.ready().await.unwrap().call(req());
+    let waker = futures_util::task::noop_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(
+        std::pin::Pin::new(&mut future).poll(&mut cx).is_pending(),
+        "the target's own service is not ready yet"
+    );
+    assert!(format!("{future:?}").contains("\"ready\""), "{future:?}");
+    assert_eq!(
+        warming.calls.load(SeqCst),
+        0,
+        "nothing is sent before it is ready"
+    );
+    let res = future.await.unwrap();
+    let by = served_by(&res);
+    assert_eq!(
+        (by.target, by.index, by.attempt, by.fallback),
+        ("warming", 0, 1, false)
+    );
+    assert_eq!(warming.calls.load(SeqCst), 1);
+}
