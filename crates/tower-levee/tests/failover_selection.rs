@@ -543,3 +543,35 @@ async fn a_target_not_ready_when_polled_is_readied_in_the_requests_future_and_se
     );
     assert_eq!(warming.calls.load(SeqCst), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_refusal_passed_over_before_the_first_call_still_marks_when_the_request_may_go_again() {
+    use tower_levee::breaker::{FleetUpdate, Reopening};
+    let primary = Scripted::ok();
+    // The backup throttles for a minute.
+    let backup = Scripted::status(429, Some("60"));
+    let svc = primary_then_backup(&primary, &backup);
+    // The primary's scope is gated for 5 s: the request passes over it
+    // (a peek, nothing sent) and is called on the backup.
+    let handle = svc.handle();
+    let gated = handle.breaker("primary").expect("target");
+    assert!(gated.adopt(FleetUpdate::Gated {
+        scope: "api.example.com",
+        wait: GATE,
+        reason: "status:429",
+    }));
+    let mut svc = svc;
+    let res = send(&mut svc).await.unwrap();
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(served_by(&res).target, "backup");
+    assert_eq!((primary.calls(), backup.calls()), (0, 1));
+    // The answer is marked with the earlier of the two reopenings: the
+    // primary's gate, which refused before the backup was called.
+    let reopening = res
+        .extensions()
+        .get::<Reopening>()
+        .copied()
+        .expect("no target admits the request now");
+    let now = tokio::time::Instant::now();
+    assert!(reopening.at <= now + GATE, "{:?}", reopening.at - now);
+}
