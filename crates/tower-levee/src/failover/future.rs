@@ -389,12 +389,7 @@ where
                 return polled;
             }
             let mut progress = std::mem::take(passed).after_first_call();
-            let settled = match polled {
-                Poll::Ready(Ok(response)) => failed_answer(common, &mut progress, index, response),
-                Poll::Ready(Err(e)) => settle_error(common, &mut progress, index, e),
-                Poll::Pending => unreachable!("returned above"),
-            };
-            match settled {
+            match settle(common, &mut progress, index, polled) {
                 // No earlier target answered: the outcome is the request's.
                 Settled::Return(output) => {
                     lane.set(Lane::Done);
@@ -411,8 +406,9 @@ where
         }
         LaneProj::Done => panic!("failover ResponseFuture polled after completion"),
     }
+    // The loop, from the first call that went on to it, or from `call`.
     let LaneProj::Loop { looping } = lane.as_mut().project() else {
-        unreachable!("the first call went on to the loop above");
+        unreachable!("every other lane returned above");
     };
     let output = ready!(looping.as_mut().project().poll(cx, span, common, request));
     lane.set(Lane::Done);
@@ -455,21 +451,16 @@ where
                             continue;
                         }
                         Pick::Stop(e) => {
-                            let output = match this.last.take() {
-                                Some(last) => this.progress.last_answer(last),
-                                None => Err(e),
-                            };
                             this.state.set(State::Done);
-                            return Poll::Ready(output);
+                            return Poll::Ready(last_or(this.last, this.progress, |_| e));
                         }
                         Pick::Exhausted => {
-                            // A real answer beats a synthetic one; with none,
-                            // every target refused and nothing was sent.
-                            let output = match this.last.take() {
-                                Some(last) => this.progress.last_answer(last),
-                                None => Err(no_target(common, this.progress)),
-                            };
+                            // With no real answer, every target refused and
+                            // nothing was sent.
                             this.state.set(State::Done);
+                            let output = last_or(this.last, this.progress, |progress| {
+                                no_target(common, progress)
+                            });
                             return Poll::Ready(output);
                         }
                     }
@@ -503,13 +494,7 @@ where
                         this.state.set(State::Done);
                         return polled;
                     }
-                    match polled {
-                        Poll::Ready(Ok(response)) => {
-                            failed_answer(common, this.progress, index, response)
-                        }
-                        Poll::Ready(Err(e)) => settle_error(common, this.progress, index, e),
-                        Poll::Pending => unreachable!("returned above"),
-                    }
+                    settle(common, this.progress, index, polled)
                 }
                 StateProj::Done => panic!("failover ResponseFuture polled after completion"),
             };
@@ -519,6 +504,35 @@ where
                 return Poll::Ready(output);
             }
         }
+    }
+}
+
+/// The request's answer when it ends without a target's success: the last
+/// real answer a target gave, marked with when the failover admits the
+/// request again, else `error`. A real answer beats a synthetic one.
+fn last_or<RB: Body>(
+    last: &mut Option<Output<RB>>,
+    progress: &mut Progress,
+    error: impl FnOnce(&mut Progress) -> BoxError,
+) -> Output<RB> {
+    match last.take() {
+        Some(last) => progress.last_answer(last),
+        None => Err(error(progress)),
+    }
+}
+
+/// What target `index`'s answer, polled ready and not a success, means for
+/// the request.
+fn settle<B, RB: Body, T>(
+    common: &Common<B, T>,
+    progress: &mut Progress,
+    index: usize,
+    polled: Poll<Output<RB>>,
+) -> Settled<RB> {
+    match polled {
+        Poll::Ready(Ok(response)) => failed_answer(common, progress, index, response),
+        Poll::Ready(Err(e)) => settle_error(common, progress, index, e),
+        Poll::Pending => unreachable!("settled once answered"),
     }
 }
 
@@ -534,10 +548,7 @@ fn end_or_advance<B, RB: Body, T, F>(
             // A refusal that ends the request still loses to a real
             // answer an earlier target gave.
             let output = match output {
-                Err(e) if is_rejection(&*e) => match last.take() {
-                    Some(last) => progress.last_answer(last),
-                    None => Err(e),
-                },
+                Err(e) if is_rejection(&*e) => last_or(last, progress, |_| e),
                 output => output,
             };
             state.set(State::Done);
