@@ -1,7 +1,6 @@
 //! [`RetryBudget`]: the shared, concurrent retry budget.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -9,9 +8,9 @@ use levee_core::budget::{BudgetConfig, TokenBucket};
 use levee_core::clock::{Timestamp, duration_nanos};
 use tokio::time::Instant;
 
-use crate::striped::{STRIPES, Stripe, stripe_index};
+use crate::striped::{STRIPES, Stripe, ThreadStripe, stripes};
 
-/// A stripe moves its pending deposits into the bucket once it holds this many.
+/// Every this many deposits on a stripe, the pending deposits move into the bucket.
 const FLUSH_EVERY: u64 = 64;
 
 /// A retry budget shared by every clone of the services that use it: a token
@@ -27,15 +26,16 @@ const FLUSH_EVERY: u64 = 64;
 /// # Cost
 ///
 /// [`deposit`](Self::deposit) runs once per request, so it never takes a lock
-/// and never touches a counter shared with another thread: it adds to a
-/// per-thread stripe, and every 64th deposit on a stripe moves the batch into
-/// the bucket (reading the clock and taking a short lock). A
+/// and never touches a counter shared with another thread: it adds to the
+/// calling thread's own stripe (a load and a store, no locked instruction),
+/// and every 64th deposit on a stripe moves what is pending into the bucket
+/// (reading the clock and taking a short lock). A
 /// [`withdraw`](Self::withdraw) (one per retry considered) and a
 /// [`snapshot`](Self::snapshot) collect every stripe first, so no deposit is
 /// ever lost, but one is counted in the window from when it is collected,
-/// not from when it was made: about 63 deposits per stripe (16 stripes; a
-/// few more while threads that share a stripe race) can be counted late,
-/// and stay spendable that much longer. The bound of
+/// not from when it was made: up to 63 deposits per stripe can be counted
+/// late, and stay spendable that much longer (a stripe per thread, up to
+/// 16 threads; more threads than that share 16 more stripes). The bound of
 /// [`levee_core::budget`] holds for deposits as the bucket counts them.
 ///
 /// ```
@@ -49,8 +49,15 @@ const FLUSH_EVERY: u64 = 64;
 /// ```
 pub struct RetryBudget {
     stripes: Box<[Stripe]>,
-    bucket: Mutex<TokenBucket>,
+    bucket: Mutex<Bucket>,
     origin: Instant,
+}
+
+/// The token bucket, and how much of each stripe's total it holds: a
+/// stripe only grows, so collecting it moves the difference.
+struct Bucket {
+    tokens: TokenBucket,
+    collected: [u64; STRIPES],
 }
 
 /// A point-in-time reading of a [`RetryBudget`].
@@ -83,35 +90,38 @@ impl RetryBudget {
     /// A budget from a [`BudgetConfig`].
     pub fn from_config(config: BudgetConfig) -> Self {
         RetryBudget {
-            stripes: (0..STRIPES).map(|_| Stripe::default()).collect(),
-            bucket: Mutex::new(TokenBucket::new(config, Timestamp::ZERO)),
+            stripes: stripes(),
+            bucket: Mutex::new(Bucket {
+                tokens: TokenBucket::new(config, Timestamp::ZERO),
+                collected: [0; STRIPES],
+            }),
             origin: Instant::now(),
         }
     }
 
     /// The configuration.
     pub fn config(&self) -> BudgetConfig {
-        self.lock().config()
+        self.lock().tokens.config()
     }
 
     /// Records one request. Call it once per request, not per attempt.
     #[inline]
     pub fn deposit(&self) {
-        let stripe = &self.stripes[stripe_index()].0;
-        if stripe.fetch_add(1, Ordering::Relaxed) + 1 >= FLUSH_EVERY {
-            self.flush(stripe);
+        let slot = ThreadStripe::current();
+        if self.stripes[slot.index]
+            .increment(slot)
+            .is_multiple_of(FLUSH_EVERY)
+        {
+            self.flush();
         }
     }
 
-    /// Moves a stripe's batch of deposits into the bucket.
+    /// Moves the pending deposits into the bucket.
     #[cold]
-    fn flush(&self, stripe: &AtomicU64) {
-        let batch = stripe.swap(0, Ordering::Relaxed);
-        if batch > 0 {
-            let mut bucket = self.lock();
-            let now = self.now();
-            bucket.deposit(now, batch);
-        }
+    fn flush(&self) {
+        let mut bucket = self.lock();
+        let now = self.now();
+        self.collect(&mut bucket, now);
     }
 
     /// Takes one retry token; `false` if the budget is exhausted (counted as
@@ -121,7 +131,7 @@ impl RetryBudget {
             let mut bucket = self.lock();
             let now = self.now();
             self.collect(&mut bucket, now);
-            (bucket.withdraw(now), bucket.stats().refused)
+            (bucket.tokens.withdraw(now), bucket.tokens.stats().refused)
         };
         if !granted {
             tracing::debug!(
@@ -138,9 +148,9 @@ impl RetryBudget {
         let mut bucket = self.lock();
         let now = self.now();
         self.collect(&mut bucket, now);
-        let stats = bucket.stats();
+        let stats = bucket.tokens.stats();
         BudgetSnapshot {
-            available: bucket.available(now),
+            available: bucket.tokens.available(now),
             requests: stats.deposited,
             retries: stats.granted,
             budget_exhausted: stats.refused,
@@ -148,13 +158,14 @@ impl RetryBudget {
     }
 
     /// Moves every stripe's pending deposits into the bucket.
-    fn collect(&self, bucket: &mut TokenBucket, now: Timestamp) {
-        let pending: u64 = self
-            .stripes
-            .iter()
-            .map(|s| s.0.swap(0, Ordering::Relaxed))
-            .sum();
-        bucket.deposit(now, pending);
+    fn collect(&self, bucket: &mut Bucket, now: Timestamp) {
+        let mut pending = 0;
+        for (stripe, collected) in self.stripes.iter().zip(&mut bucket.collected) {
+            let total = stripe.total();
+            pending += total - *collected;
+            *collected = total;
+        }
+        bucket.tokens.deposit(now, pending);
     }
 
     fn now(&self) -> Timestamp {
@@ -163,7 +174,7 @@ impl RetryBudget {
         ))
     }
 
-    fn lock(&self) -> MutexGuard<'_, TokenBucket> {
+    fn lock(&self) -> MutexGuard<'_, Bucket> {
         // The bucket holds plain counters: a panic elsewhere cannot leave it
         // in a state worse than stale, so poisoning is ignored.
         self.bucket.lock().unwrap_or_else(|e| e.into_inner())
