@@ -27,14 +27,14 @@ pub(crate) const STRIPES: usize = OWNED + SHARED;
 /// A counter alone on its cache line (128 bytes: adjacent-line prefetch).
 #[repr(align(128))]
 #[derive(Default)]
-pub(crate) struct Stripe(AtomicU64);
+struct Stripe(AtomicU64);
 
 impl Stripe {
     /// Adds one, from the thread that holds `slot`, and returns the new
     /// total of this stripe (it only grows).
     #[inline]
-    pub(crate) fn increment(&self, slot: ThreadStripe) -> u64 {
-        if slot.owned {
+    fn increment(&self, slot: ThreadStripe) -> u64 {
+        if slot.owned() {
             // The one writer: nothing can come between the load and the store.
             let total = self.0.load(Ordering::Relaxed) + 1;
             self.0.store(total, Ordering::Relaxed);
@@ -45,14 +45,9 @@ impl Stripe {
     }
 
     /// The stripe's total so far.
-    pub(crate) fn total(&self) -> u64 {
+    fn total(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
-}
-
-/// The stripes of one counter.
-pub(crate) fn stripes() -> Box<[Stripe]> {
-    (0..STRIPES).map(|_| Stripe::default()).collect()
 }
 
 /// A counter that threads increment without sharing a cache line: the
@@ -62,7 +57,7 @@ pub(crate) struct Striped(Box<[Stripe]>);
 
 impl Default for Striped {
     fn default() -> Self {
-        Striped(stripes())
+        Striped((0..STRIPES).map(|_| Stripe::default()).collect())
     }
 }
 
@@ -73,23 +68,29 @@ impl std::fmt::Debug for Striped {
 }
 
 impl Striped {
+    /// Adds one on the calling thread's stripe, and returns that stripe's
+    /// new total.
     #[inline]
-    pub(crate) fn add(&self) {
+    pub(crate) fn add(&self) -> u64 {
         let slot = ThreadStripe::current();
-        self.0[slot.index].increment(slot);
+        self.0[slot.0].increment(slot)
+    }
+
+    /// Each stripe's total so far, in a fixed order ([`STRIPES`] of them):
+    /// each only grows, so a reader can take what was added since it last
+    /// looked.
+    pub(crate) fn totals(&self) -> impl Iterator<Item = u64> + '_ {
+        self.0.iter().map(Stripe::total)
     }
 
     pub(crate) fn sum(&self) -> u64 {
-        self.0.iter().map(Stripe::total).sum()
+        self.totals().sum()
     }
 }
 
-/// The calling thread's stripe, and whether the thread is its one writer.
+/// The calling thread's stripe.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct ThreadStripe {
-    pub(crate) index: usize,
-    owned: bool,
-}
+struct ThreadStripe(usize);
 
 thread_local! {
     /// This thread's stripe, `UNCLAIMED` until its first increment. It has
@@ -152,13 +153,15 @@ impl Pool {
 
 impl ThreadStripe {
     #[inline]
-    pub(crate) fn current() -> ThreadStripe {
+    fn current() -> ThreadStripe {
         let index = INDEX.with(Cell::get);
-        let index = if index == UNCLAIMED { claim() } else { index };
-        ThreadStripe {
-            index,
-            owned: index < OWNED,
-        }
+        ThreadStripe(if index == UNCLAIMED { claim() } else { index })
+    }
+
+    /// Whether the thread is the stripe's one writer.
+    #[inline]
+    fn owned(self) -> bool {
+        self.0 < OWNED
     }
 }
 
@@ -204,7 +207,9 @@ mod tests {
                 let (c, b) = (counter.clone(), barrier.clone());
                 std::thread::spawn(move || {
                     b.wait();
-                    (0..10_000).for_each(|_| c.add());
+                    (0..10_000).for_each(|_| {
+                        c.add();
+                    });
                 })
             })
             .collect();
@@ -216,8 +221,10 @@ mod tests {
         for _ in 0..OWNED * 2 {
             let c = counter.clone();
             let owned = std::thread::spawn(move || {
-                (0..1_000).for_each(|_| c.add());
-                ThreadStripe::current().owned
+                (0..1_000).for_each(|_| {
+                    c.add();
+                });
+                ThreadStripe::current().owned()
             })
             .join()
             .unwrap();

@@ -8,7 +8,7 @@ use levee_core::budget::{BudgetConfig, TokenBucket};
 use levee_core::clock::{Timestamp, duration_nanos};
 use tokio::time::Instant;
 
-use crate::striped::{STRIPES, Stripe, ThreadStripe, stripes};
+use crate::striped::{STRIPES, Striped};
 
 /// Every this many deposits on a stripe, the pending deposits move into the bucket.
 const FLUSH_EVERY: u64 = 64;
@@ -48,7 +48,8 @@ const FLUSH_EVERY: u64 = 64;
 /// assert_eq!(budget.snapshot().retries, 1);
 /// ```
 pub struct RetryBudget {
-    stripes: Box<[Stripe]>,
+    /// Deposits not yet in the bucket, on the depositing thread's stripe.
+    deposits: Striped,
     bucket: Mutex<Bucket>,
     origin: Instant,
 }
@@ -90,7 +91,7 @@ impl RetryBudget {
     /// A budget from a [`BudgetConfig`].
     pub fn from_config(config: BudgetConfig) -> Self {
         RetryBudget {
-            stripes: stripes(),
+            deposits: Striped::default(),
             bucket: Mutex::new(Bucket {
                 tokens: TokenBucket::new(config, Timestamp::ZERO),
                 collected: [0; STRIPES],
@@ -107,11 +108,7 @@ impl RetryBudget {
     /// Records one request. Call it once per request, not per attempt.
     #[inline]
     pub fn deposit(&self) {
-        let slot = ThreadStripe::current();
-        if self.stripes[slot.index]
-            .increment(slot)
-            .is_multiple_of(FLUSH_EVERY)
-        {
+        if self.deposits.add().is_multiple_of(FLUSH_EVERY) {
             self.flush();
         }
     }
@@ -160,8 +157,7 @@ impl RetryBudget {
     /// Moves every stripe's pending deposits into the bucket.
     fn collect(&self, bucket: &mut Bucket, now: Timestamp) {
         let mut pending = 0;
-        for (stripe, collected) in self.stripes.iter().zip(&mut bucket.collected) {
-            let total = stripe.total();
+        for (total, collected) in self.deposits.totals().zip(&mut bucket.collected) {
             pending += total - *collected;
             *collected = total;
         }
