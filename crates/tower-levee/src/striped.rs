@@ -10,6 +10,10 @@
 //! stripe has one writer at a time, so no increment is lost; readers sum
 //! the stripes. Threads beyond the stripes owned at once share a second
 //! set of stripes, which they increment with `fetch_add`.
+//!
+//! The retry budget's stripes are emptied by whichever thread collects
+//! them, so they have more than one writer: it takes the thread's stripe
+//! from [`stripe_index`] and keeps `fetch_add` and `swap`.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,20 +31,18 @@ pub(crate) const STRIPES: usize = OWNED + SHARED;
 /// A counter alone on its cache line (128 bytes: adjacent-line prefetch).
 #[repr(align(128))]
 #[derive(Default)]
-struct Stripe(AtomicU64);
+pub(crate) struct Stripe(pub(crate) AtomicU64);
 
 impl Stripe {
-    /// Adds one, from the thread that holds `slot`, and returns the new
-    /// total of this stripe (it only grows).
+    /// Adds one, from the thread that holds `slot`.
     #[inline]
-    fn increment(&self, slot: ThreadStripe) -> u64 {
+    fn increment(&self, slot: ThreadStripe) {
         if slot.owned() {
             // The one writer: nothing can come between the load and the store.
             let total = self.0.load(Ordering::Relaxed) + 1;
             self.0.store(total, Ordering::Relaxed);
-            total
         } else {
-            self.0.fetch_add(1, Ordering::Relaxed) + 1
+            self.0.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -68,23 +70,15 @@ impl std::fmt::Debug for Striped {
 }
 
 impl Striped {
-    /// Adds one on the calling thread's stripe, and returns that stripe's
-    /// new total.
+    /// Adds one on the calling thread's stripe.
     #[inline]
-    pub(crate) fn add(&self) -> u64 {
+    pub(crate) fn add(&self) {
         let slot = ThreadStripe::current();
-        self.0[slot.0].increment(slot)
-    }
-
-    /// Each stripe's total so far, in a fixed order ([`STRIPES`] of them):
-    /// each only grows, so a reader can take what was added since it last
-    /// looked.
-    pub(crate) fn totals(&self) -> impl Iterator<Item = u64> + '_ {
-        self.0.iter().map(Stripe::total)
+        self.0[slot.0].increment(slot);
     }
 
     pub(crate) fn sum(&self) -> u64 {
-        self.totals().sum()
+        self.0.iter().map(Stripe::total).sum()
     }
 }
 
@@ -151,6 +145,14 @@ impl Pool {
     }
 }
 
+/// The calling thread's stripe among [`STRIPES`], for counters that other
+/// threads also write (and so must take `fetch_add` or `swap`): one of its
+/// own, unless more threads than owned stripes are alive.
+#[inline]
+pub(crate) fn stripe_index() -> usize {
+    ThreadStripe::current().0
+}
+
 impl ThreadStripe {
     #[inline]
     fn current() -> ThreadStripe {
@@ -207,9 +209,7 @@ mod tests {
                 let (c, b) = (counter.clone(), barrier.clone());
                 std::thread::spawn(move || {
                     b.wait();
-                    (0..10_000).for_each(|_| {
-                        c.add();
-                    });
+                    (0..10_000).for_each(|_| c.add());
                 })
             })
             .collect();
@@ -221,9 +221,7 @@ mod tests {
         for _ in 0..OWNED * 2 {
             let c = counter.clone();
             let owned = std::thread::spawn(move || {
-                (0..1_000).for_each(|_| {
-                    c.add();
-                });
+                (0..1_000).for_each(|_| c.add());
                 ThreadStripe::current().owned()
             })
             .join()

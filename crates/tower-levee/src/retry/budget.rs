@@ -1,6 +1,7 @@
 //! [`RetryBudget`]: the shared, concurrent retry budget.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -8,9 +9,9 @@ use levee_core::budget::{BudgetConfig, TokenBucket};
 use levee_core::clock::{Timestamp, duration_nanos};
 use tokio::time::Instant;
 
-use crate::striped::{STRIPES, Striped};
+use crate::striped::{STRIPES, Stripe, stripe_index};
 
-/// Every this many deposits on a stripe, the pending deposits move into the bucket.
+/// A stripe moves its pending deposits into the bucket once it holds this many.
 const FLUSH_EVERY: u64 = 64;
 
 /// A retry budget shared by every clone of the services that use it: a token
@@ -26,16 +27,16 @@ const FLUSH_EVERY: u64 = 64;
 /// # Cost
 ///
 /// [`deposit`](Self::deposit) runs once per request, so it never takes a lock
-/// and never touches a counter shared with another thread: it adds to the
-/// calling thread's own stripe (a load and a store, no locked instruction),
-/// and every 64th deposit on a stripe moves what is pending into the bucket
-/// (reading the clock and taking a short lock). A
+/// and never touches a counter shared with another thread: it adds to a
+/// per-thread stripe, and every 64th deposit on a stripe moves the batch into
+/// the bucket (reading the clock and taking a short lock). A
 /// [`withdraw`](Self::withdraw) (one per retry considered) and a
 /// [`snapshot`](Self::snapshot) collect every stripe first, so no deposit is
 /// ever lost, but one is counted in the window from when it is collected,
-/// not from when it was made: up to 63 deposits per stripe can be counted
-/// late, and stay spendable that much longer (a stripe per thread, up to
-/// 16 threads; more threads than that share 16 more stripes). The bound of
+/// not from when it was made: about 63 deposits per stripe (a stripe per
+/// thread up to 16 threads, then 16 shared; a few more while threads that
+/// share a stripe race) can be counted late,
+/// and stay spendable that much longer. The bound of
 /// [`levee_core::budget`] holds for deposits as the bucket counts them.
 ///
 /// ```
@@ -48,17 +49,9 @@ const FLUSH_EVERY: u64 = 64;
 /// assert_eq!(budget.snapshot().retries, 1);
 /// ```
 pub struct RetryBudget {
-    /// Deposits not yet in the bucket, on the depositing thread's stripe.
-    deposits: Striped,
-    bucket: Mutex<Bucket>,
+    stripes: Box<[Stripe]>,
+    bucket: Mutex<TokenBucket>,
     origin: Instant,
-}
-
-/// The token bucket, and how much of each stripe's total it holds: a
-/// stripe only grows, so collecting it moves the difference.
-struct Bucket {
-    tokens: TokenBucket,
-    collected: [u64; STRIPES],
 }
 
 /// A point-in-time reading of a [`RetryBudget`].
@@ -91,34 +84,35 @@ impl RetryBudget {
     /// A budget from a [`BudgetConfig`].
     pub fn from_config(config: BudgetConfig) -> Self {
         RetryBudget {
-            deposits: Striped::default(),
-            bucket: Mutex::new(Bucket {
-                tokens: TokenBucket::new(config, Timestamp::ZERO),
-                collected: [0; STRIPES],
-            }),
+            stripes: (0..STRIPES).map(|_| Stripe::default()).collect(),
+            bucket: Mutex::new(TokenBucket::new(config, Timestamp::ZERO)),
             origin: Instant::now(),
         }
     }
 
     /// The configuration.
     pub fn config(&self) -> BudgetConfig {
-        self.lock().tokens.config()
+        self.lock().config()
     }
 
     /// Records one request. Call it once per request, not per attempt.
     #[inline]
     pub fn deposit(&self) {
-        if self.deposits.add().is_multiple_of(FLUSH_EVERY) {
-            self.flush();
+        let stripe = &self.stripes[stripe_index()].0;
+        if stripe.fetch_add(1, Ordering::Relaxed) + 1 >= FLUSH_EVERY {
+            self.flush(stripe);
         }
     }
 
-    /// Moves the pending deposits into the bucket.
+    /// Moves a stripe's batch of deposits into the bucket.
     #[cold]
-    fn flush(&self) {
-        let mut bucket = self.lock();
-        let now = self.now();
-        self.collect(&mut bucket, now);
+    fn flush(&self, stripe: &AtomicU64) {
+        let batch = stripe.swap(0, Ordering::Relaxed);
+        if batch > 0 {
+            let mut bucket = self.lock();
+            let now = self.now();
+            bucket.deposit(now, batch);
+        }
     }
 
     /// Takes one retry token; `false` if the budget is exhausted (counted as
@@ -128,7 +122,7 @@ impl RetryBudget {
             let mut bucket = self.lock();
             let now = self.now();
             self.collect(&mut bucket, now);
-            (bucket.tokens.withdraw(now), bucket.tokens.stats().refused)
+            (bucket.withdraw(now), bucket.stats().refused)
         };
         if !granted {
             tracing::debug!(
@@ -145,9 +139,9 @@ impl RetryBudget {
         let mut bucket = self.lock();
         let now = self.now();
         self.collect(&mut bucket, now);
-        let stats = bucket.tokens.stats();
+        let stats = bucket.stats();
         BudgetSnapshot {
-            available: bucket.tokens.available(now),
+            available: bucket.available(now),
             requests: stats.deposited,
             retries: stats.granted,
             budget_exhausted: stats.refused,
@@ -155,13 +149,13 @@ impl RetryBudget {
     }
 
     /// Moves every stripe's pending deposits into the bucket.
-    fn collect(&self, bucket: &mut Bucket, now: Timestamp) {
-        let mut pending = 0;
-        for (total, collected) in self.deposits.totals().zip(&mut bucket.collected) {
-            pending += total - *collected;
-            *collected = total;
-        }
-        bucket.tokens.deposit(now, pending);
+    fn collect(&self, bucket: &mut TokenBucket, now: Timestamp) {
+        let pending: u64 = self
+            .stripes
+            .iter()
+            .map(|s| s.0.swap(0, Ordering::Relaxed))
+            .sum();
+        bucket.deposit(now, pending);
     }
 
     fn now(&self) -> Timestamp {
@@ -170,7 +164,7 @@ impl RetryBudget {
         ))
     }
 
-    fn lock(&self) -> MutexGuard<'_, Bucket> {
+    fn lock(&self) -> MutexGuard<'_, TokenBucket> {
         // The bucket holds plain counters: a panic elsewhere cannot leave it
         // in a state worse than stale, so poisoning is ignored.
         self.bucket.lock().unwrap_or_else(|e| e.into_inner())
