@@ -250,8 +250,9 @@ fn the_breakers_hot_paths_allocate_nothing_but_the_error() {
         );
     }
 
-    // A rolling window records every success (it counts calls): under the
-    // domain's lock, with no copy of its key and no allocation.
+    // A rolling window records every success (it counts calls): on the
+    // thread's stripe of its bucket, with no copy of its key and no
+    // allocation (the stripes are made once, by the domain's first).
     let rolling = BreakerConfig::builder()
         .rolling(Duration::from_secs(30), 5, 0.2)
         .build()

@@ -1,5 +1,8 @@
 //! The tokio clock the layers run on.
 
+use std::sync::LazyLock;
+use std::time::Duration;
+
 use levee_core::clock::{Clock, Timestamp, duration_nanos};
 use tokio::time::Instant;
 
@@ -25,7 +28,7 @@ impl TokioClock {
 
     /// The tokio instant of a timestamp.
     pub fn instant(&self, t: Timestamp) -> Instant {
-        self.origin + std::time::Duration::from_nanos(t.as_nanos())
+        self.origin + Duration::from_nanos(t.as_nanos())
     }
 }
 
@@ -39,4 +42,21 @@ impl Clock for TokioClock {
     fn now(&self) -> Timestamp {
         self.timestamp(Instant::now())
     }
+}
+
+/// One clock for every layer, for deadlines published to readers that
+/// cannot reach their layer's clock (a response future settling a call):
+/// such a deadline is written and read in its timestamps.
+pub(crate) fn hot_clock() -> &'static TokioClock {
+    static CLOCK: LazyLock<TokioClock> = LazyLock::new(|| {
+        // A year back, so that no instant a runtime reads later, paused
+        // (whose clock starts at its creation) or not, comes before it.
+        let now = Instant::now();
+        let origin = [365 * 24 * 3600, 24 * 3600, 3600, 60, 1]
+            .into_iter()
+            .find_map(|secs| now.checked_sub(Duration::from_secs(secs)))
+            .unwrap_or(now);
+        TokioClock { origin }
+    });
+    &CLOCK
 }

@@ -75,6 +75,77 @@ async fn the_first_successes_of_a_new_domain_count_toward_its_rolling_window() {
     );
 }
 
+/// A layer whose breakers trip on `ratio` of at least `min_calls` calls
+/// within `window`, over a provider answering with `status`.
+fn rolling_breaker(
+    window: Duration,
+    min_calls: u32,
+    ratio: f64,
+    status: &Arc<AtomicU16>,
+) -> (
+    tower_levee::breaker::BreakerHandle,
+    impl Service<Request<String>, Error = tower_levee::BoxError>,
+) {
+    let config = BreakerConfig::builder()
+        .rolling(window, min_calls, ratio)
+        .build()
+        .unwrap();
+    let layer = BreakerLayer::builder().breaker(config).build().unwrap();
+    (layer.handle(), layer.layer(provider(status.clone())))
+}
+
+#[tokio::test(start_paused = true)]
+async fn successes_in_a_rolling_window_leave_it_with_the_bucket_they_fell_in() {
+    let status = Arc::new(AtomicU16::new(200));
+    let (handle, mut svc) = rolling_breaker(Duration::from_secs(10), 4, 0.5, &status);
+    for _ in 0..8 {
+        send(&mut svc, call_to("api.openai.com")).await.unwrap();
+    }
+    tokio::time::advance(Duration::from_secs(5)).await;
+    for _ in 0..2 {
+        send(&mut svc, call_to("api.openai.com")).await.unwrap();
+    }
+    // The first 8 leave the 10 s window; the 2 of t = 5 s stay.
+    tokio::time::advance(Duration::from_millis(5_200)).await;
+    status.store(503, Ordering::SeqCst);
+    send(&mut svc, call_to("api.openai.com")).await.unwrap();
+    assert_eq!(
+        handle.breaker_status("api.openai.com"),
+        Some(BreakerStatus::Closed),
+        "1 failure in 3 calls"
+    );
+    send(&mut svc, call_to("api.openai.com")).await.unwrap();
+    assert_eq!(
+        handle.breaker_status("api.openai.com"),
+        Some(BreakerStatus::Open),
+        "2 failures in 4 calls"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_breaker_opened_and_closed_by_hand_forgets_the_successes_of_its_window() {
+    let status = Arc::new(AtomicU16::new(200));
+    let (handle, mut svc) = rolling_breaker(Duration::from_secs(30), 2, 0.5, &status);
+    for _ in 0..10 {
+        send(&mut svc, call_to("api.openai.com")).await.unwrap();
+    }
+    handle.open("api.openai.com");
+    handle.close("api.openai.com");
+    status.store(503, Ordering::SeqCst);
+    send(&mut svc, call_to("api.openai.com")).await.unwrap();
+    assert_eq!(
+        handle.breaker_status("api.openai.com"),
+        Some(BreakerStatus::Closed),
+        "1 call is under the minimum"
+    );
+    send(&mut svc, call_to("api.openai.com")).await.unwrap();
+    assert_eq!(
+        handle.breaker_status("api.openai.com"),
+        Some(BreakerStatus::Open),
+        "2 failures in 2 calls: the 10 successes went with the window"
+    );
+}
+
 /// Counts the successes it hears per key.
 #[derive(Debug, Default)]
 struct Successes(Mutex<HashMap<String, u32>>);

@@ -71,9 +71,7 @@ impl BreakerState {
         permit: Permit,
         now: Timestamp,
     ) -> bool {
-        // Not made for rolling tripping, or a success would clear counts.
-        if self.window.is_none() || self.custom_policy || permit.probe.is_some() || !self.is_idle()
-        {
+        if permit.probe.is_some() || !self.success_only_counts() {
             return false;
         }
         // A permit of an earlier generation is ignored, as `record` does.
@@ -81,6 +79,36 @@ impl BreakerState {
             self.window_mut().add(window, now, false);
         }
         true
+    }
+
+    /// Whether a plain success would only add to the rolling window: the
+    /// state was made for rolling tripping (no custom policy) and is idle,
+    /// so the success has no count to clear. While this holds, successes
+    /// may be counted elsewhere and handed in later with
+    /// [`add_window_successes`](Self::add_window_successes).
+    pub fn success_only_counts(&self) -> bool {
+        self.window.is_some() && !self.custom_policy && self.is_idle()
+    }
+
+    /// Counts `successes` plain successes in the rolling window's bucket of
+    /// `at`: successes counted outside the state while
+    /// [`success_only_counts`](Self::success_only_counts) held. Ignored if
+    /// the breaker is no longer closed (opening clears the window anyway)
+    /// or the state has no window; a bucket that has made way for a later
+    /// one is out of the window already.
+    pub fn add_window_successes(&mut self, window: Duration, at: Timestamp, successes: u64) {
+        if self.status != BreakerStatus::Closed || successes == 0 {
+            return;
+        }
+        if let Some(w) = self.window.as_deref_mut() {
+            w.add_successes(window, at, u32::try_from(successes).unwrap_or(u32::MAX));
+        }
+    }
+
+    /// When the rolling window's bucket holding `now` ends: until then,
+    /// successes counted outside the state fall in that bucket.
+    pub fn window_bucket_end(window: Duration, now: Timestamp) -> Timestamp {
+        RollingWindow::bucket_end(window, now)
     }
 
     /// Gives back the probe slot of a call that will not report: its future

@@ -157,6 +157,33 @@ impl RollingWindow {
         epoch
     }
 
+    /// Counts `successes` calls in the bucket of `at`, unless that bucket
+    /// has already made way for a later one (they are out of the window).
+    pub(crate) fn add_successes(&mut self, window: Duration, at: Timestamp, successes: u32) {
+        let epoch = Self::epoch(window, at);
+        let bucket = &mut self.buckets[(epoch % ROLLING_BUCKETS as u64) as usize];
+        if bucket.epoch > epoch {
+            return;
+        }
+        if bucket.epoch != epoch {
+            *bucket = Bucket {
+                epoch,
+                ..Bucket::default()
+            };
+        }
+        bucket.calls = bucket.calls.saturating_add(successes);
+    }
+
+    /// When the bucket holding `now` ends.
+    pub(crate) fn bucket_end(window: Duration, now: Timestamp) -> Timestamp {
+        let width = Self::width(window);
+        Timestamp::from_nanos(
+            (now.as_nanos() / width)
+                .saturating_add(1)
+                .saturating_mul(width),
+        )
+    }
+
     /// Forgets every call.
     pub(crate) fn clear(&mut self) {
         self.buckets = Default::default();
@@ -168,8 +195,12 @@ impl RollingWindow {
     }
 
     fn epoch(window: Duration, now: Timestamp) -> u64 {
-        let width = (duration_nanos(window) / ROLLING_BUCKETS as u64).max(1);
-        now.as_nanos() / width
+        now.as_nanos() / Self::width(window)
+    }
+
+    /// A bucket's width in nanoseconds.
+    fn width(window: Duration) -> u64 {
+        (duration_nanos(window) / ROLLING_BUCKETS as u64).max(1)
     }
 
     fn totals(&self, epoch: u64) -> (u32, u32) {
@@ -191,6 +222,31 @@ mod tests {
     }
 
     #[test]
+    fn successes_handed_in_later_count_in_their_own_bucket_unless_it_made_way() {
+        let window = Duration::from_secs(10);
+        let mut w = RollingWindow::default();
+        w.add_successes(window, at(1), 5);
+        assert_eq!(w.record(window, at(2), true), (6, 1));
+        // Bucket 3 holds t = 13 s now: successes of t = 3 s are out of the
+        // window, and do not wipe it.
+        assert_eq!(w.record(window, at(13), true), (1, 1));
+        w.add_successes(window, at(3), 7);
+        assert_eq!(w.totals(RollingWindow::epoch(window, at(13))), (1, 1));
+        // Those of t = 12 s take over bucket 2's old calls (of t = 2 s).
+        w.add_successes(window, at(12), 4);
+        assert_eq!(w.totals(RollingWindow::epoch(window, at(13))), (5, 1));
+    }
+
+    #[test]
+    fn a_bucket_ends_where_the_next_begins() {
+        let window = Duration::from_secs(10);
+        assert_eq!(RollingWindow::bucket_end(window, at(0)), at(1));
+        let inside = Timestamp::from_nanos(3_999_999_999);
+        assert_eq!(RollingWindow::bucket_end(window, inside), at(4));
+        assert_eq!(RollingWindow::bucket_end(window, at(4)), at(5));
+    }
+
+    #[test]
     fn old_buckets_fall_out_of_the_window() {
         let window = Duration::from_secs(10);
         let mut w = RollingWindow::default();
@@ -208,5 +264,39 @@ mod tests {
         assert!(RollingWindow::trips(4, 2, 4, 0.5));
         assert!(!RollingWindow::trips(4, 1, 4, 0.5));
         assert!(RollingWindow::trips(1, 1, 0, 1.0));
+    }
+
+    proptest::proptest! {
+        /// Successes counted elsewhere and handed in per bucket, before the
+        /// next failure, leave the window as recording each one would.
+        #[test]
+        fn successes_handed_in_per_bucket_count_as_if_recorded_one_by_one(
+            events in proptest::collection::vec((0u64..3_000, proptest::bool::weighted(0.2)), 1..200),
+        ) {
+            let window = Duration::from_secs(10);
+            let (mut each, mut handed) = (RollingWindow::default(), RollingWindow::default());
+            // Successes not handed in yet: (a time in their bucket, how many).
+            let mut pending: Vec<(Timestamp, u32)> = Vec::new();
+            let mut now = 0;
+            for (step_ms, failed) in events {
+                now += step_ms * 1_000_000;
+                let t = Timestamp::from_nanos(now);
+                if failed {
+                    for (at, n) in pending.drain(..) {
+                        handed.add_successes(window, at, n);
+                    }
+                    proptest::prop_assert_eq!(
+                        each.record(window, t, true),
+                        handed.record(window, t, true)
+                    );
+                } else {
+                    each.add(window, t, false);
+                    match pending.last_mut() {
+                        Some((at, n)) if RollingWindow::epoch(window, *at) == RollingWindow::epoch(window, t) => *n += 1,
+                        _ => pending.push((t, 1)),
+                    }
+                }
+            }
+        }
     }
 }

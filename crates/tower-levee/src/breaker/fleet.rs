@@ -14,7 +14,7 @@ use levee_core::clock::Clock;
 use levee_core::transition::Transition;
 
 use super::event::{Origin, ScopeEvent};
-use super::shared::Shared;
+use super::shared::{Shared, lock_domain};
 
 /// A decision another replica made, to apply here: see
 /// [`BreakerHandle::adopt`](super::BreakerHandle::adopt).
@@ -156,7 +156,7 @@ impl Shared {
                 let Some(handle) = self.domains.get(scope) else {
                     return false;
                 };
-                let Some(mut cell) = handle.lock() else {
+                let Some(mut cell) = lock_domain(handle) else {
                     return false;
                 };
                 let ended = cell.state.end_cooloff(now);

@@ -5,16 +5,19 @@
 //! that changed, right after its state machine moved: a reader sees either
 //! the state before or the state after, never a mix.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use levee_core::breaker::{
     BreakerConfig, BreakerState, BreakerStatus, ISOLATED_RETRY_AFTER, Permit,
 };
-use levee_core::clock::Timestamp;
+use levee_core::clock::{Clock, Timestamp};
 use levee_core::pace::{InFlight, PaceCheck, Spacing};
 
 use super::latency::LatencyHistogram;
+use crate::clock::hot_clock;
 use crate::registry::Hot;
+use crate::striped::Striped;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
 const STATUS_MASK: u64 = 0b11;
@@ -25,7 +28,10 @@ const HALF_OPEN: u64 = 2;
 const DIRTY: u64 = 0b100;
 /// Held open by `isolate`: refused with no deadline to compare.
 const ISOLATED: u64 = 0b1000;
-const GENERATION_SHIFT: u32 = 4;
+/// Set while a plain success only adds to the rolling window (closed,
+/// nothing counted to clear): it may be counted without the lock.
+const WINDOW_ONLY: u64 = 0b1_0000;
+const GENERATION_SHIFT: u32 = 5;
 
 /// The published summary of a breaker: status and dirty bits, and the end
 /// of an open breaker's cool-off so that rejections take no lock either.
@@ -56,6 +62,15 @@ pub(crate) struct DomainHot {
     pub(crate) latency: LatencyHistogram,
     /// Time to a stream's first output, when the layer estimates it.
     pub(crate) first_content: LatencyHistogram,
+    /// Under rolling tripping, the plain successes counted without the
+    /// lock ([`count_window_success`](Self::count_window_success)): made
+    /// on the domain's first, kept with the slot (its total only grows).
+    window_successes: OnceLock<Striped>,
+    /// When the window's bucket those successes fall in ends
+    /// ([`hot_clock`] nanoseconds); 0 while none is open.
+    window_until: AtomicU64,
+    /// How many of `window_successes` the state has been handed.
+    window_handed: AtomicU64,
 }
 
 impl Hot for DomainHot {
@@ -71,6 +86,10 @@ impl Hot for DomainHot {
         self.spacing.store(0, Ordering::Relaxed);
         self.next_due.store(0, Ordering::Relaxed);
         self.spacing_model.store(0, Ordering::Relaxed);
+        // The next key counts without the lock once its own first success
+        // opens a bucket; until then, whatever its state is handed was
+        // counted for the last key, and is dropped (`lock_domain`).
+        self.window_until.store(0, Ordering::Relaxed);
     }
 }
 
@@ -115,6 +134,46 @@ impl DomainHot {
         let until = self.open_until.get()?;
         let now = now();
         (now < until).then(|| until.saturating_duration_since(now))
+    }
+
+    /// Counts a plain success of a call admitted at `generation` without
+    /// the lock, if all it does is add to the rolling window's bucket that
+    /// is open now. `false` sends it down the locked path: no bucket is
+    /// open or it has ended, the breaker is not closed, a failure is
+    /// counted, or the call was admitted before the breaker last moved.
+    #[inline]
+    pub(crate) fn count_window_success(&self, generation: u64) -> bool {
+        let word = self.word.load(Ordering::Acquire);
+        if word & (STATUS_MASK | WINDOW_ONLY) != WINDOW_ONLY
+            || word >> GENERATION_SHIFT != generation
+        {
+            return false;
+        }
+        let until = self.window_until.load(Ordering::Acquire);
+        let Some(successes) = self.window_successes.get() else {
+            return false;
+        };
+        if until == 0 || hot_clock().now().as_nanos() >= until {
+            return false;
+        }
+        successes.add();
+        true
+    }
+
+    /// Opens the window's bucket that ends at `until` (a [`hot_clock`]
+    /// timestamp) to successes counted without the lock (under the lock,
+    /// the state's own count of the bucket just made).
+    pub(crate) fn open_window_bucket(&self, until: Timestamp) {
+        self.window_successes.get_or_init(Striped::default);
+        self.window_until.store(until.as_nanos(), Ordering::Release);
+    }
+
+    /// The successes counted without the lock since the last time the
+    /// state was handed them (under the lock).
+    pub(crate) fn take_window_successes(&self) -> u64 {
+        let total = self.window_successes.get().map_or(0, Striped::sum);
+        let handed = self.window_handed.swap(total, Ordering::Relaxed);
+        total.saturating_sub(handed)
     }
 
     /// Sets the layer's pacing check (when the domain is made).
@@ -236,9 +295,16 @@ impl DomainHot {
         };
         let dirty = if state.quiescent(config) { 0 } else { DIRTY };
         let isolated = if state.is_isolated() { ISOLATED } else { 0 };
+        let window_only = if state.success_only_counts() {
+            WINDOW_ONLY
+        } else {
+            0
+        };
         let generation = state.generation() << GENERATION_SHIFT;
-        self.word
-            .store(status | dirty | isolated | generation, Ordering::Release);
+        self.word.store(
+            status | dirty | isolated | window_only | generation,
+            Ordering::Release,
+        );
     }
 }
 

@@ -35,7 +35,10 @@
 //!
 //! On the success path of a closed breaker the layer writes no shared memory:
 //! it reads one published status word, and a response future holds a `Copy`
-//! handle to its scope rather than a reference count.
+//! handle to its scope rather than a reference count. Under rolling tripping
+//! a success must be counted, and is, on the calling thread's own stripe of
+//! the window's current bucket (4 KiB of stripes per failure domain): no
+//! lock, until the bucket ends or a failure is counted.
 //!
 //! ```
 //! use std::convert::Infallible;

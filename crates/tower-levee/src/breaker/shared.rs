@@ -23,7 +23,7 @@ use super::event::{EventSubscriber, Origin, ScopeEvent};
 use super::hot::DomainHot;
 use super::scope::{CallScopes, Scopes};
 use super::settings::Settings;
-use crate::clock::TokioClock;
+use crate::clock::{TokioClock, hot_clock};
 use crate::error::BoxError;
 use crate::inline_str::ScopeKey;
 use crate::registry::{Handle, Registry, SlotGuard};
@@ -40,9 +40,42 @@ pub(crate) struct DomainCell {
     /// ([`BreakerState::record_idle_success`]), so that it takes no way
     /// back to the layer, whose reference count every thread would write.
     pub(crate) rolling: Option<(Duration, TokioClock)>,
+    /// A time (of the layer's clock) in the window's bucket that successes
+    /// counted without the lock fall in: the bucket last opened to them.
+    pub(crate) window_bucket: Option<Timestamp>,
 }
 
 pub(crate) type DomainHandle = Handle<DomainCell, DomainHot>;
+
+/// Locks a failure domain's state, first handing it the successes its
+/// rolling window counted without the lock: whatever the caller then
+/// reads or changes (a failure's ratio, a transition that clears the
+/// window) sees them.
+pub(crate) fn lock_domain(handle: DomainHandle) -> Option<SlotGuard<DomainCell>> {
+    let mut cell = handle.lock()?;
+    if let Some(hot) = handle.hot() {
+        // Taken even if this key opened no bucket yet: then they were
+        // counted for the key that held the slot before, and are dropped.
+        let successes = hot.take_window_successes();
+        if let (Some((window, _)), Some(at)) = (cell.rolling, cell.window_bucket) {
+            cell.state.add_window_successes(window, at, successes);
+        }
+    }
+    Some(cell)
+}
+
+impl DomainCell {
+    /// After a plain success counted in the window at `now` under the
+    /// lock: the rest of its bucket's successes may count without it.
+    pub(crate) fn open_window_bucket(&mut self, hot: &DomainHot, window: Duration, now: Timestamp) {
+        let Some((_, clock)) = self.rolling else {
+            return;
+        };
+        let end = BreakerState::window_bucket_end(window, now);
+        self.window_bucket = Some(now);
+        hot.open_window_bucket(hot_clock().timestamp(clock.instant(end)));
+    }
+}
 
 /// One settled call, as the slow path records it.
 pub(crate) struct Report<'a> {
@@ -127,6 +160,7 @@ impl Shared {
                         Tripping::Rolling { window, .. } => Some((window, self.clock)),
                         _ => None,
                     },
+                    window_bucket: None,
                 }
             },
             |cell, _| cell.state.is_idle(),
@@ -142,7 +176,7 @@ impl Shared {
 
     /// Admission through a breaker that is not closed (slow path).
     pub(crate) fn admit_breaker(&self, handle: DomainHandle) -> Result<Permit, BoxError> {
-        let Some(mut cell) = handle.lock() else {
+        let Some(mut cell) = lock_domain(handle) else {
             // Evicted between lookup and lock: only idle (closed) entries are,
             // and an outcome for a stale handle is ignored.
             return Ok(Permit {
@@ -411,7 +445,7 @@ impl Shared {
         op: impl FnOnce(&mut BreakerState, Timestamp, &mut fastrand::Rng) -> Option<Transition>,
     ) -> bool {
         let handle = self.domain(key);
-        let Some(mut cell) = handle.lock() else {
+        let Some(mut cell) = lock_domain(handle) else {
             return false;
         };
         let now = self.clock.now();

@@ -16,7 +16,7 @@ use tokio::time::{Instant, Sleep};
 use super::hot::model_tag;
 use super::scope::CallScopes;
 use super::settings::Limits;
-use super::shared::{DomainHandle, Report};
+use super::shared::{DomainHandle, Report, lock_domain};
 use crate::error::{StreamTimeout, StreamTimeoutKind};
 
 /// [`Tracker::in_flight`] of a call not counted in flight.
@@ -152,22 +152,32 @@ impl Tracker {
     }
 
     /// [`settle`](Self::settle) for an outcome the domain must hear of:
-    /// out of line, so that a plain success inlines to two reads.
+    /// out of line, so that a plain success inlines to two reads. Under
+    /// rolling tripping, a plain success adds one on the thread's own
+    /// stripe of the window's open bucket, with no lock.
     #[inline(never)]
     fn record(&self, c: &Classification, slow: bool) -> Option<Instant> {
-        let mut cell = self.domain.lock()?;
+        let plain_success = c.verdict == Verdict::Success && !slow && self.permit.probe.is_none();
+        if plain_success
+            && let Some(hot) = self.domain.hot()
+            && hot.count_window_success(self.permit.generation)
+        {
+            return None;
+        }
+        let mut cell = lock_domain(self.domain)?;
         // A success that only counts in a rolling window is recorded under
         // the domain's lock alone: the layer's reference count, which the
         // full path bumps, is a cache line every thread's success would
-        // write.
-        if c.verdict == Verdict::Success
-            && !slow
-            && let Some((window, clock)) = cell.rolling
-            && cell
-                .state
-                .record_idle_success(window, self.permit, clock.now())
-        {
-            return None;
+        // write. It opens its bucket to the successes after it, which then
+        // take no lock at all until the bucket ends or a failure counts.
+        if plain_success && let Some((window, clock)) = cell.rolling {
+            let now = clock.now();
+            if cell.state.record_idle_success(window, self.permit, now) {
+                if let Some(hot) = self.domain.hot() {
+                    cell.open_window_bucket(hot, window, now);
+                }
+                return None;
+            }
         }
         let shared = cell.shared.upgrade()?;
         let reopens = shared.record(
