@@ -122,6 +122,48 @@ async fn successes_in_a_rolling_window_leave_it_with_the_bucket_they_fell_in() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn successes_counted_on_many_threads_at_once_all_reach_the_window() {
+    let status = Arc::new(AtomicU16::new(200));
+    // Far longer than the test: every call stays in the window.
+    let config = BreakerConfig::builder()
+        .rolling(Duration::from_secs(3600), 1, 0.5)
+        .build()
+        .unwrap();
+    let layer = BreakerLayer::builder().breaker(config).build().unwrap();
+    let handle = layer.handle();
+    // A service per task, as a server has, on both workers at once.
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let mut svc = layer.layer(provider(status.clone()));
+            tokio::spawn(async move {
+                for _ in 0..250 {
+                    send(&mut svc, call_to("api.openai.com")).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    status.store(503, Ordering::SeqCst);
+    let mut svc = layer.layer(provider(status.clone()));
+    for _ in 0..1999 {
+        send(&mut svc, call_to("api.openai.com")).await.unwrap();
+    }
+    assert_eq!(
+        handle.breaker_status("api.openai.com"),
+        Some(BreakerStatus::Closed),
+        "1999 failures in 3999 calls"
+    );
+    send(&mut svc, call_to("api.openai.com")).await.unwrap();
+    assert_eq!(
+        handle.breaker_status("api.openai.com"),
+        Some(BreakerStatus::Open),
+        "2000 failures in 4000 calls"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_breaker_opened_and_closed_by_hand_forgets_the_successes_of_its_window() {
     let status = Arc::new(AtomicU16::new(200));
