@@ -194,3 +194,123 @@ async fn bulkhead_full_is_a_levee_rejection_with_a_short_retry_after() {
         "bulkhead `llm` full (8 calls in flight); retry after 100ms"
     );
 }
+
+/// Sends `calls` calls through `svc` on a thread of its own, from `tasks`
+/// tasks at once, each one call at a time; returns how many the bulkhead
+/// refused.
+fn calls_on_a_thread<S>(svc: S, tasks: usize, calls: usize) -> std::thread::JoinHandle<usize>
+where
+    S: Service<(), Error = tower_levee::BoxError> + Clone + Send + 'static,
+    S::Future: Send,
+{
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let mut all = tokio::task::JoinSet::new();
+            for _ in 0..tasks {
+                let mut svc = svc.clone();
+                all.spawn(async move {
+                    let mut refused = 0;
+                    for _ in 0..calls {
+                        match svc.ready().await.unwrap().call(()).await {
+                            Ok(_) => {}
+                            Err(e) if e.is::<BulkheadFull>() => refused += 1,
+                            Err(e) => panic!("unexpected error: {e}"),
+                        }
+                    }
+                    refused
+                });
+            }
+            let mut refused = 0;
+            while let Some(task) = all.join_next().await {
+                refused += task.unwrap();
+            }
+            refused
+        })
+    })
+}
+
+#[tokio::test]
+async fn a_permit_given_back_on_one_thread_serves_a_call_on_another() {
+    let layer = BulkheadLayer::named("llm", 1);
+    let answers = tower::service_fn(|_: ()| async { Ok::<_, Infallible>(()) });
+    // Given back here, the permit is kept on this thread's side...
+    let mut here = layer.layer(answers);
+    here.ready().await.unwrap().call(()).await.unwrap();
+    // ...and found from another thread, which keeps it on its side.
+    let refused = calls_on_a_thread(layer.layer(answers), 1, 3)
+        .join()
+        .unwrap();
+    assert_eq!(refused, 0);
+    assert_eq!(layer.snapshot().available, 1);
+    // A call from here finds it there, that thread gone.
+    let mut here = layer.layer(hung());
+    let mut holding = task::spawn(here.ready().await.unwrap().call(()));
+    assert_pending!(holding.poll(), "admitted");
+    assert_eq!(layer.snapshot().in_flight, 1);
+    let mut refused = task::spawn(here.ready().await.unwrap().call(()));
+    assert!(
+        assert_ready!(refused.poll())
+            .unwrap_err()
+            .is::<BulkheadFull>()
+    );
+}
+
+#[tokio::test]
+async fn calls_on_many_threads_never_hold_more_permits_than_the_limit_and_give_every_one_back() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const LIMIT: usize = 3;
+    let layer = BulkheadLayer::named("llm", LIMIT);
+    let inside = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    // Each call yields once inside, so that the calls of one thread's four
+    // tasks overlap (one more than the limit), and those of four threads.
+    let dependency = {
+        let (inside, most) = (inside.clone(), most.clone());
+        tower::service_fn(move |_: ()| {
+            let (inside, most) = (inside.clone(), most.clone());
+            async move {
+                let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                tokio::task::yield_now().await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                Ok::<_, Infallible>(())
+            }
+        })
+    };
+    // A call here first: the permits the threads keep on their side are not
+    // this thread's.
+    let mut here = layer.layer(dependency.clone());
+    here.ready().await.unwrap().call(()).await.unwrap();
+    let threads: Vec<_> = (0..4)
+        .map(|_| calls_on_a_thread(layer.layer(dependency.clone()), 4, 2_000))
+        .collect();
+    let refused: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    assert!(most.load(Ordering::SeqCst) <= LIMIT, "never over the limit");
+    assert!(refused > 0, "four callers on a thread for three permits");
+    assert_eq!(
+        layer.snapshot().rejected,
+        refused as u64,
+        "every refusal counted"
+    );
+    // Every permit is back, wherever its thread left it: all of them serve
+    // calls held here at once.
+    assert_eq!(layer.snapshot().in_flight, 0);
+    let mut here = layer.layer(hung());
+    let mut held = Vec::new();
+    for _ in 0..LIMIT {
+        let mut call = task::spawn(here.ready().await.unwrap().call(()));
+        assert_pending!(call.poll(), "admitted");
+        held.push(call);
+    }
+    let mut refused = task::spawn(here.ready().await.unwrap().call(()));
+    assert!(
+        assert_ready!(refused.poll())
+            .unwrap_err()
+            .is::<BulkheadFull>()
+    );
+}

@@ -7,13 +7,15 @@ use std::sync::atomic::AtomicU64;
 use tokio::sync::Notify;
 
 use super::error::BulkheadFull;
+use crate::striped::{STRIPES, stripe_index};
 use crate::sync::{AtomicUsize, Ordering, fence};
 
 /// The permits of one dependency, shared by every service using it.
 ///
-/// The fast path is one compare-exchange on the gauge's count; the waiter
-/// queue (`notify`) is touched only when some caller is queued under a
-/// `max_wait`.
+/// The fast path is one compare-exchange on the calling thread's stripe of
+/// the gauge, to take a permit it cached, and one increment there to give
+/// it back; the waiter queue (`notify`) is touched only when some caller is
+/// queued under a `max_wait`.
 pub(crate) struct Compartment {
     gauge: &'static Gauge,
     rejected: AtomicU64,
@@ -23,13 +25,14 @@ pub(crate) struct Compartment {
 
 impl Compartment {
     pub(crate) fn new(name: Arc<str>, limit: usize) -> Self {
+        // The gauge's top bit is its `RETIRED` mark (documented on
+        // `BulkheadLayer::named`); no compartment can have that many calls
+        // in flight anyway.
+        let limit = limit.min(RETIRED - 1);
         Compartment {
-            gauge: Gauge::take(),
+            gauge: Gauge::take(limit),
             rejected: AtomicU64::new(0),
-            // The gauge's top bit is its `RETIRED` mark (documented on
-            // `BulkheadLayer::named`); no compartment can have that many
-            // calls in flight anyway.
-            limit: limit.min(RETIRED - 1),
+            limit,
             name,
         }
     }
@@ -53,15 +56,32 @@ impl Compartment {
     }
 
     /// Takes a permit if one is free. Lock-free; never waits.
+    ///
+    /// First from the calling thread's stripe (where its calls gave their
+    /// permits back), then from the shared count, then from any other
+    /// thread's stripe: a caller is turned away only when it found every
+    /// permit out or cached nowhere it looked. A permit given back to a
+    /// stripe it had already looked at while it looked is missed, as if it
+    /// had come back an instant later.
     #[inline]
     pub(crate) fn try_acquire(&self) -> Option<Permit> {
-        let count = &self.gauge.count;
+        let gauge = self.gauge;
+        let own = stripe_index();
+        if take_cached(&gauge.stripes[own]) {
+            return Some(Permit(gauge));
+        }
+        self.try_acquire_shared(own)
+    }
+
+    /// The shared count, then the other stripes: out of line, off the
+    /// fast path of a thread that has a permit cached.
+    #[inline(never)]
+    fn try_acquire_shared(&self, own: usize) -> Option<Permit> {
+        let gauge = self.gauge;
+        let count = &gauge.count;
         let mut current = count.load(Ordering::Relaxed);
-        loop {
-            // The compartment is alive, so `RETIRED` is not set.
-            if current >= self.limit {
-                return None;
-            }
+        // The compartment is alive, so `RETIRED` is not set.
+        while current < self.limit {
             // SeqCst pairs with `release`'s read of `waiting` (and, for a
             // queued caller, its fence in `try_acquire_queued`): a waiter
             // that registered and then failed here is seen by the next
@@ -72,10 +92,17 @@ impl Compartment {
                 Ordering::SeqCst,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return Some(Permit(self.gauge)),
+                Ok(_) => return Some(Permit(gauge)),
                 Err(actual) => current = actual,
             }
         }
+        let others = gauge.stripes.iter().enumerate().filter(|(i, _)| *i != own);
+        for (_, stripe) in others {
+            if take_cached(stripe) {
+                return Some(Permit(gauge));
+            }
+        }
+        None
     }
 
     /// Counts a rejection, reports it, and returns the error.
@@ -134,7 +161,32 @@ impl fmt::Debug for Compartment {
 /// Set in a gauge's count once its compartment is dropped.
 const RETIRED: usize = 1 << (usize::BITS - 1);
 
-/// What a permit touches: the count of permits out and the waiter queue.
+/// Takes one of the permits cached in `stripe`, if it holds any.
+#[inline]
+fn take_cached(stripe: &Stripe) -> bool {
+    let mut cached = stripe.0.load(Ordering::Relaxed);
+    while cached > 0 {
+        // SeqCst, as the shared count's compare-exchange: see `try_acquire_shared`.
+        match stripe.0.compare_exchange_weak(
+            cached,
+            cached - 1,
+            Ordering::SeqCst,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => return true,
+            Err(actual) => cached = actual,
+        }
+    }
+    false
+}
+
+/// Free permits a thread caches, alone on its cache line (128 bytes:
+/// adjacent-line prefetch).
+#[repr(align(128))]
+struct Stripe(AtomicUsize);
+
+/// What a permit touches: the count of permits out, the stripes that cache
+/// free ones, and the waiter queue.
 ///
 /// A permit outlives the service that took it (it is held by a response
 /// future), so it must reach its count without borrowing from the
@@ -145,59 +197,111 @@ const RETIRED: usize = 1 << (usize::BITS - 1);
 /// memory held is bounded by the most gauges ever in use at once: the
 /// compartments alive, and the dropped ones whose calls are still in
 /// flight.
-// Two cache lines of its own: a gauge is written twice per call by every
-// thread, and must share its line with nothing else written.
+///
+/// One count that every call took from and gave back to would be written
+/// twice per call by every thread, and its cache line would travel between
+/// them on each write. So a call gives its permit back to its thread's
+/// stripe (up to `cap` there), and the next call on that thread takes it
+/// from there: the shared count moves only when a thread has no permit
+/// cached or too many, and stays on its line, read.
+// The count's line pair is written only when a thread runs out of cached
+// permits or caches too many.
 #[repr(align(128))]
 pub(crate) struct Gauge {
-    /// Permits out, plus [`RETIRED`] once the compartment is dropped.
+    /// Permits out of the shared pool, held by calls or cached in
+    /// `stripes`, plus [`RETIRED`] once the compartment is dropped.
     count: AtomicUsize,
     waiting: AtomicUsize,
+    /// The most permits a stripe caches: a 32nd of the limit, at least 1.
+    cap: AtomicUsize,
     notify: Notify,
+    /// Free permits each thread (by [`stripe_index`]) gave back.
+    stripes: Box<[Stripe]>,
 }
 
 impl Gauge {
-    /// A gauge from the pool, or a new one.
-    fn take() -> &'static Gauge {
-        match pool::take() {
-            // Its last user released it with the count at zero and no
-            // waiter (a waiter holds the compartment); the pool's lock
-            // orders those writes before this reuse.
+    /// A gauge from the pool, or a new one, for `limit` permits.
+    fn take(limit: usize) -> &'static Gauge {
+        let gauge = match pool::take() {
+            // Its last user released it with the count at zero, nothing
+            // cached and no waiter (a waiter holds the compartment); the
+            // pool's lock orders those writes before this reuse.
             Some(gauge) => {
                 debug_assert_eq!(gauge.waiting.load(Ordering::Relaxed), 0);
+                debug_assert_eq!(gauge.cached(), 0);
                 gauge.count.store(0, Ordering::Relaxed);
                 gauge
             }
             None => Box::leak(Box::new(Gauge {
                 count: AtomicUsize::new(0),
                 waiting: AtomicUsize::new(0),
+                cap: AtomicUsize::new(0),
                 notify: Notify::new(),
+                stripes: (0..STRIPES).map(|_| Stripe(AtomicUsize::new(0))).collect(),
             })),
-        }
+        };
+        gauge.cap.store((limit / STRIPES).max(1), Ordering::Relaxed);
+        gauge
+    }
+
+    /// Permits cached in the stripes.
+    fn cached(&self) -> usize {
+        self.stripes
+            .iter()
+            .map(|s| s.0.load(Ordering::Relaxed))
+            .sum()
     }
 
     fn in_flight(&self) -> usize {
-        self.count.load(Ordering::Relaxed) & !RETIRED
+        let out = self.count.load(Ordering::Relaxed) & !RETIRED;
+        out.saturating_sub(self.cached())
     }
 
-    /// Gives a permit back and wakes one queued waiter, if any; the last
-    /// permit of a dropped compartment gives the gauge back.
+    /// Gives a permit back, to the calling thread's stripe unless it holds
+    /// enough, and wakes one queued waiter, if any; the last permit of a
+    /// dropped compartment gives the gauge back.
     #[inline]
     fn release(&'static self) {
-        let before = self.count.fetch_sub(1, Ordering::SeqCst);
-        if before == RETIRED | 1 {
+        let stripe = &self.stripes[stripe_index()];
+        if stripe.0.load(Ordering::Relaxed) < self.cap.load(Ordering::Relaxed) {
+            // SeqCst pairs with the read of `RETIRED` after it, as `retire`'s
+            // mark with its collection of the stripes: either this release
+            // sees the mark or `retire` sees this permit.
+            stripe.0.fetch_add(1, Ordering::SeqCst);
+            if self.count.load(Ordering::SeqCst) & RETIRED != 0 {
+                self.collect(stripe);
+                return;
+            }
+        } else if self.count.fetch_sub(1, Ordering::SeqCst) == RETIRED | 1 {
             // No waiter is left: each holds the compartment.
             pool::give_back(self);
-        } else if self.waiting.load(Ordering::SeqCst) > 0 {
+            return;
+        }
+        if self.waiting.load(Ordering::SeqCst) > 0 {
             // A spurious wake-up at worst, should the compartment be dropped
             // and the gauge reused in between: a woken waiter tries again.
             self.notify.notify_one();
         }
     }
 
-    /// Marks the compartment dropped; the gauge goes back to the pool now
-    /// if no permit is out, else with the last one.
+    /// Marks the compartment dropped, and collects the permits cached; the
+    /// gauge goes back to the pool when every permit is in, with the last.
     fn retire(&'static self) {
         if self.count.fetch_or(RETIRED, Ordering::SeqCst) == 0 {
+            pool::give_back(self);
+            return;
+        }
+        for stripe in self.stripes.iter() {
+            self.collect(stripe);
+        }
+    }
+
+    /// Takes a dropped compartment's permits cached in `stripe` off its
+    /// count; whoever takes the last gives the gauge back.
+    #[cold]
+    fn collect(&'static self, stripe: &Stripe) {
+        let cached = stripe.0.swap(0, Ordering::SeqCst);
+        if cached > 0 && self.count.fetch_sub(cached, Ordering::SeqCst) == RETIRED | cached {
             pool::give_back(self);
         }
     }

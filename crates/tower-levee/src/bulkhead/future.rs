@@ -45,8 +45,7 @@ pin_project! {
 
 pin_project! {
     /// A caller queued for a permit. It holds no permit while it waits; it
-    /// takes one with the same compare-exchange as the fast path when a
-    /// release wakes it.
+    /// takes one as the fast path does when a release wakes it.
     struct Waiter<S, Req> {
         // Declared before `queued`, so dropped first: the compartment that
         // `queued` holds keeps the gauge this borrows from going back to
