@@ -47,9 +47,10 @@ impl Compartment {
 
     /// Takes a permit for a queued caller, if one is free: the caller's
     /// registration (`waiting`, then its `Notified`) is ordered before its
-    /// read of the count, so that either it sees a release's permit or the
-    /// release sees it waiting and wakes it (a mutex inside `Notify` would
-    /// order them too, but that is its business).
+    /// reads of the count and the stripes, so that either it sees a
+    /// release's permit or the release sees it waiting and wakes it (a
+    /// mutex inside `Notify` would order them too, but that is its
+    /// business).
     pub(crate) fn try_acquire_queued(&self) -> Option<Permit> {
         fence(Ordering::SeqCst);
         self.try_acquire()
@@ -59,10 +60,10 @@ impl Compartment {
     ///
     /// First from the calling thread's stripe (where its calls gave their
     /// permits back), then from the shared count, then from any other
-    /// thread's stripe: a caller is turned away only when it found every
-    /// permit out or cached nowhere it looked. A permit given back to a
-    /// stripe it had already looked at while it looked is missed, as if it
-    /// had come back an instant later.
+    /// thread's stripe: a caller is turned away only when it found no
+    /// permit free in any of them. A permit given back, while it looked, to
+    /// a stripe it had already looked at is missed, as if it had come back
+    /// an instant later.
     #[inline]
     pub(crate) fn try_acquire(&self) -> Option<Permit> {
         let gauge = self.gauge;
