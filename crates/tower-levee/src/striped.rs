@@ -28,10 +28,19 @@ const SHARED: usize = 16;
 /// Stripes of each counter: those owned, then those shared.
 pub(crate) const STRIPES: usize = OWNED + SHARED;
 
-/// A counter alone on its cache line (128 bytes: adjacent-line prefetch).
+/// A value alone on its cache line (128 bytes: adjacent-line prefetch).
 #[repr(align(128))]
 #[derive(Default)]
-pub(crate) struct Stripe(pub(crate) AtomicU64);
+pub(crate) struct Padded<T>(pub(crate) T);
+
+/// One `T` per stripe, each alone on its cache line: what a thread writes
+/// at its [`stripe_index`] is on no other thread's line.
+pub(crate) fn per_stripe<T>(mut make: impl FnMut() -> T) -> Box<[Padded<T>]> {
+    (0..STRIPES).map(|_| Padded(make())).collect()
+}
+
+/// A counter's stripe.
+pub(crate) type Stripe = Padded<AtomicU64>;
 
 impl Stripe {
     /// Adds one, from the thread that holds `slot`.
@@ -59,7 +68,7 @@ pub(crate) struct Striped(Box<[Stripe]>);
 
 impl Default for Striped {
     fn default() -> Self {
-        Striped((0..STRIPES).map(|_| Stripe::default()).collect())
+        Striped(per_stripe(AtomicU64::default))
     }
 }
 

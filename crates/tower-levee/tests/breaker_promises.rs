@@ -75,48 +75,50 @@ async fn the_first_successes_of_a_new_domain_count_toward_its_rolling_window() {
     );
 }
 
+/// The failure domain the rolling-window tests call.
+const OPENAI: &str = "api.openai.com";
+
 /// A layer whose breakers trip on `ratio` of at least `min_calls` calls
-/// within `window`, over a provider answering with `status`.
-fn rolling_breaker(
-    window: Duration,
-    min_calls: u32,
-    ratio: f64,
-    status: &Arc<AtomicU16>,
-) -> (
-    tower_levee::breaker::BreakerHandle,
-    impl Service<Request<String>, Error = tower_levee::BoxError>,
-) {
+/// within `window`.
+fn rolling_layer(window: Duration, min_calls: u32, ratio: f64) -> BreakerLayer {
     let config = BreakerConfig::builder()
         .rolling(window, min_calls, ratio)
         .build()
         .unwrap();
-    let layer = BreakerLayer::builder().breaker(config).build().unwrap();
-    (layer.handle(), layer.layer(provider(status.clone())))
+    BreakerLayer::builder().breaker(config).build().unwrap()
+}
+
+/// Sends `n` calls to [`OPENAI`], each answered.
+async fn send_times<S>(svc: &mut S, n: usize)
+where
+    S: Service<Request<String>>,
+    S::Error: std::fmt::Debug,
+{
+    for _ in 0..n {
+        send(svc, call_to(OPENAI)).await.unwrap();
+    }
 }
 
 #[tokio::test(start_paused = true)]
 async fn successes_in_a_rolling_window_leave_it_with_the_bucket_they_fell_in() {
     let status = Arc::new(AtomicU16::new(200));
-    let (handle, mut svc) = rolling_breaker(Duration::from_secs(10), 4, 0.5, &status);
-    for _ in 0..8 {
-        send(&mut svc, call_to("api.openai.com")).await.unwrap();
-    }
+    let layer = rolling_layer(Duration::from_secs(10), 4, 0.5);
+    let (handle, mut svc) = (layer.handle(), layer.layer(provider(status.clone())));
+    send_times(&mut svc, 8).await;
     tokio::time::advance(Duration::from_secs(5)).await;
-    for _ in 0..2 {
-        send(&mut svc, call_to("api.openai.com")).await.unwrap();
-    }
+    send_times(&mut svc, 2).await;
     // The first 8 leave the 10 s window; the 2 of t = 5 s stay.
     tokio::time::advance(Duration::from_millis(5_200)).await;
     status.store(503, Ordering::SeqCst);
-    send(&mut svc, call_to("api.openai.com")).await.unwrap();
+    send_times(&mut svc, 1).await;
     assert_eq!(
-        handle.breaker_status("api.openai.com"),
+        handle.breaker_status(OPENAI),
         Some(BreakerStatus::Closed),
         "1 failure in 3 calls"
     );
-    send(&mut svc, call_to("api.openai.com")).await.unwrap();
+    send_times(&mut svc, 1).await;
     assert_eq!(
-        handle.breaker_status("api.openai.com"),
+        handle.breaker_status(OPENAI),
         Some(BreakerStatus::Open),
         "2 failures in 4 calls"
     );
@@ -126,21 +128,13 @@ async fn successes_in_a_rolling_window_leave_it_with_the_bucket_they_fell_in() {
 async fn successes_counted_on_many_threads_at_once_all_reach_the_window() {
     let status = Arc::new(AtomicU16::new(200));
     // Far longer than the test: every call stays in the window.
-    let config = BreakerConfig::builder()
-        .rolling(Duration::from_secs(3600), 1, 0.5)
-        .build()
-        .unwrap();
-    let layer = BreakerLayer::builder().breaker(config).build().unwrap();
+    let layer = rolling_layer(Duration::from_secs(3600), 1, 0.5);
     let handle = layer.handle();
     // A service per task, as a server has, on both workers at once.
     let tasks: Vec<_> = (0..8)
         .map(|_| {
             let mut svc = layer.layer(provider(status.clone()));
-            tokio::spawn(async move {
-                for _ in 0..250 {
-                    send(&mut svc, call_to("api.openai.com")).await.unwrap();
-                }
-            })
+            tokio::spawn(async move { send_times(&mut svc, 250).await })
         })
         .collect();
     for task in tasks {
@@ -148,17 +142,15 @@ async fn successes_counted_on_many_threads_at_once_all_reach_the_window() {
     }
     status.store(503, Ordering::SeqCst);
     let mut svc = layer.layer(provider(status.clone()));
-    for _ in 0..1999 {
-        send(&mut svc, call_to("api.openai.com")).await.unwrap();
-    }
+    send_times(&mut svc, 1999).await;
     assert_eq!(
-        handle.breaker_status("api.openai.com"),
+        handle.breaker_status(OPENAI),
         Some(BreakerStatus::Closed),
         "1999 failures in 3999 calls"
     );
-    send(&mut svc, call_to("api.openai.com")).await.unwrap();
+    send_times(&mut svc, 1).await;
     assert_eq!(
-        handle.breaker_status("api.openai.com"),
+        handle.breaker_status(OPENAI),
         Some(BreakerStatus::Open),
         "2000 failures in 4000 calls"
     );
@@ -167,22 +159,21 @@ async fn successes_counted_on_many_threads_at_once_all_reach_the_window() {
 #[tokio::test(start_paused = true)]
 async fn a_breaker_opened_and_closed_by_hand_forgets_the_successes_of_its_window() {
     let status = Arc::new(AtomicU16::new(200));
-    let (handle, mut svc) = rolling_breaker(Duration::from_secs(30), 2, 0.5, &status);
-    for _ in 0..10 {
-        send(&mut svc, call_to("api.openai.com")).await.unwrap();
-    }
-    handle.open("api.openai.com");
-    handle.close("api.openai.com");
+    let layer = rolling_layer(Duration::from_secs(30), 2, 0.5);
+    let (handle, mut svc) = (layer.handle(), layer.layer(provider(status.clone())));
+    send_times(&mut svc, 10).await;
+    handle.open(OPENAI);
+    handle.close(OPENAI);
     status.store(503, Ordering::SeqCst);
-    send(&mut svc, call_to("api.openai.com")).await.unwrap();
+    send_times(&mut svc, 1).await;
     assert_eq!(
-        handle.breaker_status("api.openai.com"),
+        handle.breaker_status(OPENAI),
         Some(BreakerStatus::Closed),
         "1 call is under the minimum"
     );
-    send(&mut svc, call_to("api.openai.com")).await.unwrap();
+    send_times(&mut svc, 1).await;
     assert_eq!(
-        handle.breaker_status("api.openai.com"),
+        handle.breaker_status(OPENAI),
         Some(BreakerStatus::Open),
         "2 failures in 2 calls: the 10 successes went with the window"
     );

@@ -160,9 +160,9 @@ impl DomainHot {
         true
     }
 
-    /// Opens the window's bucket that ends at `until` (a [`hot_clock`]
-    /// timestamp) to successes counted without the lock (under the lock,
-    /// the state's own count of the bucket just made).
+    /// Lets successes count without the lock until `until` (a
+    /// [`hot_clock`] timestamp), when the window's current bucket ends.
+    /// Under the domain's lock, right after a success counted there.
     pub(crate) fn open_window_bucket(&self, until: Timestamp) {
         self.window_successes.get_or_init(Striped::default);
         self.window_until.store(until.as_nanos(), Ordering::Release);

@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicU64;
 use tokio::sync::Notify;
 
 use super::error::BulkheadFull;
-use crate::striped::{STRIPES, stripe_index};
+use crate::striped::{Padded, STRIPES, per_stripe, stripe_index};
 use crate::sync::{AtomicUsize, Ordering, fence};
 
 /// The permits of one dependency, shared by every service using it.
@@ -181,10 +181,8 @@ fn take_cached(stripe: &Stripe) -> bool {
     false
 }
 
-/// Free permits a thread caches, alone on its cache line (128 bytes:
-/// adjacent-line prefetch).
-#[repr(align(128))]
-struct Stripe(AtomicUsize);
+/// The free permits one thread (by [`stripe_index`]) caches.
+type Stripe = Padded<AtomicUsize>;
 
 /// What a permit touches: the count of permits out, the stripes that cache
 /// free ones, and the waiter queue.
@@ -216,7 +214,7 @@ pub(crate) struct Gauge {
     /// The most permits a stripe caches: a 32nd of the limit, at least 1.
     cap: AtomicUsize,
     notify: Notify,
-    /// Free permits each thread (by [`stripe_index`]) gave back.
+    /// Free permits each thread gave back.
     stripes: Box<[Stripe]>,
 }
 
@@ -238,7 +236,7 @@ impl Gauge {
                 waiting: AtomicUsize::new(0),
                 cap: AtomicUsize::new(0),
                 notify: Notify::new(),
-                stripes: (0..STRIPES).map(|_| Stripe(AtomicUsize::new(0))).collect(),
+                stripes: per_stripe(|| AtomicUsize::new(0)),
             })),
         };
         gauge.cap.store((limit / STRIPES).max(1), Ordering::Relaxed);

@@ -9,7 +9,7 @@ use levee_core::budget::{BudgetConfig, TokenBucket};
 use levee_core::clock::{Timestamp, duration_nanos};
 use tokio::time::Instant;
 
-use crate::striped::{STRIPES, Stripe, stripe_index};
+use crate::striped::{Stripe, per_stripe, stripe_index};
 
 /// A stripe moves its pending deposits into the bucket once it holds this many.
 const FLUSH_EVERY: u64 = 64;
@@ -84,7 +84,7 @@ impl RetryBudget {
     /// A budget from a [`BudgetConfig`].
     pub fn from_config(config: BudgetConfig) -> Self {
         RetryBudget {
-            stripes: (0..STRIPES).map(|_| Stripe::default()).collect(),
+            stripes: per_stripe(AtomicU64::default),
             bucket: Mutex::new(TokenBucket::new(config, Timestamp::ZERO)),
             origin: Instant::now(),
         }
