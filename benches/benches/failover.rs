@@ -1,6 +1,7 @@
 //! The failover's cost per call on the primary's success path, next to the
 //! breaker alone and to the floor of any router over it
 //! (`common::first_target`: call the first target, count its success),
+//! that floor without the handle on the router's state each call clones,
 //! and, for two targets, that floor with the copy of the request a second
 //! target needs kept (`common::kept_copy`).
 //!
@@ -53,6 +54,12 @@ fn benches(c: &mut Criterion) {
     single_thread(
         c,
         "failover",
+        "first-target-floor-without-handle",
+        FirstTarget::without_handle(breaker()),
+    );
+    single_thread(
+        c,
+        "failover",
         "first-target-kept-copy-floor",
         FirstTarget::new(KeptCopy::new(breaker())),
     );
@@ -71,6 +78,12 @@ fn benches(c: &mut Criterion) {
         "failover",
         "first-target-floor",
         FirstTarget::new(breaker()),
+    );
+    contended(
+        c,
+        "failover",
+        "first-target-floor-without-handle",
+        FirstTarget::without_handle(breaker()),
     );
     contended(
         c,

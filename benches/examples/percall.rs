@@ -150,6 +150,15 @@ fn main() {
                 )
                 .await
             }
+            // The same floor without the handle each call clones: what
+            // the handle costs.
+            "first_target_without_handle" => {
+                run(
+                    FirstTarget::without_handle(BreakerLayer::new().layer_service(inner())),
+                    n,
+                )
+                .await
+            }
             // The floor `failover2` is measured against: the same, with the
             // copy of the request any target left after the first needs.
             "first_target_kept" => {

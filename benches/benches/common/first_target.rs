@@ -5,6 +5,11 @@
 //! peek, no tag, no span, no copy of the request: not a failover, a floor.
 //! Like `Failover`, each clone counts references on a handle of its own, so
 //! clones on different threads share no line that every call writes.
+//!
+//! [`FirstTarget::without_handle`] is the same floor with a `&'static`
+//! counter in place of the reference-counted handle: what the handle's
+//! clone and drop per call cost, measured (a failover cannot do without it
+//! unless its state outlives every request, i.e. is leaked).
 //! Shared by the criterion benches and the instruction counts (`percall`).
 
 use std::future::Future;
@@ -17,42 +22,90 @@ use http::Response;
 use pin_project_lite::pin_project;
 use tower::Service;
 
+/// Where the floor counts successes: a handle each call clones and drops,
+/// or a counter no call holds a reference on.
+pub trait Served: Sized {
+    /// A counter of a clone's own.
+    fn fresh() -> Self;
+    /// What a call's future holds.
+    fn for_call(&self) -> Self;
+    fn counter(&self) -> &AtomicU64;
+}
+
+impl Served for Arc<AtomicU64> {
+    fn fresh() -> Self {
+        Arc::new(AtomicU64::new(0))
+    }
+    fn for_call(&self) -> Self {
+        self.clone()
+    }
+    fn counter(&self) -> &AtomicU64 {
+        self
+    }
+}
+
+impl Served for &'static AtomicU64 {
+    fn fresh() -> Self {
+        Box::leak(Box::new(AtomicU64::new(0)))
+    }
+    fn for_call(&self) -> Self {
+        self
+    }
+    fn counter(&self) -> &AtomicU64 {
+        self
+    }
+}
+
 /// Calls its one target and counts its successes.
 #[derive(Debug)]
-pub struct FirstTarget<S> {
+pub struct FirstTarget<S, H = Arc<AtomicU64>> {
     target: S,
-    served: Arc<AtomicU64>,
+    served: H,
 }
 
 impl<S> FirstTarget<S> {
-    /// `target` behind the floor.
+    /// `target` behind the floor, its successes counted on a handle.
     pub fn new(target: S) -> Self {
         FirstTarget {
             target,
-            served: Arc::new(AtomicU64::new(0)),
+            served: Served::fresh(),
         }
     }
 }
 
-impl<S: Clone> Clone for FirstTarget<S> {
-    /// A handle of the clone's own, as `Failover`'s clones have.
+impl<S> FirstTarget<S, &'static AtomicU64> {
+    /// `target` behind the floor, its successes counted on a leaked counter.
+    pub fn without_handle(target: S) -> Self {
+        FirstTarget {
+            target,
+            served: Served::fresh(),
+        }
+    }
+}
+
+impl<S: Clone, H: Served> Clone for FirstTarget<S, H> {
+    /// A counter of the clone's own, as `Failover`'s clones have.
     fn clone(&self) -> Self {
-        FirstTarget::new(self.target.clone())
+        FirstTarget {
+            target: self.target.clone(),
+            served: H::fresh(),
+        }
     }
 }
 
 pin_project! {
     /// The target's future, and the handle its success is counted on.
-    pub struct FirstTargetFuture<F> {
+    pub struct FirstTargetFuture<F, H> {
         #[pin]
         future: F,
-        served: Arc<AtomicU64>,
+        served: H,
     }
 }
 
-impl<F, B, E> Future for FirstTargetFuture<F>
+impl<F, H, B, E> Future for FirstTargetFuture<F, H>
 where
     F: Future<Output = Result<Response<B>, E>>,
+    H: Served,
 {
     type Output = F::Output;
 
@@ -60,19 +113,20 @@ where
         let this = self.project();
         let result = ready!(this.future.poll(cx));
         if result.as_ref().is_ok_and(|r| r.status().is_success()) {
-            this.served.fetch_add(1, Ordering::Relaxed);
+            this.served.counter().fetch_add(1, Ordering::Relaxed);
         }
         Poll::Ready(result)
     }
 }
 
-impl<S, R, B> Service<R> for FirstTarget<S>
+impl<S, H, R, B> Service<R> for FirstTarget<S, H>
 where
     S: Service<R, Response = Response<B>>,
+    H: Served,
 {
     type Response = Response<B>;
     type Error = S::Error;
-    type Future = FirstTargetFuture<S::Future>;
+    type Future = FirstTargetFuture<S::Future, H>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.target.poll_ready(cx)
@@ -81,7 +135,7 @@ where
     fn call(&mut self, request: R) -> Self::Future {
         FirstTargetFuture {
             future: self.target.call(request),
-            served: self.served.clone(),
+            served: self.served.for_call(),
         }
     }
 }
