@@ -5,12 +5,12 @@
 //! peek, no tag, no span, no copy of the request: not a failover, a floor.
 //! Like `Failover`, each clone counts references on a handle of its own, so
 //! clones on different threads share no line that every call writes.
+//! Shared by the criterion benches and the instruction counts (`percall`).
 //!
 //! [`FirstTarget::without_handle`] is the same floor with a `&'static`
-//! counter in place of the reference-counted handle: what the handle's
-//! clone and drop per call cost, measured (a failover cannot do without it
-//! unless its state outlives every request, i.e. is leaked).
-//! Shared by the criterion benches and the instruction counts (`percall`).
+//! counter in place of the reference-counted handle, so that one run shows
+//! what the handle's clone and drop per call cost (a failover cannot do
+//! without it unless its state outlives every request, i.e. is leaked).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -29,6 +29,7 @@ pub trait Served: Sized {
     fn fresh() -> Self;
     /// What a call's future holds.
     fn for_call(&self) -> Self;
+    /// The counter a success is added to.
     fn counter(&self) -> &AtomicU64;
 }
 
