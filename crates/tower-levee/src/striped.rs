@@ -157,9 +157,35 @@ impl Pool {
 /// The calling thread's stripe among [`STRIPES`], for counters that other
 /// threads also write (and so must take `fetch_add` or `swap`): one of its
 /// own, unless more threads than owned stripes are alive.
+#[cfg(not(levee_loom))]
 #[inline]
 pub(crate) fn stripe_index() -> usize {
     ThreadStripe::current().0
+}
+
+/// Under loom, whose threads all run on one OS thread (and so would share
+/// one stripe of `std`'s thread locals): each loom thread takes the next
+/// stripe on its first call, from a count that starts again with each
+/// model run, so that a model's threads work on stripes of their own and
+/// the paths that cross stripes are explored.
+#[cfg(levee_loom)]
+pub(crate) fn stripe_index() -> usize {
+    loom::lazy_static! {
+        // A std lock: the count is the model's bookkeeping, not a step loom
+        // should interleave.
+        static ref NEXT: Mutex<usize> = Mutex::new(0);
+    }
+    loom::thread_local! {
+        static LOOM_INDEX: Cell<usize> = Cell::new(UNCLAIMED);
+    }
+    LOOM_INDEX.with(|index| {
+        if index.get() == UNCLAIMED {
+            let mut next = NEXT.lock().unwrap_or_else(PoisonError::into_inner);
+            index.set(*next % STRIPES);
+            *next += 1;
+        }
+        index.get()
+    })
 }
 
 impl ThreadStripe {

@@ -8,8 +8,12 @@
 //! are [loom]'s: `tests/loom.rs` then checks the same code under every
 //! interleaving loom explores (the refusal path that reads the status word
 //! and deadline without a lock, probe admission and release, a bulkhead
-//! dropped while a permit is out). Nothing
-//! else changes between the two builds.
+//! dropped while a permit is out, its permits moving between threads'
+//! stripes and reaching queued callers). Nothing else changes between the
+//! two builds, but for what loom needs to see them: each loom thread has a
+//! stripe of its own (`striped::stripe_index`), and a bulkhead's release
+//! takes a fence that stands in for its SeqCst accesses (see
+//! `bulkhead/compartment.rs`).
 //!
 //! [loom]: https://docs.rs/loom
 

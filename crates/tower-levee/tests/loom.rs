@@ -29,7 +29,18 @@
 //!   is sent, the other refused for at most the interval;
 //! - a bulkhead dropped while a call on another thread still holds its
 //!   permit: its counters go back for reuse exactly once, after the last
-//!   permit, so the next compartments start empty and apart.
+//!   permit, so the next compartments start empty and apart;
+//! - a permit given back on one thread (cached on that thread's stripe)
+//!   reaches a caller queued on another: it finds the permit, or is woken
+//!   for it (a lost wake-up would leave it waiting: loom fails a model
+//!   whose threads all block);
+//! - the bulkhead's limit holds while permits move between threads'
+//!   stripes: callers racing for one permit cached on another thread's
+//!   stripe, or given back while they look, take it once, and a caller
+//!   whose own stripe holds the permit is never turned away.
+//!
+//! Each loom thread has a stripe of its own (`stripe_index` under loom), so
+//! the bulkhead's paths between stripes are explored.
 //!
 //! [loom]: https://docs.rs/loom
 #![cfg(levee_loom)]
@@ -385,5 +396,76 @@ fn a_bulkhead_dropped_while_a_permit_is_out_hands_its_counters_on_once_and_empty
         assert_eq!(second.snapshot().in_flight, 0, "b shares a's counters");
         let _in_b = call(&mut b);
         assert_eq!(second.snapshot().in_flight, 1, "b started full");
+    });
+}
+
+#[test]
+fn a_permit_given_back_on_another_thread_reaches_a_caller_queued_for_it() {
+    use tower_levee::bulkhead::model::Compartment;
+
+    model(|| {
+        let compartment = Arc::new(Compartment::new(1));
+        let held = compartment.try_acquire().expect("the one permit is free");
+        // Given back on the other thread's stripe while this one queues.
+        let releaser = loom::thread::spawn(move || drop(held));
+        let permit = loom::future::block_on(compartment.acquire_queued());
+        releaser.join().unwrap();
+        assert_eq!(compartment.in_flight(), 1);
+        assert!(compartment.try_acquire().is_none(), "the limit holds");
+        drop(permit);
+        assert_eq!(compartment.in_flight(), 0);
+    });
+}
+
+#[test]
+fn callers_racing_for_a_permit_cached_on_another_thread_take_it_once() {
+    use tower_levee::bulkhead::model::Compartment;
+
+    model(|| {
+        let compartment = Arc::new(Compartment::new(1));
+        // Taken and given back here: cached on this thread's stripe.
+        drop(compartment.try_acquire().expect("the one permit is free"));
+        let racers: Vec<_> = (0..2)
+            .map(|_| {
+                let compartment = compartment.clone();
+                loom::thread::spawn(move || compartment.try_acquire())
+            })
+            .collect();
+        let permits: Vec<_> = racers.into_iter().map(|t| t.join().unwrap()).collect();
+        let taken = permits.iter().filter(|p| p.is_some()).count();
+        assert_eq!(taken, 1, "one racer takes the permit, and only one");
+        assert_eq!(compartment.in_flight(), 1);
+    });
+}
+
+#[test]
+fn a_permit_given_back_while_another_thread_looks_is_taken_once_and_never_from_its_owner() {
+    use tower_levee::bulkhead::model::Compartment;
+
+    model(|| {
+        let compartment = Arc::new(Compartment::new(1));
+        let held = compartment.try_acquire().expect("the one permit is free");
+        let owner = {
+            let compartment = compartment.clone();
+            loom::thread::spawn(move || {
+                // Given back to this thread's stripe, then asked for again.
+                drop(held);
+                compartment.try_acquire()
+            })
+        };
+        let looker = {
+            let compartment = compartment.clone();
+            loom::thread::spawn(move || compartment.try_acquire())
+        };
+        let (owner, looker) = (owner.join().unwrap(), looker.join().unwrap());
+        // The looker may take it (or miss it, if it looked at the owner's
+        // stripe before the permit came back); the owner then finds its
+        // stripe empty. Never both, never neither.
+        assert_eq!(
+            usize::from(looker.is_some()) + usize::from(owner.is_some()),
+            1,
+            "the permit is taken once"
+        );
+        assert_eq!(compartment.in_flight(), 1);
     });
 }

@@ -1,10 +1,14 @@
 //! A compartment: the permits of one dependency.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use std::task::{Context, Poll};
 
 use tokio::sync::Notify;
+use tokio::sync::futures::Notified;
 
 use super::error::BulkheadFull;
 use crate::striped::{Padded, STRIPES, per_stripe, stripe_index};
@@ -45,15 +49,33 @@ impl Compartment {
         self.limit
     }
 
-    /// Takes a permit for a queued caller, if one is free: the caller's
-    /// registration (`waiting`, then its `Notified`) is ordered before its
-    /// reads of the count and the stripes, so that either it sees a
-    /// release's permit or the release sees it waiting and wakes it (a
-    /// mutex inside `Notify` would order them too, but that is its
-    /// business).
-    pub(crate) fn try_acquire_queued(&self) -> Option<Permit> {
-        fence(Ordering::SeqCst);
-        self.try_acquire()
+    /// Takes a permit for a queued caller (counted by [`enqueue`]), or
+    /// arms `notified` to wake it when a permit is given back.
+    ///
+    /// The caller registers before it looks, and its registration
+    /// (`waiting`, then `notified`) is ordered before its reads of the
+    /// count and the stripes: either it sees a release's permit, or the
+    /// release sees it waiting and wakes it (a mutex inside `Notify` would
+    /// order them too, but that is its business).
+    ///
+    /// [`enqueue`]: Self::enqueue
+    pub(crate) fn poll_acquire_queued(
+        &self,
+        mut notified: Pin<&mut Notified<'static>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Permit> {
+        loop {
+            notified.as_mut().enable();
+            fence(Ordering::SeqCst);
+            if let Some(permit) = self.try_acquire() {
+                return Poll::Ready(permit);
+            }
+            if notified.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            // Woken by a release: try again with a fresh registration.
+            notified.set(self.notify().notified());
+        }
     }
 
     /// Takes a permit if one is free. Lock-free; never waits.
@@ -276,6 +298,13 @@ impl Gauge {
             pool::give_back(self);
             return;
         }
+        // Loom treats SeqCst accesses as AcqRel (tokio-rs/loom#180), which
+        // would let this read miss a waiter whose fenced search missed the
+        // permit; a SeqCst fence, which loom does model, orders them as the
+        // SeqCst read-modify-write above already does in the C++20 model
+        // (both sides in one total order), at no cost outside loom.
+        #[cfg(levee_loom)]
+        fence(Ordering::SeqCst);
         if self.waiting.load(Ordering::SeqCst) > 0 {
             // A spurious wake-up at worst, should the compartment be dropped
             // and the gauge reused in between: a woken waiter tries again.
@@ -312,6 +341,54 @@ impl Gauge {
 #[doc(hidden)]
 pub fn free_gauges() -> usize {
     pool::len()
+}
+
+/// A compartment driven directly, for the loom models of the queued path
+/// (a queued call waits with a tokio timer, which loom cannot run). Only
+/// in a loom build.
+#[cfg(levee_loom)]
+#[doc(hidden)]
+pub mod model {
+    use std::sync::Arc;
+
+    /// A compartment of `limit` permits.
+    #[derive(Debug)]
+    pub struct Compartment(Arc<super::Compartment>);
+
+    /// A permit, given back when dropped.
+    pub struct Permit(#[allow(dead_code, reason = "held for its drop")] super::Permit);
+
+    impl std::fmt::Debug for Permit {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Permit")
+        }
+    }
+
+    impl Compartment {
+        pub fn new(limit: usize) -> Self {
+            Compartment(Arc::new(super::Compartment::new("model".into(), limit)))
+        }
+
+        /// A permit if one is free now, as a call without `max_wait` takes it.
+        pub fn try_acquire(&self) -> Option<Permit> {
+            self.0.try_acquire().map(Permit)
+        }
+
+        /// Waits in the queue for a permit, as a call under `max_wait` does
+        /// (without its deadline).
+        pub async fn acquire_queued(&self) -> Permit {
+            let _queued = self.0.enqueue();
+            let mut notified = std::pin::pin!(self.0.notify().notified());
+            Permit(
+                std::future::poll_fn(|cx| self.0.poll_acquire_queued(notified.as_mut(), cx)).await,
+            )
+        }
+
+        /// Calls holding a permit now.
+        pub fn in_flight(&self) -> usize {
+            self.0.snapshot().in_flight
+        }
+    }
 }
 
 /// The free gauges, process-wide. Under loom a fresh pool per model run,

@@ -138,20 +138,14 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Result<(S::Future, Permit), BoxError>> {
         let mut this = self.project();
-        let compartment = this.queued.compartment();
-        while this.permit.is_none() {
-            // Register for a wake-up before trying, so that a release between
-            // the try and the wait is not missed.
-            this.notified.as_mut().enable();
-            if let Some(permit) = compartment.try_acquire_queued() {
-                *this.permit = Some(permit);
-            } else if this.notified.as_mut().poll(cx).is_ready() {
-                // Woken by a release: try again with a fresh registration.
-                this.notified.set(compartment.notify().notified());
-            } else if this.sleep.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(Err(compartment.reject().into()));
-            } else {
-                return Poll::Pending;
+        if this.permit.is_none() {
+            let compartment = this.queued.compartment();
+            match compartment.poll_acquire_queued(this.notified.as_mut(), cx) {
+                Poll::Ready(permit) => *this.permit = Some(permit),
+                Poll::Pending if this.sleep.as_mut().poll(cx).is_ready() => {
+                    return Poll::Ready(Err(compartment.reject().into()));
+                }
+                Poll::Pending => return Poll::Pending,
             }
         }
         ready!(this.service.poll_ready(cx)).map_err(Into::into)?;

@@ -93,7 +93,7 @@ mod service;
 pub use self::compartment::BulkheadSnapshot;
 #[cfg(levee_loom)]
 #[doc(hidden)]
-pub use self::compartment::free_gauges;
+pub use self::compartment::{free_gauges, model};
 pub use self::error::BulkheadFull;
 pub use self::future::ResponseFuture;
 pub use self::layer::BulkheadLayer;
