@@ -10,7 +10,10 @@
 //!     --target-dir target/loom
 //! ```
 //!
-//! What they prove, for calls through the real `Breaker` service:
+//! What they prove, for calls through the real `Breaker` and `Bulkhead`
+//! services (the queued bulkhead caller through its compartment, whose
+//! register-then-look loop the service's queue runs, since loom cannot run
+//! that queue's tokio timer):
 //! - probe admission: racing callers into a half-open breaker get at most
 //!   `half_open_probes` probes, and a probe whose future is dropped hands
 //!   its slot back, so the next caller probes;
@@ -36,8 +39,8 @@
 //!   whose threads all block);
 //! - the bulkhead's limit holds while permits move between threads'
 //!   stripes: callers racing for one permit cached on another thread's
-//!   stripe, or given back while they look, take it once, and a caller
-//!   whose own stripe holds the permit is never turned away.
+//!   stripe, or given back to its owner's stripe while another thread
+//!   looks, take it exactly once (never twice, and never neither).
 //!
 //! Each loom thread has a stripe of its own (`stripe_index` under loom), so
 //! the bulkhead's paths between stripes are explored.
@@ -404,7 +407,7 @@ fn a_permit_given_back_on_another_thread_reaches_a_caller_queued_for_it() {
     use tower_levee::bulkhead::model::Compartment;
 
     model(|| {
-        let compartment = Arc::new(Compartment::new(1));
+        let compartment = Compartment::new(1);
         let held = compartment.try_acquire().expect("the one permit is free");
         // Given back on the other thread's stripe while this one queues.
         let releaser = loom::thread::spawn(move || drop(held));
@@ -439,7 +442,7 @@ fn callers_racing_for_a_permit_cached_on_another_thread_take_it_once() {
 }
 
 #[test]
-fn a_permit_given_back_while_another_thread_looks_is_taken_once_and_never_from_its_owner() {
+fn a_permit_given_back_while_another_thread_looks_is_taken_exactly_once_by_it_or_its_owner() {
     use tower_levee::bulkhead::model::Compartment;
 
     model(|| {

@@ -50,7 +50,8 @@ impl Compartment {
     }
 
     /// Takes a permit for a queued caller (counted by [`enqueue`]), or
-    /// arms `notified` to wake it when a permit is given back.
+    /// arms `notified` (from this compartment's [`notify`](Self::notify))
+    /// to wake it when a permit is given back.
     ///
     /// The caller registers before it looks, and its registration
     /// (`waiting`, then `notified`) is ordered before its reads of the
@@ -105,10 +106,11 @@ impl Compartment {
         let mut current = count.load(Ordering::Relaxed);
         // The compartment is alive, so `RETIRED` is not set.
         while current < self.limit {
-            // SeqCst pairs with `release`'s read of `waiting` (and, for a
-            // queued caller, its fence in `try_acquire_queued`): a waiter
-            // that registered and then failed here is seen by the next
-            // release.
+            // SeqCst, as every access that a queued caller's handshake
+            // with `release` relies on: a queued caller that found no
+            // permit is seen by the next release through its fence in
+            // `poll_acquire_queued`, not through this (a failed search
+            // writes nothing).
             match count.compare_exchange_weak(
                 current,
                 current + 1,
@@ -300,9 +302,11 @@ impl Gauge {
         }
         // Loom treats SeqCst accesses as AcqRel (tokio-rs/loom#180), which
         // would let this read miss a waiter whose fenced search missed the
-        // permit; a SeqCst fence, which loom does model, orders them as the
-        // SeqCst read-modify-write above already does in the C++20 model
-        // (both sides in one total order), at no cost outside loom.
+        // permit. In the C++20 model the SeqCst read-modify-write above and
+        // this SeqCst read already order them against the waiter's fence
+        // (all in one total order); under loom, a SeqCst fence, which it
+        // does model, stands in for them, at no cost outside loom. So the
+        // models cannot check these three orderings: they must stay SeqCst.
         #[cfg(levee_loom)]
         fence(Ordering::SeqCst);
         if self.waiting.load(Ordering::SeqCst) > 0 {
@@ -365,6 +369,7 @@ pub mod model {
     }
 
     impl Compartment {
+        /// A compartment of `limit` permits, as `BulkheadLayer::named` makes.
         pub fn new(limit: usize) -> Self {
             Compartment(Arc::new(super::Compartment::new("model".into(), limit)))
         }
