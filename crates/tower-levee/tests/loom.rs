@@ -461,9 +461,9 @@ fn a_permit_given_back_while_another_thread_looks_is_taken_exactly_once_by_it_or
             loom::thread::spawn(move || compartment.try_acquire())
         };
         let (owner, looker) = (owner.join().unwrap(), looker.join().unwrap());
-        // The looker may take it (or miss it, if it looked at the owner's
-        // stripe before the permit came back); the owner then finds its
-        // stripe empty. Never both, never neither.
+        // The looker takes it if it looks at the owner's stripe after the
+        // permit came back, and the owner then finds its stripe empty;
+        // otherwise the owner takes it back. Never both, never neither.
         assert_eq!(
             usize::from(looker.is_some()) + usize::from(owner.is_some()),
             1,
