@@ -54,6 +54,7 @@
 //! | `reqwest` | `tower_levee::reqwest::HttpClient`: a `reqwest::Client` as a `Service<http::Request<B>>` |
 //! | `metrics` | `tower_levee::metrics::MetricsReporter`: every layer's state and counters through the `metrics` facade |
 //! | `axum` | `tower_levee::axum`: every Levee error as a `429`/`503` JSON response with `Retry-After`, a health handler (turns on `serde`) |
+//! | `api` | `tower_levee::api`: refusals and errors in an OpenAI or Anthropic API's own shape, for a server that speaks one; a request body read within a cap |
 //!
 //! A `hyper_util::client::legacy::Client` is already a
 //! `Service<http::Request<B>>`: put the layers straight on it.
@@ -76,6 +77,7 @@
 //! | [`bulkhead`] | `layer`, `registry` → `service` → `future` → `compartment` → `error` |
 //! | [`retry`] | `layer` → `service` → `future` → `decide` (the one retry decision, also used by `tower_policy`) → `policy`, `budget` |
 //! | [`failover`] | `builder` → `service` → `future` → `state`, `health`, `target` → `error` |
+//! | [`client_limit`] | `layer` → `service` → `future` → `body` (the answer's usage) → `state` (each caller's buckets) → `error` |
 //! | [`error`] | `refusal` (`BoxError`, `RefusalKind`: imports no layer) ← every layer's `error.rs` ← `rejection` (the one place that finds a Levee rejection in an error) ← the layers' services |
 //!
 //! Shared below them all: `registry` (per-key state reached without
@@ -88,6 +90,8 @@
 
 pub use levee_core as core;
 
+#[cfg(feature = "api")]
+pub mod api;
 #[cfg(feature = "async-openai")]
 pub mod async_openai;
 #[cfg(feature = "axum")]
@@ -95,6 +99,7 @@ pub mod axum;
 pub mod breaker;
 pub mod builder;
 pub mod bulkhead;
+pub mod client_limit;
 pub mod clock;
 #[cfg(feature = "serde")]
 pub mod config;

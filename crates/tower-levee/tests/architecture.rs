@@ -589,7 +589,12 @@ fn the_error_vocabulary_imports_no_layer_and_each_layer_error_only_it() {
     );
     // And on the crate's leaf string type (a rejection copies its scope's
     // name inline), never on a layer's internals.
-    for layer_error in ["breaker/error.rs", "bulkhead/error.rs", "failover/error.rs"] {
+    for layer_error in [
+        "breaker/error.rs",
+        "bulkhead/error.rs",
+        "client_limit/error.rs",
+        "failover/error.rs",
+    ] {
         let deps = krate.deps_of(layer_error);
         assert!(
             deps.iter()
@@ -602,6 +607,7 @@ fn the_error_vocabulary_imports_no_layer_and_each_layer_error_only_it() {
     let expected: BTreeSet<String> = [
         "breaker/error.rs",
         "bulkhead/error.rs",
+        "client_limit/error.rs",
         "error/refusal.rs",
         "failover/error.rs",
     ]

@@ -291,7 +291,7 @@ async fn when_every_target_refuses_nothing_is_sent_and_each_refusal_is_listed() 
     let kinds: Vec<_> = none.refusals().iter().map(|r| r.kind()).collect();
     assert_eq!(kinds, [RefusalKind::CircuitOpen, RefusalKind::CircuitOpen]);
     assert_eq!(none.status_code(), StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(none.code(), "no_target_available");
+    assert_eq!(none.code(), "circuit_open");
     assert_eq!((a.calls(), b.calls()), (1, 1), "still nothing sent");
     assert_eq!(svc.handle().snapshot().no_target_available, 3);
 }

@@ -11,6 +11,7 @@ use levee_core::classify::TransportFailure;
 
 use crate::breaker::{CircuitOpen, Parked, Throttled};
 use crate::bulkhead::BulkheadFull;
+use crate::client_limit::ClientLimited;
 use crate::error::{BoxError, Rejection, transport_failure};
 use crate::failover::NoTargetAvailable;
 
@@ -31,7 +32,8 @@ into_response!(
     Throttled,
     Parked,
     BulkheadFull,
-    NoTargetAvailable
+    NoTargetAvailable,
+    ClientLimited
 );
 
 /// `{"error":{"code":..,"message":..}}` as an `application/json` body.

@@ -19,7 +19,8 @@
 //! | [`CircuitOpen`] | 503 | `circuit_open` | the end of the cool-off |
 //! | [`BulkheadFull`] | 503 | `bulkhead_full` | 1 (s) |
 //! | [`NoTargetAvailable`], every target throttled | 429 | `provider_rate_limited` | the earliest reopening |
-//! | [`NoTargetAvailable`], otherwise | 503 | `no_target_available` | the earliest reopening, capped |
+//! | [`NoTargetAvailable`], otherwise | 503 | that of the refusal (not a throttle) that ends first: `circuit_open`, `parked`, `bulkhead_full` | the earliest reopening, capped |
+//! | [`ClientLimited`] | 429 | `client_rate_limited` | when the caller's limit admits it again |
 //! | a timeout ([`LeveeError`] only) | 504 | `upstream_timeout` | — |
 //! | anything else ([`LeveeError`] only) | 502 | `upstream_error` | — |
 //!
@@ -90,4 +91,6 @@ pub use self::error::LeveeError;
 pub use self::health::{HealthGroup, HealthHandler, HealthSource, health_handler};
 
 #[cfg(doc)]
-use crate::{BulkheadFull, CircuitOpen, NoTargetAvailable, Parked, Throttled};
+use crate::{
+    BulkheadFull, CircuitOpen, NoTargetAvailable, Parked, Throttled, client_limit::ClientLimited,
+};

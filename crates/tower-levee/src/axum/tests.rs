@@ -104,7 +104,7 @@ async fn each_rejection_is_a_json_answer_with_its_status_code_and_retry_after() 
             ])
             .into_response(),
             StatusCode::SERVICE_UNAVAILABLE,
-            "no_target_available",
+            "circuit_open",
             "5",
         ),
     ];
@@ -169,7 +169,7 @@ async fn levee_error_finds_the_rejection_in_a_box_or_its_source_chain() {
         (
             Box::new(no_target(&[(RefusalKind::Parked, 700)])),
             StatusCode::SERVICE_UNAVAILABLE,
-            "no_target_available",
+            "parked",
         ),
         (
             Box::new(Wrapped(Box::new(Throttled::new("a", wait)))),

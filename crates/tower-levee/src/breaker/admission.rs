@@ -639,7 +639,7 @@ mod tests {
         refused.map_err(|e| {
             let r = Rejection::find(&*e).expect("a rejection");
             (
-                r.kind().expect("one scope's"),
+                r.kind(),
                 r.scope().unwrap_or_default().to_owned(),
                 r.retry_after(),
             )

@@ -21,8 +21,8 @@ mod rejection;
 mod stream;
 mod transport;
 
-pub(crate) use self::refusal::rejection_response;
 pub use self::refusal::{BoxError, RefusalKind};
+pub(crate) use self::refusal::{rejection_response, retry_after_secs};
 pub use self::rejection::{Rejection, is_rejection};
 pub use self::stream::{StreamTimeout, StreamTimeoutKind};
 pub use self::transport::transport_failure;

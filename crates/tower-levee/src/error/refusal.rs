@@ -25,6 +25,9 @@ pub enum RefusalKind {
     CircuitOpen,
     /// The target's bulkhead had no free permit.
     BulkheadFull,
+    /// The caller is over its own limit (requests or tokens per minute),
+    /// set by the server it called, not by the provider.
+    ClientLimit,
 }
 
 impl RefusalKind {
@@ -35,18 +38,20 @@ impl RefusalKind {
             RefusalKind::Parked => "parked",
             RefusalKind::CircuitOpen => "circuit_open",
             RefusalKind::BulkheadFull => "bulkhead_full",
+            RefusalKind::ClientLimit => "client_limit",
         }
     }
 
     /// The HTTP status a server answers this refusal with: `429 Too Many
     /// Requests` for a throttle (the provider is busy, not broken, and
-    /// says when to come back), `503 Service Unavailable` for the rest.
+    /// says when to come back) and for a caller over its own limit,
+    /// `503 Service Unavailable` for the rest.
     ///
     /// With [`code`](Self::code), the one mapping every rejection's
     /// `status_code`/`code`/`to_response` (and the `axum` feature) reads.
     pub const fn status_code(self) -> StatusCode {
         match self {
-            RefusalKind::Throttled => StatusCode::TOO_MANY_REQUESTS,
+            RefusalKind::Throttled | RefusalKind::ClientLimit => StatusCode::TOO_MANY_REQUESTS,
             RefusalKind::Parked | RefusalKind::CircuitOpen | RefusalKind::BulkheadFull => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -54,14 +59,24 @@ impl RefusalKind {
     }
 
     /// The stable code of an HTTP error body: `provider_rate_limited`,
-    /// `parked`, `circuit_open` or `bulkhead_full`.
+    /// `parked`, `circuit_open`, `bulkhead_full` or `client_rate_limited`.
     pub const fn code(self) -> &'static str {
         match self {
             RefusalKind::Throttled => "provider_rate_limited",
             RefusalKind::Parked => "parked",
             RefusalKind::CircuitOpen => "circuit_open",
             RefusalKind::BulkheadFull => "bulkhead_full",
+            RefusalKind::ClientLimit => "client_rate_limited",
         }
+    }
+
+    /// Whether a caller gains anything by coming back after the wait:
+    /// not for a park (a spend cap or quota resets on the provider's
+    /// schedule, hours or days away, and only a person raising it helps).
+    /// A server says so with `x-should-retry: false`, which the official
+    /// OpenAI and Anthropic SDKs honour.
+    pub const fn worth_retrying(self) -> bool {
+        !matches!(self, RefusalKind::Parked)
     }
 }
 

@@ -11,6 +11,7 @@ use http::{Response, StatusCode};
 use super::refusal::{RefusalKind, rejection_response};
 use crate::breaker::error::{CircuitOpen, Parked, Throttled};
 use crate::bulkhead::error::BulkheadFull;
+use crate::client_limit::error::ClientLimited;
 use crate::failover::error::NoTargetAvailable;
 
 /// A Levee rejection, borrowed from the error that carries it: the request
@@ -30,7 +31,7 @@ use crate::failover::error::NoTargetAvailable;
 ///
 /// let err: BoxError = Box::new(Throttled::new("org-a/gpt-4o", Duration::from_millis(1200)));
 /// let rejection = Rejection::find(&*err).expect("a Levee rejection");
-/// assert_eq!(rejection.kind(), Some(RefusalKind::Throttled));
+/// assert_eq!(rejection.kind(), RefusalKind::Throttled);
 /// assert_eq!(rejection.scope(), Some("org-a/gpt-4o"));
 /// assert_eq!(rejection.status_code(), 429);
 /// ```
@@ -47,6 +48,8 @@ pub enum Rejection<'a> {
     BulkheadFull(&'a BulkheadFull),
     /// Refused by every target of a failover.
     NoTargetAvailable(&'a NoTargetAvailable),
+    /// Refused because the caller is over its own limit.
+    ClientLimited(&'a ClientLimited),
 }
 
 impl<'a> Rejection<'a> {
@@ -72,26 +75,31 @@ impl<'a> Rejection<'a> {
             Some(Rejection::Parked(e))
         } else if let Some(e) = err.downcast_ref::<BulkheadFull>() {
             Some(Rejection::BulkheadFull(e))
+        } else if let Some(e) = err.downcast_ref::<NoTargetAvailable>() {
+            Some(Rejection::NoTargetAvailable(e))
         } else {
-            err.downcast_ref::<NoTargetAvailable>()
-                .map(Rejection::NoTargetAvailable)
+            err.downcast_ref::<ClientLimited>()
+                .map(Rejection::ClientLimited)
         }
     }
 
-    /// What refused: `None` for [`NoTargetAvailable`], whose targets each
-    /// refused for their own reason ([`NoTargetAvailable::refusals`]).
-    pub fn kind(&self) -> Option<RefusalKind> {
+    /// What refused; for [`NoTargetAvailable`], whose targets each refused
+    /// for their own reason ([`NoTargetAvailable::refusals`]), its
+    /// [`kind`](NoTargetAvailable::kind).
+    pub fn kind(&self) -> RefusalKind {
         match self {
-            Rejection::CircuitOpen(_) => Some(RefusalKind::CircuitOpen),
-            Rejection::Throttled(_) => Some(RefusalKind::Throttled),
-            Rejection::Parked(_) => Some(RefusalKind::Parked),
-            Rejection::BulkheadFull(_) => Some(RefusalKind::BulkheadFull),
-            Rejection::NoTargetAvailable(_) => None,
+            Rejection::CircuitOpen(_) => RefusalKind::CircuitOpen,
+            Rejection::Throttled(_) => RefusalKind::Throttled,
+            Rejection::Parked(_) => RefusalKind::Parked,
+            Rejection::BulkheadFull(_) => RefusalKind::BulkheadFull,
+            Rejection::NoTargetAvailable(e) => e.kind(),
+            Rejection::ClientLimited(_) => RefusalKind::ClientLimit,
         }
     }
 
-    /// The scope that refused (failure domain, quota or billing scope, or
-    /// bulkhead compartment); `None` for [`NoTargetAvailable`].
+    /// The scope that refused (failure domain, quota or billing scope,
+    /// bulkhead compartment, or the caller's name); `None` for
+    /// [`NoTargetAvailable`].
     pub fn scope(&self) -> Option<&'a str> {
         match *self {
             Rejection::CircuitOpen(e) => Some(e.scope()),
@@ -99,6 +107,7 @@ impl<'a> Rejection<'a> {
             Rejection::Parked(e) => Some(e.scope()),
             Rejection::BulkheadFull(e) => Some(e.name()),
             Rejection::NoTargetAvailable(_) => None,
+            Rejection::ClientLimited(e) => Some(e.client()),
         }
     }
 
@@ -110,28 +119,32 @@ impl<'a> Rejection<'a> {
             Rejection::Parked(e) => e.retry_after(),
             Rejection::BulkheadFull(e) => e.retry_after(),
             Rejection::NoTargetAvailable(e) => e.retry_after(),
+            Rejection::ClientLimited(e) => e.retry_after(),
         }
     }
 
-    /// The HTTP status a server answers with: `429` or `503`.
-    pub fn status_code(&self) -> StatusCode {
+    /// Whether the caller gains anything by coming back after
+    /// [`retry_after`](Self::retry_after): not when what refused is parked
+    /// (every target of a [`NoTargetAvailable`]). See
+    /// [`RefusalKind::worth_retrying`].
+    pub fn worth_retrying(&self) -> bool {
         match self {
-            Rejection::NoTargetAvailable(e) => e.status_code(),
-            other => other
-                .kind()
-                .map_or(StatusCode::SERVICE_UNAVAILABLE, RefusalKind::status_code),
+            Rejection::NoTargetAvailable(e) => e.worth_retrying(),
+            other => other.kind().worth_retrying(),
         }
+    }
+
+    /// The HTTP status a server answers with: `429` or `503`
+    /// ([`kind`](Self::kind)'s).
+    pub fn status_code(&self) -> StatusCode {
+        self.kind().status_code()
     }
 
     /// The stable code of an HTTP error body (`provider_rate_limited`,
-    /// `parked`, `circuit_open`, `bulkhead_full`, `no_target_available`).
+    /// `parked`, `circuit_open`, `bulkhead_full`, `client_rate_limited`):
+    /// [`kind`](Self::kind)'s.
     pub fn code(&self) -> &'static str {
-        match self {
-            Rejection::NoTargetAvailable(e) => e.code(),
-            other => other
-                .kind()
-                .map_or("no_target_available", RefusalKind::code),
-        }
+        self.kind().code()
     }
 
     /// An HTTP response for a server to send: [`status_code`](Self::status_code)
@@ -148,6 +161,7 @@ impl<'a> Rejection<'a> {
             Rejection::Parked(e) => e,
             Rejection::BulkheadFull(e) => e,
             Rejection::NoTargetAvailable(e) => e,
+            Rejection::ClientLimited(e) => e,
         }
     }
 }
@@ -173,7 +187,8 @@ from_rejection!(
     Throttled,
     Parked,
     BulkheadFull,
-    NoTargetAvailable
+    NoTargetAvailable,
+    ClientLimited
 );
 
 /// Whether `err`, or any error in its source chain, is a rejection made by
@@ -216,11 +231,7 @@ mod tests {
         let found = Rejection::find(&*wrapped).expect("found under two wrappers");
         assert_eq!(
             (found.kind(), found.scope(), found.retry_after()),
-            (
-                Some(RefusalKind::CircuitOpen),
-                Some("a"),
-                Duration::from_secs(1)
-            )
+            (RefusalKind::CircuitOpen, Some("a"), Duration::from_secs(1))
         );
         assert_eq!(found.code(), "circuit_open");
         assert_eq!(found.to_string(), "circuit open for `a`; retry after 1s");

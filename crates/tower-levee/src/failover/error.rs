@@ -64,9 +64,11 @@ impl Refusal {
 /// [`retry_after`](Self::retry_after) is the earliest time any target
 /// reopens, capped (300 s by default). As an HTTP answer
 /// ([`status_code`](Self::status_code), [`code`](Self::code),
-/// [`to_response`](Self::to_response)) it is a `429 provider_rate_limited`
-/// when every target is only throttled — the capacity exists and returns at
-/// a known time — and a `503 no_target_available` otherwise.
+/// [`to_response`](Self::to_response)) it is its [`kind`](Self::kind)'s: a
+/// `429 provider_rate_limited` when every target is only throttled — the
+/// capacity exists and returns at a known time — and otherwise a `503`
+/// with the code of the refusal that ends first among those that are not
+/// throttles (`circuit_open`, `parked`, `bulkhead_full`).
 ///
 /// The retry layer returns it at once, like every Levee rejection, except
 /// when [`all_throttled`](Self::all_throttled) and the wait fits the
@@ -112,24 +114,40 @@ impl NoTargetAvailable {
                 .all(|r| r.kind == RefusalKind::Throttled)
     }
 
-    /// `429 Too Many Requests` when [`all_throttled`](Self::all_throttled),
-    /// `503 Service Unavailable` otherwise.
-    pub fn status_code(&self) -> StatusCode {
+    /// Why no target could take the request, as one refusal:
+    /// [`Throttled`](RefusalKind::Throttled) when every target is only
+    /// throttled; otherwise the kind of the refusal that ends first among
+    /// those that are not throttles (a throttle beside an open breaker
+    /// says less about when the request can be served than the breaker).
+    pub fn kind(&self) -> RefusalKind {
         if self.all_throttled() {
-            RefusalKind::Throttled.status_code()
-        } else {
-            StatusCode::SERVICE_UNAVAILABLE
+            return RefusalKind::Throttled;
         }
+        self.refusals
+            .iter()
+            .filter(|r| r.kind != RefusalKind::Throttled)
+            .min_by_key(|r| r.retry_after)
+            .map_or(RefusalKind::CircuitOpen, |r| r.kind)
     }
 
-    /// `"provider_rate_limited"` when every target is only throttled,
-    /// `"no_target_available"` otherwise: a stable code for an error body.
+    /// Whether a caller gains anything by coming back after
+    /// [`retry_after`](Self::retry_after): not when every target is parked
+    /// (see [`RefusalKind::worth_retrying`]).
+    pub fn worth_retrying(&self) -> bool {
+        self.refusals.is_empty() || self.refusals.iter().any(|r| r.kind.worth_retrying())
+    }
+
+    /// [`kind`](Self::kind)'s status: `429 Too Many Requests` when every
+    /// target is only throttled, `503 Service Unavailable` otherwise.
+    pub fn status_code(&self) -> StatusCode {
+        self.kind().status_code()
+    }
+
+    /// [`kind`](Self::kind)'s stable code for an error body:
+    /// `provider_rate_limited` when every target is only throttled, else
+    /// `circuit_open`, `parked` or `bulkhead_full`.
     pub fn code(&self) -> &'static str {
-        if self.all_throttled() {
-            RefusalKind::Throttled.code()
-        } else {
-            "no_target_available"
-        }
+        self.kind().code()
     }
 
     /// An HTTP response for a server to send: [`status_code`](Self::status_code)
@@ -213,12 +231,40 @@ mod tests {
             Duration::from_secs(300),
         );
         assert!(!e.all_throttled());
+        assert_eq!(e.kind(), RefusalKind::Parked);
         assert_eq!(e.retry_after(), Duration::from_secs(300));
         assert_eq!(e.status_code(), StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(e.code(), "no_target_available");
+        assert_eq!(e.code(), "parked");
+        assert!(e.worth_retrying(), "the throttled target returns");
         assert_eq!(
             e.to_string(),
             "no target available: t throttled (`s`, 900s), t parked (`s`, 86400s); retry after 300s"
         );
+    }
+
+    #[test]
+    fn the_refusal_that_ends_first_names_a_mixed_answer_and_only_parks_say_do_not_retry() {
+        let cap = Duration::from_secs(300);
+        let mixed = NoTargetAvailable::new(
+            vec![
+                refusal(RefusalKind::Parked, 3_600),
+                refusal(RefusalKind::Throttled, 1),
+                refusal(RefusalKind::CircuitOpen, 20),
+            ],
+            cap,
+        );
+        assert_eq!(mixed.kind(), RefusalKind::CircuitOpen);
+        assert_eq!(mixed.code(), "circuit_open");
+        assert_eq!(mixed.retry_after(), Duration::from_secs(1));
+        assert!(mixed.worth_retrying());
+        let parked = NoTargetAvailable::new(
+            vec![
+                refusal(RefusalKind::Parked, 3_600),
+                refusal(RefusalKind::Parked, 60),
+            ],
+            cap,
+        );
+        assert_eq!(parked.kind(), RefusalKind::Parked);
+        assert!(!parked.worth_retrying());
     }
 }

@@ -739,9 +739,12 @@ pub(crate) fn refusal(
     err: &(dyn std::error::Error + 'static),
 ) -> Option<Refusal> {
     let rejection = Rejection::find(err)?;
+    if let Rejection::NoTargetAvailable(_) = rejection {
+        return None;
+    }
     Some(Refusal::new(
         target,
-        rejection.kind()?,
+        rejection.kind(),
         ScopeName::copied(rejection.scope()?),
         rejection.retry_after(),
     ))
@@ -904,7 +907,8 @@ pub(crate) fn outcome_verdict<RB>(output: &Result<Response<RB>, BoxError>) -> &'
 /// The verdict a refusal stands for, as the `fallback_on` hook sees it.
 fn refused_verdict(kind: RefusalKind) -> Verdict {
     match kind {
-        RefusalKind::Throttled => Verdict::Throttled,
+        // A caller's own limit, like a provider's, returns at a known time.
+        RefusalKind::Throttled | RefusalKind::ClientLimit => Verdict::Throttled,
         RefusalKind::Parked => Verdict::Quota,
         RefusalKind::CircuitOpen | RefusalKind::BulkheadFull => Verdict::Availability,
     }

@@ -51,8 +51,9 @@
 //! [`NoTargetAvailable`], listing each target's refusal, with a
 //! `retry_after` of the earliest reopen (capped at 300 s): a `429
 //! provider_rate_limited` when every target is only throttled (capacity
-//! exists and returns at a known time), a `503 no_target_available`
-//! otherwise. If targets were called and all failed, the caller gets the last
+//! exists and returns at a known time), otherwise a `503` with the code of
+//! the refusal that ends first among those that are not throttles
+//! (`circuit_open`, `parked`, `bulkhead_full`). If targets were called and all failed, the caller gets the last
 //! real answer instead of a synthetic one, as from the retry layer.
 //!
 //! # Streams

@@ -1,0 +1,438 @@
+//! What a server in front of a provider reads of a request's body: the
+//! model it names, whether it asks for a stream, and where the model's
+//! name sits, so that it can be renamed and nothing else touched.
+//!
+//! A gateway routes an OpenAI- or Anthropic-style request by its `model`,
+//! and may send it to a target that calls the same model by another name
+//! (an Azure deployment, a dated snapshot). Parsing the body into a JSON
+//! tree and writing it back would reorder keys, renumber floats and
+//! re-escape strings: the provider would receive a different request than
+//! the client sent. [`RequestFields::peek`] instead visits the body once,
+//! checks that it is one JSON object, keeps the three members it reads
+//! (borrowed from the body) and skips the rest; [`RequestFields::with_model`]
+//! splices a new name into the model's place, byte for byte around it.
+//!
+//! A body that names `model` twice is refused ([`PeekError::DuplicateModel`]):
+//! a router that reads the first and a provider that reads the last would
+//! disagree about which model is called.
+//!
+//! ```
+//! use levee_core::request::RequestFields;
+//!
+//! let body = br#"{"model": "gpt-4o", "stream": true, "messages": [{"role": "user", "content": "hi"}]}"#;
+//! let fields = RequestFields::peek(body)?;
+//! assert_eq!(fields.model(), "gpt-4o");
+//! assert!(fields.stream());
+//!
+//! let renamed = fields.with_model(body, "gpt-4o-2024-08-06");
+//! assert_eq!(
+//!     renamed,
+//!     br#"{"model": "gpt-4o-2024-08-06", "stream": true, "messages": [{"role": "user", "content": "hi"}]}"#
+//! );
+//! # Ok::<(), levee_core::request::PeekError>(())
+//! ```
+
+use std::borrow::Cow;
+use std::fmt;
+use std::ops::Range;
+
+use serde_core::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+
+/// The members of an LLM API request body a gateway reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestFields<'a> {
+    model: Cow<'a, str>,
+    /// The model's JSON string in the body, quotes included.
+    model_at: Range<usize>,
+    stream: bool,
+    include_usage: bool,
+}
+
+impl<'a> RequestFields<'a> {
+    /// Reads `body`: it must be one JSON object with a string `model`.
+    pub fn peek(body: &'a [u8]) -> Result<Self, PeekError> {
+        let mut de = serde_json::Deserializer::from_slice(body);
+        let top = Top::deserialize(&mut de).map_err(PeekError::json)?;
+        de.end().map_err(PeekError::json)?;
+        let Top::Object(members) = top else {
+            return Err(PeekError::NotAnObject);
+        };
+        if members.duplicate_model {
+            return Err(PeekError::DuplicateModel);
+        }
+        let raw = members.model.ok_or(PeekError::NoModel)?.get();
+        if !raw.starts_with('"') {
+            return Err(PeekError::ModelNotAString);
+        }
+        // The raw value borrows from `body`: its offset is where it starts.
+        let start = (raw.as_ptr() as usize).wrapping_sub(body.as_ptr() as usize);
+        let model_at = start..start + raw.len();
+        debug_assert_eq!(body.get(model_at.clone()), Some(raw.as_bytes()));
+        let model = match serde_json::from_str::<&'a str>(raw) {
+            Ok(name) => Cow::Borrowed(name),
+            // Escapes (`\u002d`) cannot be borrowed.
+            Err(_) => Cow::Owned(serde_json::from_str::<String>(raw).map_err(PeekError::json)?),
+        };
+        Ok(RequestFields {
+            model,
+            model_at,
+            stream: members.stream,
+            include_usage: members.include_usage,
+        })
+    }
+
+    /// The model the request names.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// Whether it asks for a stream (`"stream": true`).
+    pub fn stream(&self) -> bool {
+        self.stream
+    }
+
+    /// Whether a stream will end with its usage: `"stream_options":
+    /// {"include_usage": true}` (OpenAI's streams carry usage only then;
+    /// Anthropic's always do).
+    pub fn include_usage(&self) -> bool {
+        self.include_usage
+    }
+
+    /// Where the model's JSON string (quotes included) sits in the body.
+    pub fn model_span(&self) -> Range<usize> {
+        self.model_at.clone()
+    }
+
+    /// `body` (the one peeked) with the model renamed `model`: every other
+    /// byte as it was.
+    pub fn with_model(&self, body: &[u8], model: &str) -> Vec<u8> {
+        let Range { start, end } = self.model_at;
+        let mut out = Vec::with_capacity(body.len() + model.len() + 2);
+        out.extend_from_slice(&body[..start]);
+        // A `&str` always serialises; the result is quoted and escaped.
+        serde_json::to_writer(&mut out, model).expect("a string serialises");
+        out.extend_from_slice(&body[end..]);
+        out
+    }
+}
+
+/// Why a body could not be read as an LLM API request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PeekError {
+    /// Not JSON, or not only JSON: where it stops being so.
+    NotJson {
+        /// 1-based line of the error.
+        line: usize,
+        /// 1-based column of the error.
+        column: usize,
+    },
+    /// JSON, but not an object.
+    NotAnObject,
+    /// An object without `model`.
+    NoModel,
+    /// `model` is not a string.
+    ModelNotAString,
+    /// `model` named twice.
+    DuplicateModel,
+}
+
+impl PeekError {
+    fn json(e: serde_json::Error) -> Self {
+        PeekError::NotJson {
+            line: e.line(),
+            column: e.column(),
+        }
+    }
+}
+
+impl fmt::Display for PeekError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeekError::NotJson { line, column } => write!(
+                f,
+                "the request body is not valid JSON (at line {line}, column {column})"
+            ),
+            PeekError::NotAnObject => f.write_str("the request body is not a JSON object"),
+            PeekError::NoModel => f.write_str("the request body names no `model`"),
+            PeekError::ModelNotAString => f.write_str("`model` must be a string"),
+            PeekError::DuplicateModel => f.write_str("`model` is named more than once"),
+        }
+    }
+}
+
+impl std::error::Error for PeekError {}
+
+// === the visit ===
+
+/// The top-level value: an object's members, or anything else.
+enum Top<'de> {
+    Object(Members<'de>),
+    Other,
+}
+
+#[derive(Default)]
+struct Members<'de> {
+    model: Option<&'de RawValue>,
+    duplicate_model: bool,
+    stream: bool,
+    include_usage: bool,
+}
+
+enum Key {
+    Model,
+    Stream,
+    StreamOptions,
+    IncludeUsage,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Key;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_str<E>(self, k: &str) -> Result<Key, E> {
+                Ok(match k {
+                    "model" => Key::Model,
+                    "stream" => Key::Stream,
+                    "stream_options" => Key::StreamOptions,
+                    "include_usage" => Key::IncludeUsage,
+                    _ => Key::Other,
+                })
+            }
+        }
+        d.deserialize_identifier(V)
+    }
+}
+
+/// `true`, or anything else (skipped) as `false`.
+struct IsTrue(bool);
+
+impl<'de> Deserialize<'de> for IsTrue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = IsTrue;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_bool<E>(self, b: bool) -> Result<IsTrue, E> {
+                Ok(IsTrue(b))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<IsTrue, E> {
+                Ok(IsTrue(false))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<IsTrue, E> {
+                Ok(IsTrue(false))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<IsTrue, E> {
+                Ok(IsTrue(false))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<IsTrue, E> {
+                Ok(IsTrue(false))
+            }
+            fn visit_unit<E>(self) -> Result<IsTrue, E> {
+                Ok(IsTrue(false))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<IsTrue, A::Error> {
+                while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(IsTrue(false))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<IsTrue, A::Error> {
+                while s.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(IsTrue(false))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `stream_options`: whether it holds `"include_usage": true`.
+struct StreamOptions(bool);
+
+impl<'de> Deserialize<'de> for StreamOptions {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = StreamOptions;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<StreamOptions, A::Error> {
+                let mut include_usage = false;
+                while let Some(key) = m.next_key::<Key>()? {
+                    match key {
+                        Key::IncludeUsage => include_usage = m.next_value::<IsTrue>()?.0,
+                        _ => drop(m.next_value::<IgnoredAny>()?),
+                    }
+                }
+                Ok(StreamOptions(include_usage))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<StreamOptions, E> {
+                Ok(StreamOptions(false))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<StreamOptions, E> {
+                Ok(StreamOptions(false))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<StreamOptions, E> {
+                Ok(StreamOptions(false))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<StreamOptions, E> {
+                Ok(StreamOptions(false))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<StreamOptions, E> {
+                Ok(StreamOptions(false))
+            }
+            fn visit_unit<E>(self) -> Result<StreamOptions, E> {
+                Ok(StreamOptions(false))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<StreamOptions, A::Error> {
+                while s.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(StreamOptions(false))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Top<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Top<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Top<'de>, E> {
+                Ok(Top::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Top<'de>, E> {
+                Ok(Top::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Top<'de>, E> {
+                Ok(Top::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Top<'de>, E> {
+                Ok(Top::Other)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Top<'de>, E> {
+                Ok(Top::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Top<'de>, E> {
+                Ok(Top::Other)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Top<'de>, A::Error> {
+                while s.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Top::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Top<'de>, A::Error> {
+                let mut members = Members::default();
+                while let Some(key) = m.next_key::<Key>()? {
+                    match key {
+                        Key::Model => {
+                            let raw = m.next_value::<&'de RawValue>()?;
+                            if members.model.replace(raw).is_some() {
+                                members.duplicate_model = true;
+                            }
+                        }
+                        Key::Stream => members.stream = m.next_value::<IsTrue>()?.0,
+                        Key::StreamOptions => {
+                            members.include_usage = m.next_value::<StreamOptions>()?.0;
+                        }
+                        Key::IncludeUsage | Key::Other => drop(m.next_value::<IgnoredAny>()?),
+                    }
+                }
+                Ok(Top::Object(members))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_gives_its_model_stream_and_usage_option() {
+        let body = br#"{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true},"messages":[]}"#;
+        let f = RequestFields::peek(body).unwrap();
+        assert_eq!(f.model(), "gpt-4o");
+        assert!(f.stream());
+        assert!(f.include_usage());
+        assert_eq!(&body[f.model_span()], br#""gpt-4o""#);
+    }
+
+    #[test]
+    fn a_plain_request_is_not_a_stream() {
+        let f =
+            RequestFields::peek(br#"{"messages":[],"model":"claude-sonnet-4-5","stream":false}"#)
+                .unwrap();
+        assert_eq!(f.model(), "claude-sonnet-4-5");
+        assert!(!f.stream());
+        assert!(!f.include_usage());
+    }
+
+    #[test]
+    fn an_escaped_model_name_is_read_and_renamed_in_place() {
+        let body = br#"{ "model" : "gpt\u002d4o" , "n": 1.50 }"#;
+        let f = RequestFields::peek(body).unwrap();
+        assert_eq!(f.model(), "gpt-4o");
+        let renamed = f.with_model(body, "my \"deployment\"");
+        assert_eq!(
+            renamed,
+            br#"{ "model" : "my \"deployment\"" , "n": 1.50 }"#.to_vec()
+        );
+        assert_eq!(
+            RequestFields::peek(&renamed).unwrap().model(),
+            "my \"deployment\""
+        );
+    }
+
+    #[test]
+    fn bodies_that_are_not_requests_say_why() {
+        let cases: [(&[u8], PeekError); 7] = [
+            (b"", PeekError::NotJson { line: 1, column: 0 }),
+            (b"{\"model\":", PeekError::NotJson { line: 1, column: 9 }),
+            (
+                b"{\"model\":\"a\"} x",
+                PeekError::NotJson {
+                    line: 1,
+                    column: 15,
+                },
+            ),
+            (b"[1,2]", PeekError::NotAnObject),
+            (b"{\"messages\":[]}", PeekError::NoModel),
+            (b"{\"model\":42}", PeekError::ModelNotAString),
+            (
+                b"{\"model\":\"a\",\"model\":\"b\"}",
+                PeekError::DuplicateModel,
+            ),
+        ];
+        for (body, want) in cases {
+            assert_eq!(
+                RequestFields::peek(body),
+                Err(want),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+    }
+
+    #[test]
+    fn stream_of_another_type_is_not_a_stream() {
+        for body in [
+            br#"{"model":"m","stream":"true"}"#.as_slice(),
+            br#"{"model":"m","stream":1}"#,
+            br#"{"model":"m","stream":null,"stream_options":[true]}"#,
+        ] {
+            let f = RequestFields::peek(body).unwrap();
+            assert!(!f.stream() && !f.include_usage());
+        }
+    }
+}
