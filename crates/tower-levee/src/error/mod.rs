@@ -22,7 +22,9 @@ mod stream;
 mod transport;
 
 pub use self::refusal::{BoxError, RefusalKind};
-pub(crate) use self::refusal::{rejection_response, retry_after_secs};
+pub(crate) use self::refusal::rejection_response;
+#[cfg(feature = "api")]
+pub(crate) use self::refusal::retry_after_secs;
 pub use self::rejection::{Rejection, is_rejection};
 pub use self::stream::{StreamTimeout, StreamTimeoutKind};
 pub use self::transport::transport_failure;
