@@ -107,14 +107,25 @@ impl<'a> RequestFields<'a> {
     /// `body` (the one peeked) with the model renamed `model`: every other
     /// byte as it was.
     pub fn with_model(&self, body: &[u8], model: &str) -> Vec<u8> {
-        let Range { start, end } = self.model_at;
-        let mut out = Vec::with_capacity(body.len() + model.len() + 2);
-        out.extend_from_slice(&body[..start]);
-        // A `&str` always serialises; the result is quoted and escaped.
-        serde_json::to_writer(&mut out, model).expect("a string serialises");
-        out.extend_from_slice(&body[end..]);
-        out
+        rename_model(body, self.model_at.clone(), model).expect("the span was read from this body")
     }
+}
+
+/// `body` with the JSON string at `span` (a [`RequestFields::model_span`]
+/// of it) replaced by `model`, quoted and escaped: every other byte as it
+/// was. `None` if `span` is not a JSON string of `body`.
+pub fn rename_model(body: &[u8], span: Range<usize>, model: &str) -> Option<Vec<u8>> {
+    let Range { start, end } = span;
+    let old = body.get(start..end)?;
+    if old.len() < 2 || old[0] != b'"' || old[old.len() - 1] != b'"' {
+        return None;
+    }
+    let mut out = Vec::with_capacity(body.len() + model.len() + 2);
+    out.extend_from_slice(&body[..start]);
+    // A `&str` always serialises; the result is quoted and escaped.
+    serde_json::to_writer(&mut out, model).expect("a string serialises");
+    out.extend_from_slice(&body[end..]);
+    Some(out)
 }
 
 /// Why a body could not be read as an LLM API request.

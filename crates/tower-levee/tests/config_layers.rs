@@ -74,6 +74,7 @@ fn custom() -> LeveeConfig {
             backoff_cap: Duration::from_secs(4),
             max_wait: Duration::from_secs(20),
             timeout: Some(Duration::from_secs(90)),
+            attempt_timeout: Some(Duration::from_secs(30)),
             budget: BudgetConfig::new(Duration::from_secs(5), 2, 0.2),
         },
         bulkhead: BulkheadConfig {

@@ -249,6 +249,10 @@ validated_config! {
         /// The caller's overall deadline, from `call` (none).
         #[serde(default, with = "duration::option", skip_serializing_if = "Option::is_none")]
         pub timeout: Option<Duration>,
+        /// Each attempt's own deadline, for the timeout a stack puts
+        /// beneath the breaker (none; the layer itself does not read it).
+        #[serde(default, with = "duration::option", skip_serializing_if = "Option::is_none")]
+        pub attempt_timeout: Option<Duration>,
         /// The retry budget (10 s, 10 per second, 10%).
         pub budget: BudgetConfig,
     }
@@ -262,6 +266,7 @@ impl Default for RetryConfig {
             backoff_cap: Duration::from_secs(8),
             max_wait: Duration::from_secs(60),
             timeout: None,
+            attempt_timeout: None,
             budget: BudgetConfig::default(),
         }
     }
@@ -283,6 +288,12 @@ impl RetryConfig {
     /// [`RetryBudgetLayer::builder`].
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.policy().validate()?;
+        if self.attempt_timeout.is_some_and(|d| d.is_zero()) {
+            return Err(ConfigError::new(
+                "retry.attempt_timeout",
+                "must be greater than zero, got 0s",
+            ));
+        }
         BudgetConfig::try_new(
             self.budget.ttl(),
             self.budget.min_per_sec(),

@@ -68,6 +68,7 @@
 //! | `retry.backoff_base`, `backoff_cap` | `"500ms"`, `"8s"` | backoff without a hint |
 //! | `retry.max_wait` | `"60s"` | a longer hint is not waited out |
 //! | `retry.timeout` | none | the caller's overall deadline |
+//! | `retry.attempt_timeout` | none | each attempt's deadline, for the timeout a stack puts beneath the breaker |
 //! | `retry.budget.ttl`, `min_per_sec`, `retry_ratio` | `"10s"`, 10, 0.1 | the retry budget |
 //! | `bulkhead.name` | `"bulkhead"` | the compartment's name |
 //! | `bulkhead.max_concurrent` | 64 | calls in flight |
@@ -85,8 +86,12 @@
 //! [`LeveeConfig::breaker_layer`] returns. Serialising a config that holds a
 //! custom policy fails with an error saying so.
 
+#[cfg(feature = "toml")]
+mod file;
 mod layers;
 
+#[cfg(feature = "toml")]
+pub use file::{FileError, from_toml};
 pub use layers::{
     BreakerLayerConfig, BulkheadConfig, DEFAULT_MAX_CONCURRENT, FailoverConfig, RetryConfig,
 };

@@ -21,10 +21,10 @@ mod rejection;
 mod stream;
 mod transport;
 
-pub use self::refusal::{BoxError, RefusalKind};
 pub(crate) use self::refusal::rejection_response;
 #[cfg(feature = "api")]
 pub(crate) use self::refusal::retry_after_secs;
+pub use self::refusal::{BoxError, RefusalKind};
 pub use self::rejection::{Rejection, is_rejection};
 pub use self::stream::{StreamTimeout, StreamTimeoutKind};
 pub use self::transport::transport_failure;

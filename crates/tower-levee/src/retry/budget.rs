@@ -56,6 +56,7 @@ pub struct RetryBudget {
 
 /// A point-in-time reading of a [`RetryBudget`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct BudgetSnapshot {
     /// Whole retries the budget would grant now.
