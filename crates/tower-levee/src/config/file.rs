@@ -90,8 +90,9 @@ fn line_column(text: &str, at: usize) -> Option<(usize, usize)> {
 /// use tower_levee::config::{LeveeConfig, from_toml};
 ///
 /// let err = from_toml::<LeveeConfig>("[breaker]\nthreshold = 3\nhalf_open_probes = 0\n").unwrap_err();
-/// assert_eq!((err.line(), err.column()), (Some(1), Some(1)));
-/// assert!(err.to_string().contains("breaker.half_open_probes"), "{err}");
+/// assert_eq!(err.key(), "breaker.half_open_probes");
+/// assert_eq!((err.line(), err.column()), (Some(3), Some(1)));
+/// assert_eq!(err.message(), "must be at least 1, got 0");
 ///
 /// let err = from_toml::<LeveeConfig>("[gate]\nmax_wiat = \"5m\"\n").unwrap_err();
 /// assert_eq!(err.key(), "gate.max_wiat");
@@ -106,8 +107,26 @@ pub fn from_toml<T: DeserializeOwned>(text: &str) -> Result<T, FileError> {
             path => path,
         };
         let inner = e.into_inner();
-        let message = first_line(inner.message());
-        let span = unknown_key_span(text, inner.span(), &message).or(inner.span());
+        let mut message = first_line(inner.message());
+        let mut key = key;
+        let mut span = unknown_key_span(text, inner.span(), &message).or(inner.span());
+        // A section's validation names its own field (`invalid
+        // breaker.half_open_probes: …`) where the path stops at the section.
+        if let Some((field, rest)) = message
+            .strip_prefix("invalid ")
+            .and_then(|m| m.split_once(": "))
+            .filter(|(field, _)| !field.contains(' '))
+        {
+            let (head, tail) = field.split_once('.').unwrap_or((field, ""));
+            if !tail.is_empty() && (key == head || key.ends_with(&format!(".{head}"))) {
+                let name = tail.rsplit('.').next().unwrap_or(tail);
+                if let Some(found) = key_span(text, inner.span(), name) {
+                    span = Some(found);
+                }
+                key = format!("{key}.{tail}");
+                message = rest.to_owned();
+            }
+        }
         FileError::at(text, span, key, message)
     })
 }
@@ -121,7 +140,11 @@ fn unknown_key_span(
     message: &str,
 ) -> Option<Range<usize>> {
     let (_, rest) = message.split_once("unknown field `")?;
-    let name = rest.split('`').next()?;
+    key_span(text, table, rest.split('`').next()?)
+}
+
+/// Where the key `name` is written within the table that starts at `table`.
+fn key_span(text: &str, table: Option<Range<usize>>, name: &str) -> Option<Range<usize>> {
     // From the table (toml's span may cover only its `[header]`) to the
     // next header.
     let start = table?.start;

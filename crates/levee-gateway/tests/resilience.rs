@@ -1,0 +1,240 @@
+//! What Levee decides, as a client of the gateway sees it: a 429 gates its
+//! target and the next request is refused unsent; a spend cap parks; a
+//! stream that fails before content fails over unseen; a dead target fails
+//! over; when nothing can serve, a 429 with the capped wait.
+
+mod support;
+
+use std::time::Duration;
+
+use support::{Gateway, Provider, Reply, post};
+
+const KEY: &str = "sk-client-resilience";
+
+fn env() -> Vec<(&'static str, &'static str)> {
+    vec![("CLIENT_KEY", KEY), ("P_KEY", "sk-provider")]
+}
+
+/// Targets `a`, `b`, ... at `urls`, one route over all, in order.
+fn config(urls: &[String], levee: &str) -> String {
+    let mut out = String::new();
+    let names: Vec<String> = (0..urls.len())
+        .map(|i| char::from(b'a' + i as u8).to_string())
+        .collect();
+    for (name, url) in names.iter().zip(urls) {
+        out += &format!(
+            "[[target]]\nname = \"{name}\"\nbase_url = \"{url}\"\napi_key_env = \"P_KEY\"\n\n"
+        );
+    }
+    let list: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+    out += &format!(
+        "[[route]]\nmodel = \"gpt-4o\"\ntargets = [{}]\n\n[[client]]\nname = \"app\"\nkey_env = \"CLIENT_KEY\"\n\n{levee}\n",
+        list.join(", ")
+    );
+    out
+}
+
+const CHAT: &str = r#"{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}"#;
+const OK: &str = r#"{"choices":[{"message":{"content":"ok"}}]}"#;
+
+fn throttled(wait_secs: u64) -> Reply {
+    Reply::json(
+        429,
+        r#"{"error":{"message":"Rate limit reached for gpt-4o","type":"requests","code":"rate_limit_exceeded"}}"#,
+    )
+    .with_header("retry-after", &wait_secs.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_429_gates_its_target_and_the_next_request_is_refused_unsent_with_retry_after() {
+    let provider = Provider::always(throttled(45)).await;
+    // One attempt: the retry layer would otherwise wait the 45 s out.
+    let gw = Gateway::start(
+        &config(&[provider.url()], "[levee.retry]\nmax_attempts = 1\n"),
+        &env(),
+    );
+    let url = gw.url("/v1/chat/completions");
+
+    // The provider's own 429 passes through, untouched.
+    let first = post(&url, KEY, CHAT).await;
+    assert_eq!(first.status, 429);
+    assert_eq!(first.header("retry-after"), Some("45"));
+    assert_eq!(first.json()["error"]["code"], "rate_limit_exceeded");
+    assert_eq!(first.header("x-levee-served-by"), Some("a"));
+    assert!(first.header("x-levee-refusal").is_none());
+
+    // The next is Levee's own refusal: never sent, and it says so.
+    let second = post(&url, KEY, CHAT).await;
+    assert_eq!(second.status, 429);
+    assert_eq!(provider.calls(), 1, "refused without a call");
+    assert_eq!(second.header("x-levee-refusal"), Some("throttled"));
+    let wait: u64 = second.header("retry-after").unwrap().parse().unwrap();
+    assert!((44..=45).contains(&wait), "{wait}");
+    assert!(second.header("retry-after-ms").is_some());
+    assert!(second.header("x-should-retry").is_none());
+    let body = second.json();
+    assert_eq!(body["error"]["type"], "levee_refusal");
+    assert_eq!(body["error"]["code"], "provider_rate_limited");
+    assert!(second.header("x-levee-served-by").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_spend_cap_parks_its_target_and_says_retrying_will_not_help() {
+    let cap = Reply::json(
+        429,
+        r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","code":"insufficient_quota"}}"#,
+    );
+    let provider = Provider::always(cap).await;
+    let gw = Gateway::start(&config(&[provider.url()], ""), &env());
+    let url = gw.url("/v1/chat/completions");
+    let first = post(&url, KEY, CHAT).await;
+    assert_eq!(first.status, 429);
+    assert_eq!(first.json()["error"]["code"], "insufficient_quota");
+    assert_eq!(provider.calls(), 1, "a spend cap is not retried");
+
+    let second = post(&url, KEY, CHAT).await;
+    assert_eq!(second.status, 503);
+    assert_eq!(second.header("x-levee-refusal"), Some("parked"));
+    assert_eq!(second.header("x-should-retry"), Some("false"));
+    assert_eq!(second.header("retry-after"), Some("300"), "capped at 300 s");
+    assert_eq!(second.json()["error"]["code"], "parked");
+    assert_eq!(provider.calls(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_that_fails_before_its_first_token_fails_over_unseen() {
+    let broken = Provider::always(Reply::sse(
+        &[
+            "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n",
+            "data: {\"error\":{\"message\":\"The server had an error while processing your request.\",\"type\":\"server_error\"}}\n\n",
+        ],
+        Duration::from_millis(10),
+    ))
+    .await;
+    let good_events = [
+        "data: {\"choices\":[{\"delta\":{\"content\":\"fine\"}}]}\n\n",
+        "data: [DONE]\n\n",
+    ];
+    let good = Provider::always(Reply::sse(&good_events, Duration::from_millis(10))).await;
+    let gw = Gateway::start(&config(&[broken.url(), good.url()], ""), &env());
+    let res = post(
+        &gw.url("/v1/chat/completions"),
+        KEY,
+        r#"{"model":"gpt-4o","stream":true,"messages":[]}"#,
+    )
+    .await;
+    assert_eq!(res.status, 200);
+    assert_eq!(
+        res.text(),
+        good_events.concat(),
+        "only the stream that served"
+    );
+    assert_eq!(res.header("x-levee-served-by"), Some("b"));
+    assert_eq!((broken.calls(), good.calls()), (1, 1));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_target_that_cannot_be_reached_fails_over_and_opens_its_breaker() {
+    // A port nothing listens on.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let good = Provider::always(Reply::json(200, OK)).await;
+    let gw = Gateway::start(&config(&[closed, good.url()], ""), &env());
+    for _ in 0..8 {
+        let res = post(&gw.url("/v1/chat/completions"), KEY, CHAT).await;
+        assert_eq!(res.status, 200);
+        assert_eq!(res.header("x-levee-served-by"), Some("b"));
+    }
+    let health = support::send("GET", &gw.url("/levee/health"), &[], "").await;
+    let targets = &health.json()["routes"]["gpt-4o"]["openai"]["failover"]["targets"];
+    assert_eq!(targets[0]["name"], "a");
+    assert_eq!(targets[0]["state"], "open", "{targets}");
+    assert_eq!(good.calls(), 8);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn when_no_target_can_serve_the_answer_is_a_429_with_the_capped_wait() {
+    // 400 s: gated (under the gate's 10-minute cap), past the 300-s cap.
+    let a = Provider::always(throttled(400)).await;
+    let b = Provider::always(throttled(400)).await;
+    let gw = Gateway::start(&config(&[a.url(), b.url()], ""), &env());
+    let url = gw.url("/v1/chat/completions");
+    // Both throttle: the caller gets the last real answer.
+    let first = post(&url, KEY, CHAT).await;
+    assert_eq!(first.status, 429);
+    assert_eq!(first.header("x-levee-served-by"), Some("b"));
+    assert_eq!((a.calls(), b.calls()), (1, 1));
+    // Then nothing can serve: Levee's 429, capped, sent nowhere.
+    let second = post(&url, KEY, CHAT).await;
+    assert_eq!(second.status, 429);
+    assert_eq!(second.header("x-levee-refusal"), Some("throttled"));
+    assert_eq!(second.header("retry-after"), Some("300"));
+    assert_eq!(second.json()["error"]["code"], "provider_rate_limited");
+    assert_eq!((a.calls(), b.calls()), (1, 1));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_over_its_requests_per_minute_is_refused_by_the_gateway_not_the_provider() {
+    let provider = Provider::always(Reply::json(
+        200,
+        r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}"#,
+    ))
+    .await;
+    let cfg = config(&[provider.url()], "").replace(
+        "key_env = \"CLIENT_KEY\"\n",
+        "key_env = \"CLIENT_KEY\"\nrequests_per_minute = 2\n",
+    );
+    let gw = Gateway::start(&cfg, &env());
+    let url = gw.url("/v1/chat/completions");
+    for _ in 0..2 {
+        assert_eq!(post(&url, KEY, CHAT).await.status, 200);
+    }
+    let refused = post(&url, KEY, CHAT).await;
+    assert_eq!(refused.status, 429);
+    assert_eq!(refused.header("x-levee-refusal"), Some("client_limit"));
+    assert_eq!(refused.json()["error"]["code"], "client_rate_limited");
+    let wait: u64 = refused.header("retry-after").unwrap().parse().unwrap();
+    assert!((29..=30).contains(&wait), "{wait}");
+    assert_eq!(provider.calls(), 2);
+
+    let metrics = support::send("GET", &gw.url("/metrics"), &[], "")
+        .await
+        .text();
+    assert!(
+        metrics.contains("levee_gateway_client_tokens_total{client=\"app\"} 20"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("levee_gateway_client_refused_total{client=\"app\"} 1"));
+    let health = support::send("GET", &gw.url("/levee/health"), &[], "")
+        .await
+        .json();
+    assert_eq!(health["clients"][0]["tokens"], 20);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn refusals_to_anthropic_callers_take_anthropics_shape() {
+    let provider = Provider::always(
+        Reply::json(
+            429,
+            r#"{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}"#,
+        )
+        .with_header("retry-after", "90"),
+    )
+    .await;
+    let cfg = format!(
+        "[[target]]\nname = \"claude\"\nbase_url = \"{}\"\napi_key_env = \"P_KEY\"\ndialect = \"anthropic\"\n\n[[route]]\nmodel = \"claude-sonnet-4-5\"\ntargets = [\"claude\"]\n\n[[client]]\nname = \"app\"\nkey_env = \"CLIENT_KEY\"\n\n[levee.retry]\nmax_attempts = 1\n",
+        provider.url()
+    );
+    let gw = Gateway::start(&cfg, &env());
+    let body = r#"{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[]}"#;
+    let url = gw.url("/v1/messages");
+    assert_eq!(post(&url, KEY, body).await.status, 429);
+    let refused = post(&url, KEY, body).await;
+    assert_eq!(refused.status, 429);
+    let json = refused.json();
+    assert_eq!(json["type"], "error");
+    assert_eq!(json["error"]["type"], "levee_refusal");
+    assert_eq!(provider.calls(), 1);
+}
