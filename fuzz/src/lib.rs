@@ -17,6 +17,12 @@
 //!   and `feed` reports at most once, agreeing with `finish`.
 //! - [`config`]: a TOML or JSON configuration deserialised and built:
 //!   a typed error or a layer, never a panic.
+//! - [`request`]: the request path of a server in front of a provider (the
+//!   gateway's): the caller's key read from its headers, the body peeked
+//!   for its model and stream flag, the model routed and renamed in place,
+//!   and the answer's usage read from any split of its bytes: a renamed
+//!   body peeks back to the new name with every other byte unchanged, and
+//!   the usage read in pieces is the usage read whole.
 //!
 //! Inputs are plain bytes in a readable form, so a regression file can be
 //! read and edited (see [`Case`]).
@@ -311,3 +317,54 @@ pub fn config(data: &[u8]) {
 /// samples: every provider signal as a response (and its body as hint
 /// text), every stream fixture, every example configuration.
 pub mod seeds;
+
+/// See the [crate docs](crate): the first byte picks a split point for the
+/// usage scanner, the rest is the request's head (up to an empty line) and
+/// body, also read as an answer's body.
+pub fn request(data: &[u8]) {
+    use levee_core::request::{RequestFields, rename_model};
+    use levee_core::usage::UsageScanner;
+
+    let Some((&split, rest)) = data.split_first() else {
+        return;
+    };
+    let case = Case::decode(rest);
+    // The caller's key, as the gateway reads it: never a panic, and a
+    // key read is a part of a header's value.
+    if let Some(auth) = case.headers.get(http::header::AUTHORIZATION) {
+        let value = auth.as_bytes();
+        if value.len() > 7 && value[..7].eq_ignore_ascii_case(b"bearer ") {
+            assert!(value[7..].trim_ascii().len() <= value.len());
+        }
+    }
+    let body = case.body;
+    if let Ok(fields) = RequestFields::peek(body) {
+        let span = fields.model_span();
+        let raw = &body[span.clone()];
+        assert_eq!(raw.first(), Some(&b'"'));
+        assert_eq!(raw.last(), Some(&b'"'));
+        let again: String = serde_json::from_slice(raw).expect("the span is the model's string");
+        assert_eq!(again, fields.model());
+        // Routed to a target that names the model otherwise.
+        for name in ["gpt-4o-2024-08-06", "a \"quoted\" \\ name ✓", ""] {
+            let renamed = rename_model(body, span.clone(), name).expect("a string span");
+            let back = RequestFields::peek(&renamed).expect("a renamed body still peeks");
+            assert_eq!(back.model(), name);
+            assert_eq!(back.stream(), fields.stream());
+            assert_eq!(back.include_usage(), fields.include_usage());
+            let tail = &body[span.end..];
+            assert_eq!(&renamed[..span.start], &body[..span.start]);
+            assert_eq!(&renamed[renamed.len() - tail.len()..], tail);
+        }
+    }
+    // The same bytes as an answer: its usage whole and in two pieces.
+    let mut whole = UsageScanner::new();
+    whole.feed(body);
+    let at = usize::from(split).min(body.len());
+    let mut pieces = UsageScanner::new();
+    pieces.feed(&body[..at]);
+    pieces.feed(&body[at..]);
+    assert_eq!(whole.usage(), pieces.usage(), "split at {at}");
+    assert_eq!(whole.events(), pieces.events(), "split at {at}");
+    assert_eq!(whole.tokens(0), pieces.tokens(0));
+}

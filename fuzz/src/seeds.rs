@@ -145,9 +145,36 @@ pub fn of(target: &str) -> Vec<Vec<u8>> {
                 .chain([FULL_CONFIG.as_bytes().to_vec(), b"{}".to_vec()])
                 .collect()
         }
+        "request" => REQUESTS
+            .iter()
+            .enumerate()
+            .map(|(i, body)| {
+                let mut input = vec![(i * 7) as u8];
+                input.extend(Case::encode(
+                    200,
+                    &[("authorization", "Bearer sk-client"), ("content-type", "application/json")],
+                    body.as_bytes(),
+                ));
+                input
+            })
+            .collect(),
         _ => Vec::new(),
     }
 }
 
 /// Every target's name.
-pub const TARGETS: [&str; 4] = ["classify", "hints", "stream", "config"];
+pub const TARGETS: [&str; 5] = ["classify", "hints", "stream", "config", "request"];
+
+/// Requests as SDKs send them, and answers that report their usage.
+const REQUESTS: &[&str] = &[
+    r#"{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}"#,
+    r#"{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true},"messages":[]}"#,
+    r#"{ "messages" : [], "model" : "gpt\u002d4o" , "temperature": 0.70 }"#,
+    r#"{"model":"claude-sonnet-4-5","max_tokens":1024,"stream":true,"messages":[{"role":"user","content":[{"type":"text","text":"h\u00e9"}]}]}"#,
+    r#"{"model":"text-embedding-3-small","input":["a","b"],"encoding_format":"float"}"#,
+    r#"{"model":"a","model":"b"}"#,
+    r#"[1,2,3]"#,
+    r#"{"id":"c","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":12,"total_tokens":21,"prompt_tokens_details":{"cached_tokens":0}}}"#,
+    "data: {\"choices\":[],\"usage\":null}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2,\"total_tokens\":5}}\n\ndata: [DONE]\n\n",
+    "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":25,\"output_tokens\":1}}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":15}}\n\n",
+];

@@ -46,6 +46,11 @@ fn stream_seeds_and_regressions_keep_every_invariant() {
 }
 
 #[test]
+fn request_seeds_and_regressions_keep_every_invariant() {
+    replay("request", levee_fuzz::request);
+}
+
+#[test]
 fn config_seeds_and_regressions_keep_every_invariant() {
     replay("config", levee_fuzz::config);
 }

@@ -73,8 +73,11 @@ const EVENT_FIELD: &[u8] = b"\ndata:";
 pub struct UsageScanner {
     state: State,
     usage: Option<Usage>,
-    /// The last bytes of the previous chunk, for a key cut in two.
+    /// The last bytes seen, for an event's `data:` cut in two.
     carry: Carry,
+    /// The last bytes searched for a key and not consumed since (by a key
+    /// found, or the object after it), for a key cut in two.
+    unsearched: Carry,
     bytes: u64,
     events: u64,
 }
@@ -157,12 +160,23 @@ impl UsageScanner {
         };
         self.bytes = self.bytes.saturating_add(chunk.len() as u64);
         self.events += count_across(carry.as_slice(), chunk, EVENT_FIELD);
+        self.carry = carry;
+        self.carry.keep(chunk);
+
         let mut at = 0;
+        // Bytes before this were consumed in this chunk: a key found, or
+        // what follows one; none of them may start another key.
+        let mut consumed = 0;
         while at < chunk.len() {
+            let state_before = std::mem::discriminant(&self.state);
             at = match &mut self.state {
                 State::Search => {
-                    // The carry precedes the chunk's first byte only.
-                    let before = if at == 0 { carry.as_slice() } else { &[] };
+                    // The unsearched bytes precede the chunk's first byte only.
+                    let before = if at == 0 {
+                        self.unsearched.as_slice()
+                    } else {
+                        &[]
+                    };
                     match find_across(before, &chunk[at..], USAGE_KEY) {
                         Some(end) => {
                             self.state = State::Colon;
@@ -218,9 +232,20 @@ impl UsageScanner {
                     }
                 },
             };
+            if !matches!(self.state, State::Search)
+                || std::mem::discriminant(&self.state) != state_before
+            {
+                consumed = at;
+            }
         }
-        self.carry = carry;
-        self.carry.keep(chunk);
+        if !matches!(self.state, State::Search) {
+            self.unsearched = Carry::default();
+        } else if consumed > 0 {
+            self.unsearched = Carry::default();
+            self.unsearched.keep(&chunk[consumed..]);
+        } else {
+            self.unsearched.keep(chunk);
+        }
     }
 
     /// What the answer reported, merged over every `usage` seen: the
@@ -489,6 +514,18 @@ mod tests {
         let u = scan(body, 3).usage().unwrap();
         // The escaped key inside the string is followed by `\"`, not `:`.
         assert_eq!((u.input, u.output), (1, 2));
+    }
+
+    #[test]
+    fn a_key_is_not_found_again_in_bytes_a_key_already_used_at_any_split() {
+        // `"usage"usage":{..}`: the quote ending the first key cannot start
+        // a second one, whether or not the body is cut right after it.
+        let body = r#"{"usage"usage":{"prompt_tokens":5},"x":1}"#;
+        let whole = scan(body, body.len()).usage();
+        for chunk in 1..body.len() {
+            assert_eq!(scan(body, chunk).usage(), whole, "chunk {chunk}");
+        }
+        assert_eq!(whole, None);
     }
 
     #[test]

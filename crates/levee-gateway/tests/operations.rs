@@ -360,3 +360,68 @@ fn a_config_that_does_not_parse_or_validate_exits_2_naming_the_key_line_and_colu
     );
     assert_eq!(check_config(&good, &env).0, Some(0));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_tls_it_serves_https_over_http2_and_http11() {
+    use http_body_util::{BodyExt, Full};
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+
+    let provider = Provider::always(Reply::json(200, r#"{"choices":[]}"#)).await;
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let tls = format!(
+        "[tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
+        data.join("test-cert.pem").display(),
+        data.join("test-key.pem").display()
+    );
+    let gw = Gateway::start(&config(&provider.url(), &tls), &env());
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(data.join("test-ca.pem")).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    for http2 in [true, false] {
+        let tls = rustls::ClientConfig::builder()
+            .with_root_certificates(roots.clone())
+            .with_no_client_auth();
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_only()
+            .enable_http1();
+        let https = if http2 {
+            https.enable_http2().build()
+        } else {
+            https.build()
+        };
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build::<_, Full<bytes::Bytes>>(https);
+        let req = http::Request::post(format!(
+            "https://localhost:{}/v1/chat/completions",
+            gw.addr.port()
+        ))
+        .header("authorization", format!("Bearer {KEY}"))
+        .body(Full::new(bytes::Bytes::from_static(CHAT.as_bytes())))
+        .unwrap();
+        let res = client.request(req).await.unwrap();
+        let version = res.version();
+        assert_eq!(res.status(), 200);
+        assert_eq!(
+            version,
+            if http2 {
+                http::Version::HTTP_2
+            } else {
+                http::Version::HTTP_11
+            }
+        );
+        let body = res.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(body, r#"{"choices":[]}"#);
+    }
+    // Plain HTTP on the TLS port is not served.
+    let plain = tokio::time::timeout(
+        Duration::from_secs(5),
+        support::client().get(gw.url("/healthz").parse().unwrap()),
+    )
+    .await
+    .unwrap();
+    assert!(plain.is_err() || plain.unwrap().status() != 200);
+}
