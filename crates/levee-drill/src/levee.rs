@@ -1,6 +1,7 @@
 //! The `levee` stack: RetryBudget → Failover → Bulkhead → Breaker →
-//! per-attempt timeout → provider, from the defaults and the scenario's
-//! `[levee]` overrides.
+//! per-attempt timeout → provider, built from the scenario's `[levee]`
+//! (`tower_levee::config::LeveeConfig`, with the drill's defaults where it
+//! is silent: see [`crate::scenario`]) by the library's own helpers.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -8,22 +9,19 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::Request;
 use http_body_util::BodyExt;
-use levee_core::breaker::{BreakerConfig, Cooldown, Jitter};
 use levee_core::classify::{StreamScanner, Verdict};
-use levee_core::config::{CooldownSpec, ExponentialSpec};
-use levee_core::gate::GateConfig;
-use levee_core::park::ParkConfig;
 use tokio::time::Instant;
 use tower::{Layer, ServiceExt};
-use tower_levee::breaker::{Scope, StreamHold, TokenCost};
+use tower_levee::breaker::{Scope, TokenCost};
+use tower_levee::config::BulkheadConfig;
 use tower_levee::failover::{Failover, NoTargetAvailable, ServedBy, Target};
 use tower_levee::retry::{Deadline, Retry, RetryOutcome, Stop};
-use tower_levee::{BoxError, BreakerLayer, BulkheadLayer, RetryBudget, RetryBudgetLayer};
+use tower_levee::{BoxError, RetryBudget, RetryBudgetLayer};
 
 use crate::dialect::SimBody;
 use crate::outcome::{Fail, TransitionRecord, is_timeout, rejection_kind, response_failure};
 use crate::provider::{Provider, TargetService};
-use crate::scenario::{LeveeConfig, Scenario};
+use crate::scenario::Scenario;
 
 /// The provider label of a dialect: targets of one provider are expected to
 /// fail together on overload, so failover tries another provider first.
@@ -75,78 +73,6 @@ impl std::fmt::Debug for LeveeStack {
     }
 }
 
-/// The breaker configuration: defaults with the scenario's overrides.
-pub fn breaker_config(cfg: &LeveeConfig) -> Result<BreakerConfig, BoxError> {
-    let o = &cfg.breaker;
-    let d = BreakerConfig::default();
-    let mut b = BreakerConfig::builder();
-    if let Some(t) = o.threshold {
-        b = b.threshold(t);
-    }
-    if let Some(window) = o.window {
-        b = b.rolling(
-            window,
-            o.min_calls.unwrap_or(10),
-            o.failure_ratio.unwrap_or(0.5),
-        );
-    } else if o.min_calls.is_some() || o.failure_ratio.is_some() {
-        return Err("[levee.breaker]: `min_calls` and `failure_ratio` need a `window`".into());
-    }
-    let jitter = match o.jitter.as_deref() {
-        None => None,
-        Some("full") => Some(Jitter::Full),
-        Some("equal") => Some(Jitter::Equal),
-        Some("none") => Some(Jitter::None),
-        Some(other) => {
-            return Err(format!(
-                "[levee.breaker].jitter: expected full, equal or none, got {other:?}"
-            )
-            .into());
-        }
-    };
-    // What the scenario leaves out keeps the layer's default schedule.
-    let schedule = ExponentialSpec {
-        base: o.cooldown,
-        multiplier: o.multiplier,
-        max: o.max_cooldown,
-        jitter,
-        hold: o.cooldown_hold,
-    };
-    if schedule != ExponentialSpec::default() {
-        b = b.cooldown(CooldownSpec::Exponential(schedule).to_cooldown(&d.cooldown));
-    }
-    if let Some(r) = o.half_open_success_ratio {
-        b = b.half_open_success_ratio(r);
-    }
-    if let Some(t) = o.probe_timeout {
-        b = b.probe_timeout(t);
-    }
-    if let Some(c) = o.credential_cooldown {
-        // A base past the default cap raises the cap with it.
-        let cap = match &d.credential_cooldown {
-            Cooldown::Exponential { max, .. } => (*max).max(c),
-            Cooldown::Custom(_) => c,
-        };
-        let schedule = ExponentialSpec {
-            base: Some(c),
-            max: Some(cap),
-            ..ExponentialSpec::default()
-        };
-        b = b.credential_cooldown(
-            CooldownSpec::Exponential(schedule).to_cooldown(&d.credential_cooldown),
-        );
-    }
-    b = b.slow_call(o.slow_call.or(d.slow_call));
-    if let Some(p) = o.half_open_probes {
-        b = b.half_open_probes(p);
-    }
-    if let Some(c) = o.credential_threshold {
-        b = b.credential_threshold(c);
-    }
-    b.build()
-        .map_err(|e| format!("[levee.breaker]: {e}").into())
-}
-
 impl LeveeStack {
     /// Builds the stack over `provider`, recording transitions.
     pub fn new(
@@ -156,20 +82,6 @@ impl LeveeStack {
         fleet: Option<FleetLink>,
     ) -> Result<Self, BoxError> {
         let cfg = &sc.levee;
-        let mut gate = GateConfig::builder();
-        if let Some(w) = cfg.gate.default_wait {
-            gate = gate.default_wait(w);
-        }
-        if let Some(j) = cfg.gate.jitter {
-            gate = gate.jitter(j);
-        }
-        if let Some(m) = cfg.gate.max_wait {
-            gate = gate.max_wait(m);
-        }
-        let mut park = ParkConfig::builder();
-        if let Some(p) = cfg.park.default_park {
-            park = park.default_park(p);
-        }
         let events: Arc<Mutex<Vec<TransitionRecord>>> = Arc::default();
         let sink = events.clone();
         let names: Vec<(String, String)> = sc
@@ -177,29 +89,10 @@ impl LeveeStack {
             .iter()
             .map(|t| (t.name.clone(), t.account.clone()))
             .collect();
-        let mut breaker = BreakerLayer::builder().stream_hold(if cfg.stream_hold.unwrap_or(true) {
-            StreamHold::default()
-        } else {
-            StreamHold::off()
-        });
-        if let Some(t) = cfg.first_content_timeout {
-            breaker = breaker.first_content_timeout(t);
-        }
-        if let Some(t) = cfg.stall_timeout {
-            breaker = breaker.stall_timeout(t);
-        }
-        let breaker = breaker
-            .breaker(breaker_config(cfg)?)
-            .gate(gate.build().map_err(|e| format!("[levee.gate]: {e}"))?)
-            .park(park.build().map_err(|e| format!("[levee.park]: {e}"))?)
+        let breaker = cfg
+            .breaker_layer()
+            .map_err(|e| format!("[levee] {e}"))?
             .seed(sc.seed)
-            .isolate_by_model(cfg.isolate_by_model)
-            .pace(
-                cfg.pace
-                    .clone()
-                    .try_into()
-                    .map_err(|e| format!("[levee.pace]: {e}"))?,
-            )
             .on_event(move |ev| {
                 let scope = ev.scope();
                 let target = names
@@ -224,7 +117,7 @@ impl LeveeStack {
                 });
             })
             .build()
-            .map_err(|e| format!("[levee.breaker]: {e}"))?;
+            .map_err(|e| format!("[levee] {e}"))?;
         let fleet = fleet
             .map(|link| -> Result<_, BoxError> {
                 let fleet = levee_redis::Fleet::builder()
@@ -240,17 +133,22 @@ impl LeveeStack {
                 Ok(spawned.map_err(|e| format!("[fleet]: {e}"))?)
             })
             .transpose()?;
-        let attempt_timeout = cfg.attempt_timeout.unwrap_or(sc.load.timeout / 3);
-        let max_concurrent = cfg.bulkhead.max_concurrent.unwrap_or(256);
+        let retry = sc.retry_config();
+        let attempt_timeout = retry
+            .attempt_timeout
+            .expect("the drill's default is filled in");
         let mut failover = Failover::builder();
         for (i, t) in sc.targets.iter().enumerate() {
             // No stream check below the breaker: its own stream watch sees
             // the body as the caller reads it.
             let inner = tower::timeout::Timeout::new(provider.target(i), attempt_timeout);
-            let mut bulkhead = BulkheadLayer::named(t.name.clone(), max_concurrent);
-            if let Some(w) = cfg.bulkhead.max_wait {
-                bulkhead = bulkhead.max_wait(w);
+            // A compartment per target, named after it.
+            let bulkhead = BulkheadConfig {
+                name: t.name.clone(),
+                ..cfg.bulkhead.clone()
             }
+            .layer()
+            .map_err(|e| format!("[levee] {e}"))?;
             let scope = Scope::new()
                 .domain(t.name.clone())
                 .model(sc.load.model.clone())
@@ -268,33 +166,17 @@ impl LeveeStack {
             };
             failover = failover.target(target);
         }
-        let failover = failover.build().map_err(|e| format!("[[target]]: {e}"))?;
-        let r = &cfg.retry;
-        let ttl = r.ttl.unwrap_or(Duration::from_secs(10));
-        if ttl < Duration::from_millis(1) || ttl > Duration::from_secs(3600) {
-            return Err(format!("[levee.retry].ttl: must be within 1ms..=1h, got {ttl:?}").into());
-        }
-        let ratio = r.retry_ratio.unwrap_or(0.1);
-        if !(0.0..=1000.0).contains(&ratio) {
-            return Err(
-                format!("[levee.retry].retry_ratio: must be within 0..=1000, got {ratio}").into(),
-            );
-        }
-        let budget = Arc::new(RetryBudget::new(ttl, r.min_per_sec.unwrap_or(10), ratio));
-        let mut layer = RetryBudgetLayer::builder(budget.clone())
-            .max_attempts(r.max_attempts.unwrap_or(3))
-            .timeout(sc.load.timeout)
+        let failover = cfg
+            .failover
+            .apply(failover)
+            .map_err(|e| format!("[levee] {e}"))?
+            .build()
+            .map_err(|e| format!("[[target]]: {e}"))?;
+        let budget = Arc::new(RetryBudget::from_config(retry.budget));
+        let layer = retry
+            .apply(RetryBudgetLayer::new(budget.clone()))
+            .map_err(|e| format!("[levee] {e}"))?
             .seed(sc.seed);
-        if let Some(w) = r.max_wait {
-            layer = layer.max_wait(w);
-        }
-        if r.backoff_base.is_some() || r.backoff_cap.is_some() {
-            layer = layer.backoff(
-                r.backoff_base.unwrap_or(Duration::from_millis(500)),
-                r.backoff_cap.unwrap_or(Duration::from_secs(8)),
-            );
-        }
-        let layer = layer.build().map_err(|e| format!("[levee.retry]: {e}"))?;
         let svc = layer.layer(failover);
         Ok(LeveeStack {
             svc,

@@ -22,7 +22,6 @@
 
 pub mod body;
 pub mod classify_cmd;
-pub mod config;
 pub mod dialect;
 pub mod levee;
 pub mod live;

@@ -51,7 +51,9 @@ enum Command {
     /// budget) and the bulkhead, then refines around the best; each setting
     /// runs with several seeds and is scored on the means. Prints the
     /// settings no other beats on all three numbers, each as a `[levee]`
-    /// block to paste into the scenario, and the baseline (the scenario's own).
+    /// block to paste into the scenario, a service's `LeveeConfig` file or
+    /// the gateway's `[levee]` (the same keys), and the baseline (the
+    /// scenario's own).
     Tune(TuneArgs),
     /// Read JSON lines on stdin, write one verdict per line.
     ///

@@ -1,14 +1,35 @@
 //! Scenario files: the TOML a user writes down (accounts, load, faults), parsed
 //! and validated with errors naming the field.
+//!
+//! A scenario's `[levee]` table is the library's own configuration,
+//! [`tower_levee::config::LeveeConfig`], with the same keys, value forms and
+//! defaults as a service's file and the gateway's `[levee]`, so a table
+//! proven here pastes into either unchanged. The drill departs from the
+//! library's defaults where a key is not written, and only there:
+//!
+//! | key | the drill, when unset | the library |
+//! |---|---|---|
+//! | `bulkhead.max_concurrent` | 256 per target ([`DRILL_MAX_CONCURRENT`]) | 64 |
+//! | `retry.timeout` | `load.timeout` | none |
+//! | `retry.attempt_timeout` | a third of `load.timeout` | none |
+//!
+//! The first is filled in when the file is read (so [`Scenario::levee`]
+//! holds it, and `levee-drill tune` prints it); the timeouts follow
+//! `[load]` and are filled in when the stack is built
+//! ([`Scenario::retry_config`]). The drill names each target's bulkhead
+//! after the target (`bulkhead.name` is not read) and seeds the breaker's
+//! and the retry layer's jitter with the scenario's `seed`.
 
 use std::fmt;
 use std::time::Duration;
 
 use serde::Deserialize;
+use tower_levee::config::{LeveeConfig, RetryConfig};
 
-pub use crate::config::{
-    BreakerOverrides, BulkheadOverrides, GateOverrides, LeveeConfig, ParkOverrides, RetryOverrides,
-};
+/// `bulkhead.max_concurrent` of a scenario whose `[levee.bulkhead]` names
+/// none: high enough that no scenario's load queues on it, so a drill
+/// measures the breaker, gate and park unless it sets a bulkhead itself.
+pub const DRILL_MAX_CONCURRENT: usize = 256;
 
 /// The stacks a scenario can compare, in report order: the baselines, the
 /// peers users would otherwise pick ([`crate::peers`]), then Levee.
@@ -70,7 +91,9 @@ pub struct Scenario {
     pub targets: Vec<Target>,
     /// The scripted faults.
     pub faults: Vec<Fault>,
-    /// Overrides of the Levee stack's default configuration.
+    /// The Levee stack's configuration: the scenario's `[levee]` table,
+    /// with [`DRILL_MAX_CONCURRENT`] where it names no
+    /// `bulkhead.max_concurrent`.
     pub levee: LeveeConfig,
     /// Replicas of the service sharing the load, if more than one process.
     pub fleet: Option<FleetSpec>,
@@ -96,6 +119,16 @@ impl Scenario {
     /// The number of replicas (1 without a `[fleet]`).
     pub fn replicas(&self) -> usize {
         self.fleet.as_ref().map_or(1, |f| f.replicas as usize)
+    }
+
+    /// The retry layer's settings the drill runs: `[levee.retry]`, with the
+    /// caller's deadline (`load.timeout`) and a third of it per attempt
+    /// where the table names none.
+    pub fn retry_config(&self) -> RetryConfig {
+        let mut retry = self.levee.retry.clone();
+        retry.timeout.get_or_insert(self.load.timeout);
+        retry.attempt_timeout.get_or_insert(self.load.timeout / 3);
+        retry
     }
 }
 
@@ -266,27 +299,6 @@ struct RawFault {
     delay: Option<String>,
 }
 
-/// toml's own rendering spans lines (the source line, a caret under it);
-/// one line here, naming the key (`path`, from serde_path_to_error) and
-/// where it is: `` `levee.breaker.cooldown` (line 10, column 12): .. ``.
-fn toml_error(text: &str, e: &toml::de::Error, path: &str) -> ScenarioError {
-    let at = e
-        .span()
-        .and_then(|span| text.get(..span.start))
-        .map(|before| {
-            let line = before.matches('\n').count() + 1;
-            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
-            format!("line {line}, column {column}")
-        });
-    let message = e.message().lines().next().unwrap_or_default();
-    ScenarioError(match (path, at) {
-        ("" | ".", Some(at)) => format!("{at}: {message}"),
-        ("" | ".", None) => message.to_owned(),
-        (path, Some(at)) => format!("`{path}` ({at}): {message}"),
-        (path, None) => format!("`{path}`: {message}"),
-    })
-}
-
 fn dur(field: &str, s: &str) -> Result<Duration, ScenarioError> {
     humantime::parse_duration(s).map_err(|e| {
         err(
@@ -299,9 +311,10 @@ fn dur(field: &str, s: &str) -> Result<Duration, ScenarioError> {
 impl Scenario {
     /// Parses and validates a scenario from TOML text.
     pub fn from_toml(text: &str) -> Result<Scenario, ScenarioError> {
-        let document = toml::Deserializer::parse(text).map_err(|e| toml_error(text, &e, ""))?;
-        let raw: RawScenario = serde_path_to_error::deserialize(document)
-            .map_err(|e| toml_error(text, e.inner(), &e.path().to_string()))?;
+        // The key, its line and column: `` `levee.breaker.cooldown` (line
+        // 10, column 12): .. ``, on one line.
+        let raw: RawScenario =
+            tower_levee::config::from_toml(text).map_err(|e| ScenarioError(e.to_string()))?;
         let duration = dur("duration", &raw.duration)?;
         if duration.is_zero() {
             return Err(err("duration", "must be above zero"));
@@ -469,21 +482,9 @@ impl Scenario {
                 delay,
             });
         }
-        let levee = raw.levee;
-        if levee.breaker.threshold == Some(0) {
-            return Err(err("levee.breaker.threshold", "must be at least 1"));
-        }
-        if levee.breaker.half_open_probes == Some(0) {
-            return Err(err("levee.breaker.half_open_probes", "must be at least 1"));
-        }
-        if levee.retry.max_attempts == Some(0) {
-            return Err(err(
-                "levee.retry.max_attempts",
-                "must be at least 1 (the first attempt counts)",
-            ));
-        }
-        if levee.bulkhead.max_concurrent == Some(0) {
-            return Err(err("levee.bulkhead.max_concurrent", "must be at least 1"));
+        let mut levee = raw.levee;
+        if !writes_max_concurrent(text) {
+            levee.bulkhead.max_concurrent = DRILL_MAX_CONCURRENT;
         }
         Ok(Scenario {
             name: raw.name,
@@ -503,6 +504,17 @@ impl Scenario {
             fleet,
         })
     }
+}
+
+/// Whether the scenario writes `levee.bulkhead.max_concurrent` (the
+/// library's config holds a plain number, the same whether written or not).
+fn writes_max_concurrent(text: &str) -> bool {
+    text.parse::<toml::Table>().is_ok_and(|doc| {
+        doc.get("levee")
+            .and_then(|l| l.get("bulkhead"))
+            .and_then(|b| b.get("max_concurrent"))
+            .is_some()
+    })
 }
 
 /// The fleet's settings, and the stores it compares.

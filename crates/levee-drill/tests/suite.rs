@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use levee_drill::report::StackResult;
 use levee_drill::run::run_scenario;
-use levee_drill::scenario::Scenario;
+use levee_drill::scenario::{DRILL_MAX_CONCURRENT, Scenario};
 use levee_drill::suite;
 
 mod support;
@@ -217,6 +217,68 @@ fn scenario_errors_name_the_field() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("cooldown"), "{e}");
+    // `[levee]` is the library's schema, read with the key, line and column.
+    let line = base.lines().count() + 2;
+    for (table, says) in [
+        (
+            "[levee.breaker]\nthreshold = 0\n",
+            format!("`levee.breaker.threshold` (line {line}, column 1): must be at least 1, got 0"),
+        ),
+        (
+            "[levee.retry]\nretry_ratio = 0.2\n",
+            format!("`levee.retry.retry_ratio` (line {line}, column 1): "),
+        ),
+        (
+            "[levee.breaker]\ncooldown = { base = \"10s\", max = \"1s\" }\n",
+            "`levee.breaker.cooldown".to_owned(),
+        ),
+        (
+            "[levee.bulkhead]\nmax_concurrent = 0\n",
+            format!(
+                "`levee.bulkhead.max_concurrent` (line {line}, column 1): must be at least 1, got 0"
+            ),
+        ),
+    ] {
+        let e = Scenario::from_toml(&format!("{base}{table}"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with(&says), "{e:?} should start with {says:?}");
+    }
+    // The drill's old keys are refused, not ignored.
+    let e = Scenario::from_toml(&format!("{base}[levee.retry]\nretry_ratio = 0.2\n")).unwrap_err();
+    assert!(e.to_string().contains("unknown field `retry_ratio`"), "{e}");
+}
+
+#[test]
+fn the_drill_departs_from_the_librarys_defaults_only_where_levee_is_silent() {
+    let base = "name = \"x\"\nduration = \"10s\"\n[load]\nrate = 1\nmodel = \"m\"\ntimeout = \"12s\"\n[[target]]\nname = \"a\"\ndialect = \"openai\"\n";
+    let silent = Scenario::from_toml(base).unwrap();
+    assert_eq!(silent.levee.bulkhead.max_concurrent, DRILL_MAX_CONCURRENT);
+    let retry = silent.retry_config();
+    assert_eq!(retry.timeout, Some(Duration::from_secs(12)), "load.timeout");
+    assert_eq!(
+        retry.attempt_timeout,
+        Some(Duration::from_secs(4)),
+        "a third of it"
+    );
+    // Everything else is the library's default.
+    let library = tower_levee::config::LeveeConfig::default();
+    let mut levee = silent.levee.clone();
+    levee.bulkhead.max_concurrent = library.bulkhead.max_concurrent;
+    assert_eq!(
+        serde_json::to_value(&levee).unwrap(),
+        serde_json::to_value(&library).unwrap()
+    );
+
+    // Written, even as the library's own default, the keys are the file's.
+    let set = Scenario::from_toml(&format!(
+        "{base}[levee.retry]\ntimeout = \"20s\"\nattempt_timeout = \"2s\"\n[levee.bulkhead]\nmax_concurrent = 64\n"
+    ))
+    .unwrap();
+    assert_eq!(set.levee.bulkhead.max_concurrent, 64);
+    let retry = set.retry_config();
+    assert_eq!(retry.timeout, Some(Duration::from_secs(20)));
+    assert_eq!(retry.attempt_timeout, Some(Duration::from_secs(2)));
 }
 
 #[test]
@@ -224,8 +286,8 @@ fn levee_overrides_reach_the_breaker() {
     let mut sc = builtin("hard-outage", 40);
     sc.stacks = vec!["levee".into()];
     sc.faults[0].from = Duration::ZERO;
-    sc.levee =
-        toml::from_str("[breaker]\nthreshold = 2\ncooldown = \"10s\"\n").expect("levee table");
+    sc.levee.breaker =
+        toml::from_str("threshold = 2\ncooldown = \"10s\"\n").expect("breaker table");
     let r = run(&sc);
     let open = r.results[0]
         .transitions
@@ -233,6 +295,35 @@ fn levee_overrides_reach_the_breaker() {
         .find(|t| t.to == "open")
         .expect("opens");
     assert!(open.reason.contains('2'), "{}", open.reason);
+}
+
+#[test]
+fn the_every_key_file_writes_every_key_of_the_librarys_config() {
+    let text = include_str!("data/every-levee-key.toml");
+    let file: toml::Table = text.parse().unwrap();
+    let sc = Scenario::from_toml(text).unwrap();
+    let library = tower_levee::config::LeveeConfig::default();
+    // A default config writes every key but the unset options; the file's
+    // config writes those it sets.
+    for config in [
+        toml::Table::try_from(&library),
+        toml::Table::try_from(&sc.levee),
+    ] {
+        for (section, keys) in config.unwrap() {
+            for key in keys.as_table().unwrap().keys() {
+                if (section.as_str(), key.as_str()) == ("breaker", "threshold") {
+                    continue; // a rolling window instead
+                }
+                assert!(
+                    file["levee"]
+                        .get(&section)
+                        .and_then(|s| s.get(key))
+                        .is_some(),
+                    "levee.{section}.{key} is not in every-levee-key.toml"
+                );
+            }
+        }
+    }
 }
 
 #[test]
@@ -314,7 +405,7 @@ fn midstream_errors_before_output_fail_over_unseen_and_trip_the_primarys_breaker
     // Without the hold, a stream that failed after its 200 is the caller's.
     let mut unheld = builtin("midstream-errors", 60);
     unheld.stacks = vec!["levee".into()];
-    unheld.levee = toml::from_str("stream_hold = false").expect("levee table");
+    unheld.levee.breaker_layer.stream_hold = false;
     let r = run(&unheld);
     let unheld = stack(&r, "levee");
     assert!(
@@ -329,7 +420,11 @@ fn a_slow_first_token_costs_levee_its_first_content_timeout_and_the_others_the_w
     let sc = builtin("slow-first-token", 120);
     let r = run(&sc);
     assert_accounted(&r);
-    let timeout = sc.levee.first_content_timeout.expect("set by the scenario");
+    let timeout = sc
+        .levee
+        .breaker_layer
+        .first_content_timeout
+        .expect("set by the scenario");
     // The backup's normal latency, jitter included (±20%).
     let backup = sc.targets[1].latency.mul_f64(1.2);
     let levee = stack(&r, "levee");
@@ -353,7 +448,7 @@ fn a_slow_first_token_costs_levee_its_first_content_timeout_and_the_others_the_w
 fn pacing_keeps_the_throttle_storms_429s_under_2_percent_and_off_changes_nothing() {
     let paced = builtin("throttle-storm", 60);
     let mut unpaced = paced.clone();
-    unpaced.levee.pace.enabled = Some(false);
+    unpaced.levee.pace.enabled = false;
     let (on, off) = (run(&paced), run(&unpaced));
     let (on, off) = (stack(&on, "levee"), stack(&off, "levee"));
     let share = |s: &StackResult| s.upstream_rejected_calls as f64 / s.requests as f64;
@@ -387,7 +482,7 @@ fn pacing_keeps_the_throttle_storms_429s_under_2_percent_and_off_changes_nothing
 fn token_limits_are_paced_on_the_token_headers() {
     let paced = builtin("token-limits", 90);
     let mut unpaced = paced.clone();
-    unpaced.levee.pace.enabled = Some(false);
+    unpaced.levee.pace.enabled = false;
     let (on, off) = (run(&paced), run(&unpaced));
     let (on, off) = (stack(&on, "levee"), stack(&off, "levee"));
     assert!(on.success_rate() >= 0.999 && off.success_rate() >= 0.999);
@@ -431,7 +526,7 @@ fn azure_deployments_that_count_a_second_are_spread_and_draw_few_429s() {
         t.dialect = "azure".into();
     }
     let mut bursty = spread.clone();
-    bursty.levee.pace.spread = Some(false);
+    bursty.levee.pace.spread = false;
     let (on, off) = (run(&spread), run(&bursty));
     let (on, off) = (stack(&on, "levee"), stack(&off, "levee"));
     let share = |s: &StackResult| s.upstream_rejected_calls as f64 / s.requests as f64;

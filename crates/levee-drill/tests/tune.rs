@@ -7,8 +7,9 @@ use std::process::Command;
 use levee_drill::report::recovery_from;
 use levee_drill::run::run_scenario;
 use levee_drill::scenario::Scenario;
-use levee_drill::tune::{Score, TuneOptions, frontier, levee_block, tune};
+use levee_drill::tune::{Score, TuneOptions, frontier, levee_block, levee_table, tune};
 use proptest::prelude::*;
+use tower_levee::config::LeveeConfig;
 
 /// Two accounts, the first down for 15 s of 40: small enough that a
 /// tune of a dozen settings runs in about a second in a debug build.
@@ -206,14 +207,79 @@ fn no_evaluated_setting_dominates_the_frontier() {
     }
 }
 
+/// A config's every key and value, to compare two (a config holds no
+/// `PartialEq`: a custom policy cannot be compared).
+fn keys(levee: &LeveeConfig) -> serde_json::Value {
+    serde_json::to_value(levee).unwrap()
+}
+
 #[test]
 fn every_levee_key_survives_a_round_trip_through_the_block() {
     let text = include_str!("data/every-levee-key.toml");
     let sc = Scenario::from_toml(text).unwrap();
     let block = levee_block(&sc.levee).unwrap();
-    let head = &text[..text.find("[levee]").unwrap()];
+    let head = &text[..text.find("[levee").unwrap()];
     let again = Scenario::from_toml(&format!("{head}{block}")).unwrap();
-    assert_eq!(again.levee, sc.levee, "{block}");
+    assert_eq!(keys(&again.levee), keys(&sc.levee), "{block}");
+}
+
+#[test]
+fn a_printed_block_is_the_librarys_config() {
+    #[derive(serde::Deserialize)]
+    struct File {
+        levee: LeveeConfig,
+    }
+    let every = Scenario::from_toml(include_str!("data/every-levee-key.toml")).unwrap();
+    let tiny = Scenario::from_toml(TINY).unwrap();
+    let options = TuneOptions {
+        budget: 6,
+        seeds: 1,
+        first_seed: 5,
+        threads: 2,
+        min_served_bp: Some(0),
+    };
+    let report = tune(&tiny, &options, &|_, _| {}).unwrap();
+    let configs = std::iter::once(&every.levee).chain(report.evaluated.iter().map(|e| &e.levee));
+    for levee in configs {
+        let block = levee_block(levee).unwrap();
+        // Pasted into a service's file (or the gateway's), it reads as the
+        // same settings the drill ran, the drill's own defaults included.
+        let file: File = toml::from_str(&block).unwrap_or_else(|e| panic!("{e}\n{block}"));
+        assert_eq!(keys(&file.levee), keys(levee), "{block}");
+        // Only what differs from the library's defaults, and the bulkhead.
+        let printed = levee_table(levee).unwrap();
+        let defaults = toml::Table::try_from(LeveeConfig::default()).unwrap();
+        for (section, table) in &printed {
+            for (key, value) in table.as_table().unwrap() {
+                assert!(
+                    (section.as_str(), key.as_str()) == ("bulkhead", "max_concurrent")
+                        || defaults[section].get(key) != Some(value),
+                    "{section}.{key} is the default:\n{block}"
+                );
+            }
+        }
+        assert!(
+            printed["bulkhead"].get("max_concurrent").is_some(),
+            "{block}"
+        );
+    }
+}
+
+#[test]
+fn a_partial_cooldown_is_never_printed() {
+    let mut sc = Scenario::from_toml(TINY).unwrap();
+    sc.levee.breaker = toml::from_str("cooldown = { base = \"5s\" }").unwrap();
+    let block = levee_block(&sc.levee).unwrap();
+    // `{ base = "5s" }` holds no cool-off at the base (the default holds
+    // six): the block writes the schedule whole, so it reads back the same.
+    assert!(
+        block.contains(
+            "cooldown = { base = \"5s\", hold = 0, jitter = \"equal\", max = \"15m\", multiplier = 2.0 }"
+        ),
+        "{block}"
+    );
+    let again = Scenario::from_toml(&format!("{TINY}{block}")).unwrap();
+    assert_eq!(keys(&again.levee), keys(&sc.levee), "{block}");
 }
 
 fn score() -> impl Strategy<Value = Score> {

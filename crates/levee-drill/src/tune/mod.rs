@@ -50,7 +50,24 @@
 //! for calls (74 % served for 25 % fewer calls, in `hard-outage`); the text
 //! shows the settings serving at least a point less than the baseline
 //! (`--min-served` to change it), each with its numbers and its `[levee]`
-//! block to paste into the scenario; `--json` and `--svg` have them all. The same scenario,
+//! block; `--json` and `--svg` have them all.
+//!
+//! # The block
+//!
+//! A scenario's `[levee]` is the library's `tower_levee::config::LeveeConfig`,
+//! so a block pastes into the scenario, a service's config file and the
+//! gateway's `[levee]` alike, and means the same in each
+//! ([`levee_block`]): it writes the keys whose value differs from the
+//! library's default, each whole (a `cooldown` table with all its keys,
+//! since a table naming some takes the rest from the default, the hold
+//! among them), and `bulkhead.max_concurrent` always, the one key whose
+//! absence the drill reads differently (256, not 64). The retry timeouts
+//! the drill takes from `[load]` where `[levee.retry]` names none are not
+//! written: they follow the scenario's load (in a service, set them).
+//!
+//! # Reproducible
+//!
+//! The same scenario,
 //! budget, seeds and `--seed` give the same output, byte for byte: runs are
 //! in virtual time and spread over threads with results gathered by index.
 
@@ -64,11 +81,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 pub use frontier::{Score, frontier};
-pub use render::{json, levee_block, text};
+pub use render::{json, levee_block, levee_table, text};
 use space::Point;
 
-use crate::config::LeveeConfig;
 use crate::scenario::Scenario;
+use tower_levee::config::LeveeConfig;
 
 /// Points per refinement round: fixed, so the search does not depend on
 /// the machine's cores.

@@ -4,21 +4,63 @@
 use std::fmt::Write as _;
 
 use serde::Serialize;
+use tower_levee::config::LeveeConfig;
 
 use super::{Evaluated, Origin, Score, TuneReport};
-use crate::config::LeveeConfig;
 
-/// `levee` as the scenario file writes it: `[levee]` and its sub-tables,
-/// only the keys that are set; empty for an empty table.
+/// Keys written whatever their value: the drill reads their absence
+/// differently from the library (see [`crate::scenario`]), so a block that
+/// left one out would run differently in a scenario than in a service.
+const ALWAYS: [(&str, &str); 1] = [("bulkhead", "max_concurrent")];
+
+/// The keys of `levee` to print, section by section: those whose value
+/// differs from the library's default, and `bulkhead.max_concurrent`
+/// always (its absence means 256 in a scenario, 64 elsewhere). Keys are
+/// compared and kept whole (a `cooldown` table with all its keys): a table
+/// naming only some of its keys takes the others from the default when read.
+pub fn levee_table(levee: &LeveeConfig) -> Result<toml::Table, toml::ser::Error> {
+    let written = toml::Table::try_from(levee)?;
+    let defaults = toml::Table::try_from(LeveeConfig::default())?;
+    let mut out = toml::Table::new();
+    for (section, table) in written {
+        let Some(table) = table.as_table() else {
+            continue;
+        };
+        let default = defaults.get(&section).and_then(toml::Value::as_table);
+        // A key the default writes and `levee` does not needs no line: the
+        // one such, `breaker.threshold`, is absent beside a rolling
+        // window's keys, which are written and select the window.
+        let keys: toml::Table = table
+            .iter()
+            .filter(|&(key, value)| {
+                ALWAYS.contains(&(section.as_str(), key.as_str()))
+                    || default.and_then(|d| d.get(key)) != Some(value)
+            })
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect();
+        if !keys.is_empty() {
+            out.insert(section, toml::Value::Table(keys));
+        }
+    }
+    Ok(out)
+}
+
+/// `levee` as a file writes it, to paste into a scenario, a service's
+/// config or the gateway's: a `[levee.section]` table per section with a
+/// key to print ([`levee_table`]; `[levee.bulkhead]` at least), a
+/// table-valued key inline.
 pub fn levee_block(levee: &LeveeConfig) -> Result<String, toml::ser::Error> {
-    #[derive(Serialize)]
-    struct File<'a> {
-        levee: &'a LeveeConfig,
+    let mut block = String::new();
+    for (section, keys) in levee_table(levee)? {
+        if !block.is_empty() {
+            block.push('\n');
+        }
+        let _ = writeln!(block, "[levee.{section}]");
+        for (key, value) in keys.as_table().into_iter().flatten() {
+            let _ = writeln!(block, "{key} = {value}");
+        }
     }
-    if *levee == LeveeConfig::default() {
-        return Ok(String::new());
-    }
-    toml::to_string(&File { levee })
+    Ok(block)
 }
 
 fn served(s: &Score) -> String {
@@ -123,12 +165,7 @@ pub fn text(report: &TuneReport) -> Result<String, toml::ser::Error> {
     for &i in shown {
         let e = &report.evaluated[i];
         let _ = writeln!(s, "\n# {}: {}", label(report, i), numbers(&e.score));
-        let block = levee_block(&e.levee)?;
-        if block.is_empty() {
-            let _ = writeln!(s, "# (the defaults: no [levee] table)");
-        } else {
-            s.push_str(&block);
-        }
+        s.push_str(&levee_block(&e.levee)?);
     }
     if !shown.contains(&0) {
         let baseline = &report.evaluated[0];
@@ -142,19 +179,14 @@ pub fn text(report: &TuneReport) -> Result<String, toml::ser::Error> {
             },
             numbers(&baseline.score)
         );
-        let block = levee_block(&baseline.levee)?;
-        if block.is_empty() {
-            let _ = writeln!(s, "# (the defaults: no [levee] table)");
-        } else {
-            s.push_str(&block);
-        }
+        s.push_str(&levee_block(&baseline.levee)?);
     }
     Ok(s)
 }
 
 /// One setting in the `--json` document.
 #[derive(Serialize)]
-struct JsonSetting<'a> {
+struct JsonSetting {
     label: String,
     origin: &'static str,
     served_percent: f64,
@@ -164,7 +196,8 @@ struct JsonSetting<'a> {
     on_frontier: bool,
     /// Shown in the text (on the frontier, serving at least `min_served_percent`).
     shown: bool,
-    levee: &'a LeveeConfig,
+    /// The keys its `[levee]` block prints.
+    levee: toml::Table,
 }
 
 /// The `--json` document: `{"scenario":..,"stack":..,"seeds":[..],
@@ -177,14 +210,14 @@ pub fn json(report: &TuneReport) -> Result<String, serde_json::Error> {
         stack: &'a str,
         seeds: &'a [u64],
         min_served_percent: f64,
-        frontier: Vec<JsonSetting<'a>>,
-        evaluated: Vec<JsonSetting<'a>>,
+        frontier: Vec<JsonSetting>,
+        evaluated: Vec<JsonSetting>,
     }
-    let setting = |i: usize| {
+    let setting = |i: usize| -> Result<JsonSetting, serde_json::Error> {
         let e: &Evaluated = &report.evaluated[i];
         let on_frontier = report.frontier.contains(&i);
         let shown = report.shown().contains(&i);
-        JsonSetting {
+        Ok(JsonSetting {
             label: if on_frontier || i == 0 {
                 label(report, i)
             } else {
@@ -201,16 +234,22 @@ pub fn json(report: &TuneReport) -> Result<String, serde_json::Error> {
             never_recovered: e.score.never_recovered,
             on_frontier,
             shown,
-            levee: &e.levee,
-        }
+            levee: levee_table(&e.levee).map_err(serde::ser::Error::custom)?,
+        })
     };
     let document = Document {
         scenario: &report.scenario,
         stack: &report.stack,
         seeds: &report.seeds,
         min_served_percent: f64::from(report.min_served_bp) / 100.0,
-        frontier: report.frontier.iter().map(|&i| setting(i)).collect(),
-        evaluated: (0..report.evaluated.len()).map(setting).collect(),
+        frontier: report
+            .frontier
+            .iter()
+            .map(|&i| setting(i))
+            .collect::<Result<_, _>>()?,
+        evaluated: (0..report.evaluated.len())
+            .map(setting)
+            .collect::<Result<_, _>>()?,
     };
     serde_json::to_string_pretty(&document).map(|t| t + "\n")
 }

@@ -5,32 +5,22 @@
 
 use std::time::Duration;
 
-use crate::config::LeveeConfig;
-
-/// How the breaker trips: on a streak, or on a share of a rolling window.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Tripping {
-    /// `threshold` consecutive failures.
-    Consecutive(u32),
-    /// `failure_ratio` of at least `min_calls` calls within `window`.
-    Rolling {
-        window: Duration,
-        min_calls: u32,
-        failure_ratio: f64,
-    },
-}
+use levee_core::breaker::{Cooldown, Jitter, Tripping};
+use levee_core::budget::BudgetConfig;
+use tower_levee::config::LeveeConfig;
 
 const fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
 }
 
+/// On a streak of failures, or on a share of a rolling window.
 const TRIPPING: [Tripping; 10] = [
-    Tripping::Consecutive(1),
-    Tripping::Consecutive(2),
-    Tripping::Consecutive(3),
-    Tripping::Consecutive(5),
-    Tripping::Consecutive(8),
-    Tripping::Consecutive(12),
+    Tripping::Consecutive { threshold: 1 },
+    Tripping::Consecutive { threshold: 2 },
+    Tripping::Consecutive { threshold: 3 },
+    Tripping::Consecutive { threshold: 5 },
+    Tripping::Consecutive { threshold: 8 },
+    Tripping::Consecutive { threshold: 12 },
     Tripping::Rolling {
         window: secs(60),
         min_calls: 20,
@@ -64,7 +54,7 @@ const COOLDOWN: [Duration; 7] = [
 const MULTIPLIER: [f64; 4] = [1.5, 2.0, 3.0, 4.0];
 /// Raised to the base where the base is longer.
 const MAX_COOLDOWN: [Duration; 5] = [secs(30), secs(60), secs(300), secs(900), secs(1800)];
-const JITTER: [&str; 3] = ["none", "equal", "full"];
+const JITTER: [Jitter; 3] = [Jitter::None, Jitter::Equal, Jitter::Full];
 const HOLD: [u32; 4] = [0, 2, 6, 12];
 const PROBES: [u32; 3] = [1, 2, 3];
 const GATE_DEFAULT_WAIT: [Duration; 5] = [secs(1), secs(2), secs(5), secs(10), secs(30)];
@@ -136,33 +126,24 @@ impl Point {
         ] = self.0.map(usize::from);
         let mut cfg = base.clone();
         let b = &mut cfg.breaker;
-        match TRIPPING[trip] {
-            Tripping::Consecutive(threshold) => {
-                b.threshold = Some(threshold);
-                (b.window, b.min_calls, b.failure_ratio) = (None, None, None);
-            }
-            Tripping::Rolling {
-                window,
-                min_calls,
-                failure_ratio,
-            } => {
-                b.threshold = None;
-                b.window = Some(window);
-                b.min_calls = Some(min_calls);
-                b.failure_ratio = Some(failure_ratio);
-            }
-        }
-        b.cooldown = Some(COOLDOWN[cool]);
-        b.multiplier = Some(MULTIPLIER[mult]);
-        b.max_cooldown = Some(MAX_COOLDOWN[max].max(COOLDOWN[cool]));
-        b.jitter = Some(JITTER[jit].to_owned());
-        b.cooldown_hold = Some(HOLD[hold]);
-        b.half_open_probes = Some(PROBES[probes]);
-        cfg.gate.default_wait = Some(GATE_DEFAULT_WAIT[wait]);
+        b.tripping = TRIPPING[trip].clone();
+        // The whole schedule: a table naming only some of its keys would
+        // take the others from the default, the hold among them.
+        b.cooldown = Cooldown::Exponential {
+            base: COOLDOWN[cool],
+            multiplier: MULTIPLIER[mult],
+            max: MAX_COOLDOWN[max].max(COOLDOWN[cool]),
+            jitter: JITTER[jit],
+            hold: HOLD[hold],
+        };
+        b.half_open_probes = PROBES[probes];
+        cfg.gate.default_wait = GATE_DEFAULT_WAIT[wait];
         cfg.gate.max_wait = Some(GATE_MAX_WAIT[cap]);
-        cfg.retry.max_attempts = Some(RETRY_ATTEMPTS[attempts]);
-        cfg.retry.retry_ratio = Some(RETRY_RATIO[ratio]);
-        cfg.bulkhead.max_concurrent = Some(BULKHEAD[bulk]);
+        cfg.retry.max_attempts = RETRY_ATTEMPTS[attempts];
+        let budget = cfg.retry.budget;
+        cfg.retry.budget =
+            BudgetConfig::new(budget.ttl(), budget.min_per_sec(), RETRY_RATIO[ratio]);
+        cfg.bulkhead.max_concurrent = BULKHEAD[bulk];
         cfg
     }
 }
