@@ -699,3 +699,89 @@ fn merge(base: &mut toml::Table, over: toml::Table) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> HashMap<String, String> {
+        HashMap::from([
+            ("K".to_owned(), "sk-k".to_owned()),
+            ("C1".to_owned(), "sk-c".to_owned()),
+            ("C2".to_owned(), "sk-c".to_owned()),
+        ])
+    }
+
+    const TARGET: &str =
+        "[[target]]\nname = \"a\"\nbase_url = \"https://api.openai.com\"\napi_key_env = \"K\"\n";
+
+    fn parse(text: &str) -> Result<GatewayConfig, FileError> {
+        GatewayConfig::parse(
+            &format!("listen = \"127.0.0.1:4000\"\n{text}"),
+            Path::new("."),
+            &env(),
+        )
+    }
+
+    #[test]
+    fn a_routes_levee_is_the_gateways_with_its_own_on_top() {
+        let config = parse(&format!(
+            "{TARGET}[levee.retry]\nmax_attempts = 2\n[levee.breaker]\nthreshold = 7\n\
+             [[route]]\nmodel = \"m\"\ntargets = [\"a\"]\n[route.levee.breaker]\nthreshold = 3\n\
+             [[route]]\nmodel = \"n\"\ntargets = [\"a\"]\n"
+        ))
+        .unwrap();
+        let [m, n] = [&config.routes[0].levee, &config.routes[1].levee];
+        assert_eq!((m.retry.max_attempts, n.retry.max_attempts), (2, 2));
+        let threshold =
+            |l: &LeveeConfig| serde_json::to_value(&l.breaker).unwrap()["threshold"].clone();
+        assert_eq!((threshold(m), threshold(n)), (3.into(), 7.into()));
+        assert_eq!(config.targets[0].auth, AuthStyle::Bearer);
+        assert_eq!(format!("{:?}", config.targets[0].key), "Some(Secret(..))");
+    }
+
+    #[test]
+    fn a_target_url_with_credentials_a_query_or_another_scheme_is_refused() {
+        for (url, says) in [
+            ("https://user:sk-secret@api.openai.com", "no credentials"),
+            ("https://api.openai.com/v1?key=x", "query"),
+            ("ftp://api.openai.com", "https://"),
+            ("not a url", "not a URL"),
+        ] {
+            let err = parse(&format!(
+                "[[target]]\nname = \"a\"\nbase_url = \"{url}\"\n[[route]]\nmodel = \"m\"\ntargets = [\"a\"]\n"
+            ))
+            .unwrap_err();
+            assert_eq!(err.key(), "target[0].base_url");
+            assert!(err.message().contains(says), "{url}: {err}");
+        }
+    }
+
+    #[test]
+    fn names_and_keys_must_be_told_apart() {
+        let err = parse(&format!("{TARGET}{TARGET}")).unwrap_err();
+        assert_eq!((err.key(), err.line()), ("target[1].name", Some(7)));
+        let err = parse(&format!(
+            "{TARGET}[[route]]\nmodel = \"m\"\ntargets = [\"a\"]\n\
+             [[client]]\nname = \"x\"\nkey_env = \"C1\"\n[[client]]\nname = \"y\"\nkey_env = \"C2\"\n"
+        ))
+        .unwrap_err();
+        assert!(err.message().contains("same key"), "{err}");
+        assert!(!err.to_string().contains("sk-c"), "{err}");
+    }
+
+    #[test]
+    fn azure_takes_its_key_header_and_a_default_version_and_others_refuse_azure_keys() {
+        let config = parse(
+            "[[target]]\nname = \"az\"\nbase_url = \"https://r.openai.azure.com\"\ndialect = \"azure\"\napi_key_env = \"K\"\n",
+        )
+        .unwrap();
+        let t = &config.targets[0];
+        assert_eq!(
+            (t.auth, t.api_version.as_str()),
+            (AuthStyle::ApiKey, DEFAULT_AZURE_API_VERSION)
+        );
+        let err = parse(&format!("{TARGET}deployment = \"d\"\n")).unwrap_err();
+        assert_eq!(err.key(), "target[0].deployment");
+    }
+}

@@ -116,7 +116,7 @@ async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
 /// Every route's failover snapshot (each target's state and scopes, the
 /// fallback share), each route's retry budget, and each client's counts.
 async fn health(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
-    if let Err(denied) = check_ops_key(&gateway, request.headers()) {
+    if let Some(denied) = check_ops_key(&gateway, request.headers()) {
         return denied;
     }
     json_response(StatusCode::OK, &health_json(&gateway))
@@ -148,7 +148,7 @@ pub(crate) fn health_json(gateway: &Gateway) -> Value {
 }
 
 async fn metrics_text(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
-    if let Err(denied) = check_ops_key(&gateway, request.headers()) {
+    if let Some(denied) = check_ops_key(&gateway, request.headers()) {
         return denied;
     }
     let table = gateway.table();
@@ -171,7 +171,7 @@ async fn metrics_text(State(gateway): State<Arc<Gateway>>, request: Request) -> 
 // === admin ===
 
 async fn admin_targets(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
-    if let Err(denied) = check_admin_key(&gateway, request.headers()) {
+    if let Some(denied) = check_admin_key(&gateway, request.headers()) {
         return denied;
     }
     let table = gateway.table();
@@ -203,7 +203,7 @@ async fn admin_action(
     Query(query): Query<ScopeQuery>,
     request: Request,
 ) -> Response {
-    if let Err(denied) = check_admin_key(&gateway, request.headers()) {
+    if let Some(denied) = check_admin_key(&gateway, request.headers()) {
         return denied;
     }
     let table = gateway.table();
@@ -259,7 +259,7 @@ async fn admin_events(
     Query(query): Query<EventsQuery>,
     request: Request,
 ) -> Response {
-    if let Err(denied) = check_admin_key(&gateway, request.headers()) {
+    if let Some(denied) = check_admin_key(&gateway, request.headers()) {
         return denied;
     }
     let events = gateway.events.last(query.limit.unwrap_or(100));
@@ -268,28 +268,30 @@ async fn admin_events(
 
 // === keys ===
 
-fn check_admin_key(gateway: &Gateway, headers: &HeaderMap) -> Result<(), Response> {
+/// `None` when the admin key was presented, else the `401` to send.
+fn check_admin_key(gateway: &Gateway, headers: &HeaderMap) -> Option<Response> {
     let table = gateway.table();
     check_key(table.config.admin_key.as_ref(), headers, "an admin key")
 }
 
-fn check_ops_key(gateway: &Gateway, headers: &HeaderMap) -> Result<(), Response> {
+/// `None` when no operations key is configured or it was presented.
+fn check_ops_key(gateway: &Gateway, headers: &HeaderMap) -> Option<Response> {
     let table = gateway.table();
     match &table.config.ops_key {
-        None => Ok(()),
+        None => None,
         key => check_key(key.as_ref(), headers, "the operations key"),
     }
 }
 
-fn check_key(key: Option<&Secret>, headers: &HeaderMap, what: &str) -> Result<(), Response> {
+fn check_key(key: Option<&Secret>, headers: &HeaderMap, what: &str) -> Option<Response> {
     let ok = match (key, presented_key(headers)) {
         (Some(key), Some(presented)) => key.matches(presented),
         _ => false,
     };
     if ok {
-        Ok(())
+        None
     } else {
-        Err(own_error(
+        Some(own_error(
             ApiDialect::OpenAi,
             StatusCode::UNAUTHORIZED,
             "invalid_api_key",

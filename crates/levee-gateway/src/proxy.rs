@@ -19,6 +19,7 @@ use tower_levee::api::{ApiDialect, ReadBodyError, error_response, read_body, ref
 use tower_levee::client_limit::ClientId;
 use tower_levee::error::{Rejection, transport_failure};
 use tower_levee::failover::ServedBy;
+use tower_levee::retry::RetryOutcome;
 
 use crate::Gateway;
 use crate::table::Table;
@@ -28,6 +29,9 @@ use crate::upstream::{ModelSpan, Payload};
 pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// The target that served an answer.
 pub(crate) const SERVED_BY: HeaderName = HeaderName::from_static("x-levee-served-by");
+/// Why Levee's retries stopped before a real answer that is not a success
+/// (`budget_exhausted`, `max_attempts`, `not_retryable`, ...).
+pub(crate) const RETRY_STOP: HeaderName = HeaderName::from_static("x-levee-retry-stop");
 
 /// What one request's log line says.
 struct Line {
@@ -166,6 +170,7 @@ async fn answer(
     match api.stack.clone().oneshot(upstream).await {
         Ok(response) => {
             let served = response.extensions().get::<ServedBy>().copied();
+            let stop = response.extensions().get::<RetryOutcome>().map(|o| o.stop);
             line.target = served.map(|s| s.target);
             line.verdict = response
                 .extensions()
@@ -177,6 +182,11 @@ async fn answer(
                 && let Ok(value) = HeaderValue::from_str(served.target)
             {
                 parts.headers.insert(SERVED_BY, value);
+            }
+            if let Some(stop) = stop {
+                parts
+                    .headers
+                    .insert(RETRY_STOP, HeaderValue::from_static(stop.as_str()));
             }
             Ok(Response::from_parts(parts, Body::new(body)))
         }

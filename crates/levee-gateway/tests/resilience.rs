@@ -165,6 +165,8 @@ async fn when_no_target_can_serve_the_answer_is_a_429_with_the_capped_wait() {
     let first = post(&url, KEY, CHAT).await;
     assert_eq!(first.status, 429);
     assert_eq!(first.header("x-levee-served-by"), Some("b"));
+    // Why Levee did not retry: the wait is past the retry layer's max_wait.
+    assert_eq!(first.header("x-levee-retry-stop"), Some("deadline"));
     assert_eq!((a.calls(), b.calls()), (1, 1));
     // Then nothing can serve: Levee's 429, capped, sent nowhere.
     let second = post(&url, KEY, CHAT).await;

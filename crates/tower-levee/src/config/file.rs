@@ -118,7 +118,10 @@ pub fn from_toml<T: DeserializeOwned>(text: &str) -> Result<T, FileError> {
             .filter(|(field, _)| !field.contains(' '))
         {
             let (head, tail) = field.split_once('.').unwrap_or((field, ""));
-            if !tail.is_empty() && (key == head || key.ends_with(&format!(".{head}"))) {
+            if key == field || key.ends_with(&format!(".{field}")) {
+                // The path already names it: say what is wrong once.
+                message = rest.to_owned();
+            } else if !tail.is_empty() && (key == head || key.ends_with(&format!(".{head}"))) {
                 let name = tail.rsplit('.').next().unwrap_or(tail);
                 if let Some(found) = key_span(text, inner.span(), name) {
                     span = Some(found);
