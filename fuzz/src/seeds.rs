@@ -152,7 +152,10 @@ pub fn of(target: &str) -> Vec<Vec<u8>> {
                 let mut input = vec![(i * 7) as u8];
                 input.extend(Case::encode(
                     200,
-                    &[("authorization", "Bearer sk-client"), ("content-type", "application/json")],
+                    &[
+                        ("authorization", "Bearer sk-client"),
+                        ("content-type", "application/json"),
+                    ],
                     body.as_bytes(),
                 ));
                 input
