@@ -40,6 +40,7 @@ pub mod clock;
 pub mod config;
 pub mod config_error;
 pub mod gate;
+mod json;
 pub mod limit;
 pub mod pace;
 pub mod park;

@@ -36,8 +36,10 @@ use std::borrow::Cow;
 use std::fmt;
 use std::ops::Range;
 
-use serde_core::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_core::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
+
+use crate::json::{Scalar, container, drain_seq, skip, tolerant};
 
 /// The members of an LLM API request body a gateway reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -178,8 +180,10 @@ impl std::error::Error for PeekError {}
 // === the visit ===
 
 /// The top-level value: an object's members, or anything else.
+#[derive(Default)]
 enum Top<'de> {
     Object(Members<'de>),
+    #[default]
     Other,
 }
 
@@ -221,149 +225,42 @@ impl<'de> Deserialize<'de> for Key {
     }
 }
 
-/// `true`, or anything else (skipped) as `false`.
-struct IsTrue(bool);
-
-impl<'de> Deserialize<'de> for IsTrue {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = IsTrue;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("any value")
-            }
-            fn visit_bool<E>(self, b: bool) -> Result<IsTrue, E> {
-                Ok(IsTrue(b))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<IsTrue, E> {
-                Ok(IsTrue(false))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<IsTrue, E> {
-                Ok(IsTrue(false))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<IsTrue, E> {
-                Ok(IsTrue(false))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<IsTrue, E> {
-                Ok(IsTrue(false))
-            }
-            fn visit_unit<E>(self) -> Result<IsTrue, E> {
-                Ok(IsTrue(false))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<IsTrue, A::Error> {
-                while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(IsTrue(false))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<IsTrue, A::Error> {
-                while s.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(IsTrue(false))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
 /// `stream_options`: whether it holds `"include_usage": true`.
+#[derive(Default)]
 struct StreamOptions(bool);
 
-impl<'de> Deserialize<'de> for StreamOptions {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = StreamOptions;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("any value")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<StreamOptions, A::Error> {
-                let mut include_usage = false;
-                while let Some(key) = m.next_key::<Key>()? {
-                    match key {
-                        Key::IncludeUsage => include_usage = m.next_value::<IsTrue>()?.0,
-                        _ => drop(m.next_value::<IgnoredAny>()?),
-                    }
-                }
-                Ok(StreamOptions(include_usage))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<StreamOptions, E> {
-                Ok(StreamOptions(false))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<StreamOptions, E> {
-                Ok(StreamOptions(false))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<StreamOptions, E> {
-                Ok(StreamOptions(false))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<StreamOptions, E> {
-                Ok(StreamOptions(false))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<StreamOptions, E> {
-                Ok(StreamOptions(false))
-            }
-            fn visit_unit<E>(self) -> Result<StreamOptions, E> {
-                Ok(StreamOptions(false))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<StreamOptions, A::Error> {
-                while s.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(StreamOptions(false))
-            }
+fn stream_options_map<'de, A: MapAccess<'de>>(mut m: A) -> Result<StreamOptions, A::Error> {
+    let mut include_usage = false;
+    while let Some(key) = m.next_key::<Key>()? {
+        match key {
+            Key::IncludeUsage => include_usage = m.next_value::<Scalar>()? == Scalar::Bool(true),
+            _ => skip(&mut m)?,
         }
-        d.deserialize_any(V)
     }
+    Ok(StreamOptions(include_usage))
 }
 
-impl<'de> Deserialize<'de> for Top<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Top<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Top<'de>, E> {
-                Ok(Top::Other)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Top<'de>, E> {
-                Ok(Top::Other)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Top<'de>, E> {
-                Ok(Top::Other)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Top<'de>, E> {
-                Ok(Top::Other)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Top<'de>, E> {
-                Ok(Top::Other)
-            }
-            fn visit_unit<E>(self) -> Result<Top<'de>, E> {
-                Ok(Top::Other)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Top<'de>, A::Error> {
-                while s.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(Top::Other)
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Top<'de>, A::Error> {
-                let mut members = Members::default();
-                while let Some(key) = m.next_key::<Key>()? {
-                    match key {
-                        Key::Model => {
-                            let raw = m.next_value::<&'de RawValue>()?;
-                            if members.model.replace(raw).is_some() {
-                                members.duplicate_model = true;
-                            }
-                        }
-                        Key::Stream => members.stream = m.next_value::<IsTrue>()?.0,
-                        Key::StreamOptions => {
-                            members.include_usage = m.next_value::<StreamOptions>()?.0;
-                        }
-                        Key::IncludeUsage | Key::Other => drop(m.next_value::<IgnoredAny>()?),
-                    }
+container!(StreamOptions, map: stream_options_map, seq: drain_seq);
+
+fn top_map<'de, A: MapAccess<'de>>(mut m: A) -> Result<Top<'de>, A::Error> {
+    let mut members = Members::default();
+    while let Some(key) = m.next_key::<Key>()? {
+        match key {
+            Key::Model => {
+                let raw = m.next_value::<&'de RawValue>()?;
+                if members.model.replace(raw).is_some() {
+                    members.duplicate_model = true;
                 }
-                Ok(Top::Object(members))
             }
+            Key::Stream => members.stream = m.next_value::<Scalar>()? == Scalar::Bool(true),
+            Key::StreamOptions => members.include_usage = m.next_value::<StreamOptions>()?.0,
+            Key::IncludeUsage | Key::Other => skip(&mut m)?,
         }
-        d.deserialize_any(V)
     }
+    Ok(Top::Object(members))
 }
+
+container!(Top<'de>, map: top_map, seq: drain_seq);
 
 #[cfg(test)]
 mod tests {

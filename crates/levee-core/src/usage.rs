@@ -34,7 +34,9 @@
 
 use std::fmt;
 
-use serde_core::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde_core::de::{Deserialize, Deserializer, MapAccess, Visitor};
+
+use crate::json::{Scalar, skip};
 
 /// What a call used, as its provider reported it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -407,61 +409,18 @@ impl<'de> Deserialize<'de> for Seen {
                         "completion_tokens" | "output_tokens" => &mut seen.output,
                         "total_tokens" => &mut seen.total,
                         _ => {
-                            m.next_value::<IgnoredAny>()?;
+                            skip(&mut m)?;
                             continue;
                         }
                     };
-                    *slot = m.next_value::<Count>()?.0.or(*slot);
+                    if let Scalar::Count(n) = m.next_value::<Scalar>()? {
+                        *slot = Some(n);
+                    }
                 }
                 Ok(seen)
             }
         }
         d.deserialize_map(V)
-    }
-}
-
-/// A count, or anything else as none.
-struct Count(Option<u64>);
-
-impl<'de> Deserialize<'de> for Count {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Count;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a count")
-            }
-            fn visit_u64<E>(self, n: u64) -> Result<Count, E> {
-                Ok(Count(Some(n)))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Count, E> {
-                Ok(Count(None))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Count, E> {
-                Ok(Count(None))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Count, E> {
-                Ok(Count(None))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Count, E> {
-                Ok(Count(None))
-            }
-            fn visit_unit<E>(self) -> Result<Count, E> {
-                Ok(Count(None))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Count, A::Error> {
-                while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(Count(None))
-            }
-            fn visit_seq<A: serde_core::de::SeqAccess<'de>>(
-                self,
-                mut s: A,
-            ) -> Result<Count, A::Error> {
-                while s.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(Count(None))
-            }
-        }
-        d.deserialize_any(V)
     }
 }
 

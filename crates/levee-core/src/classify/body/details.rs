@@ -49,7 +49,7 @@ fn details_seq<'de, A: SeqAccess<'de>>(mut s: A) -> Result<Details<'de>, A::Erro
     Ok(d)
 }
 
-container!(Details, map: details_map, seq: details_seq);
+container!(Details<'de>, map: details_map, seq: details_seq);
 
 /// One typed detail; its `@type` may come after its fields.
 #[derive(Default)]
@@ -74,7 +74,7 @@ fn item_map<'de, A: MapAccess<'de>>(mut m: A) -> Result<Item<'de>, A::Error> {
     Ok(item)
 }
 
-container!(Item, map: item_map, seq: drain_seq);
+container!(Item<'de>, map: item_map, seq: drain_seq);
 
 /// Whether any violation has a per-day `quotaId` (`…PerDay…`).
 #[derive(Default)]
@@ -101,4 +101,4 @@ fn per_day_seq<'de, A: SeqAccess<'de>>(mut s: A) -> Result<PerDay<'de>, A::Error
     Ok(per_day)
 }
 
-container!(PerDay, map: per_day_map, seq: per_day_seq);
+container!(PerDay<'de>, map: per_day_map, seq: per_day_seq);

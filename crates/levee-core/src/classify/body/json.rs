@@ -9,7 +9,9 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde_core::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_core::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+
+pub(super) use crate::json::{container, drain_map, drain_seq, skip, tolerant};
 
 /// A JSON leaf the rules read: a string, a non-negative integer, or
 /// anything else (skipped).
@@ -91,79 +93,6 @@ impl<'de> Deserialize<'de> for Key {
         }
         d.deserialize_identifier(V)
     }
-}
-
-// === visitors ===
-
-/// The visits every tolerant visitor shares: a value of an unexpected type
-/// is skipped, not an error, so one odd member does not lose the body.
-macro_rules! tolerant {
-    ($other:expr) => {
-        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-            Ok($other)
-        }
-        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-            Ok($other)
-        }
-        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-            Ok($other)
-        }
-        fn visit_unit<E>(self) -> Result<Self::Value, E> {
-            Ok($other)
-        }
-        fn visit_none<E>(self) -> Result<Self::Value, E> {
-            Ok($other)
-        }
-    };
-}
-
-/// `Deserialize` for a type read from a JSON object by `$map` and from an
-/// array by `$seq`; any scalar gives its `Default`.
-macro_rules! container {
-    ($ty:ident, map: $map:path, seq: $seq:path) => {
-        impl<'de> Deserialize<'de> for $ty<'de> {
-            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                struct V;
-                impl<'de> Visitor<'de> for V {
-                    type Value = $ty<'de>;
-                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                        f.write_str(stringify!($ty))
-                    }
-                    tolerant!(Default::default());
-                    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                        Ok(Default::default())
-                    }
-                    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-                        Ok(Default::default())
-                    }
-                    fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Self::Value, A::Error> {
-                        $map(m)
-                    }
-                    fn visit_seq<A: SeqAccess<'de>>(self, s: A) -> Result<Self::Value, A::Error> {
-                        $seq(s)
-                    }
-                }
-                d.deserialize_any(V)
-            }
-        }
-    };
-}
-
-pub(super) use {container, tolerant};
-
-pub(super) fn drain_map<'de, A: MapAccess<'de>, T: Default>(mut m: A) -> Result<T, A::Error> {
-    while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-    Ok(T::default())
-}
-
-pub(super) fn drain_seq<'de, A: SeqAccess<'de>, T: Default>(mut s: A) -> Result<T, A::Error> {
-    while s.next_element::<IgnoredAny>()?.is_some() {}
-    Ok(T::default())
-}
-
-/// Skips a member's value.
-pub(super) fn skip<'de, A: MapAccess<'de>>(m: &mut A) -> Result<(), A::Error> {
-    m.next_value::<IgnoredAny>().map(drop)
 }
 
 // === leaves ===

@@ -122,7 +122,7 @@ fn nested_map<'de, A: MapAccess<'de>>(m: A) -> Result<Nested<'de>, A::Error> {
     Ok(Nested(Some(boxed_obj(m)?)))
 }
 
-container!(Nested, map: nested_map, seq: drain_seq);
+container!(Nested<'de>, map: nested_map, seq: drain_seq);
 
 fn body_map<'de, A: MapAccess<'de>>(m: A) -> Result<Body<'de>, A::Error> {
     let obj = Some(boxed_obj(m)?);
@@ -142,4 +142,4 @@ fn body_seq<'de, A: SeqAccess<'de>>(mut s: A) -> Result<Body<'de>, A::Error> {
     })
 }
 
-container!(Body, map: body_map, seq: body_seq);
+container!(Body<'de>, map: body_map, seq: body_seq);
