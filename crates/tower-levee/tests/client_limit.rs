@@ -42,6 +42,14 @@ fn provider(
     })
 }
 
+/// Readies `svc` and calls it with `req`.
+async fn send<S, B>(svc: &mut S, req: Request<B>) -> Result<S::Response, BoxError>
+where
+    S: Service<Request<B>, Error = BoxError>,
+{
+    svc.ready().await?.call(req).await
+}
+
 fn request(client: &str, body: &'static str) -> Request<Full<Bytes>> {
     let mut req = Request::new(Full::new(Bytes::from_static(body.as_bytes())));
     req.extensions_mut().insert(ClientId::new(client));
@@ -58,20 +66,9 @@ async fn a_caller_over_its_requests_per_minute_is_refused_unsent_until_its_bucke
     let mut svc = layer.layer(provider(StatusCode::OK, "{}", calls.clone()));
 
     for _ in 0..2 {
-        svc.ready()
-            .await
-            .unwrap()
-            .call(request("a", ""))
-            .await
-            .unwrap();
+        send(&mut svc, request("a", "")).await.unwrap();
     }
-    let err = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(request("a", ""))
-        .await
-        .unwrap_err();
+    let err = send(&mut svc, request("a", "")).await.unwrap_err();
     let limited = err
         .downcast_ref::<ClientLimited>()
         .expect("a ClientLimited");
@@ -86,19 +83,9 @@ async fn a_caller_over_its_requests_per_minute_is_refused_unsent_until_its_bucke
     assert_eq!(calls.load(Ordering::SeqCst), 2, "the refusal was not sent");
 
     // Another caller has its own bucket.
-    svc.ready()
-        .await
-        .unwrap()
-        .call(request("b", ""))
-        .await
-        .unwrap();
+    send(&mut svc, request("b", "")).await.unwrap();
     tokio::time::advance(Duration::from_secs(30)).await;
-    svc.ready()
-        .await
-        .unwrap()
-        .call(request("a", ""))
-        .await
-        .unwrap();
+    send(&mut svc, request("a", "")).await.unwrap();
 
     let seen = handle.snapshot();
     assert_eq!(
@@ -120,26 +107,14 @@ async fn the_tokens_an_answer_reports_are_spent_and_refuse_the_next_request_unti
     let handle = layer.handle();
     let mut svc = layer.layer(provider(StatusCode::OK, body, calls.clone()));
 
-    let res = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(request("a", ""))
-        .await
-        .unwrap();
+    let res = send(&mut svc, request("a", "")).await.unwrap();
     // Admitted: nothing is spent until the answer says what it used.
     assert_eq!(handle.snapshot()[0].tokens, 0);
     let read = res.into_body().collect().await.unwrap().to_bytes();
     assert_eq!(read, body, "the body passes unchanged");
     assert_eq!(handle.snapshot()[0].tokens, 120);
 
-    let err = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(request("a", ""))
-        .await
-        .unwrap_err();
+    let err = send(&mut svc, request("a", "")).await.unwrap_err();
     let limited = err.downcast_ref::<ClientLimited>().unwrap();
     assert_eq!(limited.limit(), LimitKind::Tokens);
     // 60 in debt (the floor), at one a second, and one more to admit.
@@ -162,13 +137,12 @@ async fn a_stream_without_usage_is_counted_by_its_events_and_prompt() {
     });
     let mut svc = layer.layer(stream);
     // A 40-byte request: about 10 tokens of prompt.
-    let res = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(request("a", "0123456789012345678901234567890123456789"))
-        .await
-        .unwrap();
+    let res = send(
+        &mut svc,
+        request("a", "0123456789012345678901234567890123456789"),
+    )
+    .await
+    .unwrap();
     res.into_body().collect().await.unwrap();
     assert_eq!(handle.snapshot()[0].tokens, 12);
 }
@@ -184,13 +158,7 @@ async fn failed_answers_spend_no_tokens_and_unknown_callers_pass_uncounted() {
         calls.clone(),
     ));
     for _ in 0..3 {
-        let res = svc
-            .ready()
-            .await
-            .unwrap()
-            .call(request("a", ""))
-            .await
-            .unwrap();
+        let res = send(&mut svc, request("a", "")).await.unwrap();
         assert_eq!(res.status(), 503);
         res.into_body().collect().await.unwrap();
     }
@@ -203,12 +171,7 @@ async fn failed_answers_spend_no_tokens_and_unknown_callers_pass_uncounted() {
         .call(Request::new(Full::new(Bytes::new())))
         .await
         .unwrap();
-    svc.ready()
-        .await
-        .unwrap()
-        .call(request("z", ""))
-        .await
-        .unwrap();
+    send(&mut svc, request("z", "")).await.unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 5);
     assert_eq!(handle.snapshot().len(), 1);
 }
@@ -233,13 +196,7 @@ async fn a_body_dropped_before_its_end_spends_what_was_read() {
         Ok::<_, BoxError>(Response::new(body))
     });
     let mut svc = layer.layer(events);
-    let res = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(request("a", ""))
-        .await
-        .unwrap();
+    let res = send(&mut svc, request("a", "")).await.unwrap();
     let mut body = res.into_body();
     body.frame().await.unwrap().unwrap();
     assert_eq!(
