@@ -36,6 +36,7 @@ use std::fmt;
 
 use serde_core::de::{Deserialize, Deserializer, MapAccess, Visitor};
 
+use crate::classify::text::{Needle, needle};
 use crate::json::{Scalar, skip};
 
 /// What a call used, as its provider reported it.
@@ -66,8 +67,15 @@ const MAX_OBJECT: usize = 4096;
 /// Bytes of a plain answer counted as one token when no usage is reported.
 pub const BYTES_PER_TOKEN: u64 = 4;
 
-const USAGE_KEY: &[u8] = b"\"usage\"";
-const EVENT_FIELD: &[u8] = b"\ndata:";
+/// The key a usage object follows.
+fn usage_key() -> &'static Needle {
+    needle!("\"usage\"")
+}
+
+/// The field a server-sent event's data starts with, at a line's start.
+fn event_field() -> &'static Needle {
+    needle!("\ndata:")
+}
 
 /// Reads the `usage` of an answer from its bytes, chunk by chunk. See the
 /// [module docs](self).
@@ -161,7 +169,7 @@ impl UsageScanner {
             self.carry
         };
         self.bytes = self.bytes.saturating_add(chunk.len() as u64);
-        self.events += count_across(carry.as_slice(), chunk, EVENT_FIELD);
+        self.events += count_across(carry.as_slice(), chunk, event_field());
         self.carry = carry;
         self.carry.keep(chunk);
 
@@ -179,7 +187,7 @@ impl UsageScanner {
                     } else {
                         &[]
                     };
-                    match find_across(before, &chunk[at..], USAGE_KEY) {
+                    match find_across(before, &chunk[at..], usage_key()) {
                         Some(end) => {
                             self.state = State::Colon;
                             at + end
@@ -205,12 +213,29 @@ impl UsageScanner {
                     let (next, b) = skip_space(chunk, at);
                     match b {
                         Some(b'{') => {
-                            self.state = State::Object(Box::new(Capture {
-                                bytes: vec![b'{'],
+                            // Most objects end in the chunk they start in:
+                            // read them there, copying nothing.
+                            let mut capture = Capture {
                                 depth: 1,
                                 ..Capture::default()
-                            }));
-                            next + 1
+                            };
+                            let limit = chunk.len().min(next + MAX_OBJECT);
+                            match capture.scan(&chunk[next + 1..limit]).0 {
+                                Taken::Done(n) => {
+                                    self.state = State::Search;
+                                    self.record(&chunk[next..next + 1 + n]);
+                                    next + 1 + n
+                                }
+                                _ if limit < chunk.len() => {
+                                    self.state = State::Search;
+                                    limit
+                                }
+                                _ => {
+                                    capture.bytes = chunk[next..].to_vec();
+                                    self.state = State::Object(Box::new(capture));
+                                    chunk.len()
+                                }
+                            }
                         }
                         // `null`, or not an object: not a usage.
                         Some(_) => {
@@ -317,12 +342,21 @@ enum Taken {
 }
 
 impl Capture {
+    /// Reads on from `chunk`: the object's end, if it is in it, and keeps
+    /// what was read (one copy, however many bytes).
     fn take(&mut self, chunk: &[u8]) -> Taken {
+        let room = MAX_OBJECT.saturating_sub(self.bytes.len());
+        let (taken, used) = self.scan(&chunk[..chunk.len().min(room)]);
+        self.bytes.extend_from_slice(&chunk[..used]);
+        match taken {
+            Taken::More if chunk.len() > room => Taken::TooLong(room),
+            taken => taken,
+        }
+    }
+
+    /// The bytes of `chunk` that belong to the object, and whether it ends there.
+    fn scan(&mut self, chunk: &[u8]) -> (Taken, usize) {
         for (i, &b) in chunk.iter().enumerate() {
-            if self.bytes.len() >= MAX_OBJECT {
-                return Taken::TooLong(i);
-            }
-            self.bytes.push(b);
             if self.in_string {
                 match b {
                     _ if self.escaped => self.escaped = false,
@@ -338,13 +372,13 @@ impl Capture {
                 b'}' => {
                     self.depth -= 1;
                     if self.depth == 0 {
-                        return Taken::Done(i + 1);
+                        return (Taken::Done(i + 1), i + 1);
                     }
                 }
                 _ => {}
             }
         }
-        Taken::More
+        (Taken::More, chunk.len())
     }
 }
 
@@ -362,17 +396,17 @@ fn skip_space(chunk: &[u8], at: usize) -> (usize, Option<u8>) {
 
 /// Where in `chunk` the first `needle` that starts in `carry ++ chunk`
 /// ends (an index into `chunk`), if one does.
-fn find_across(carry: &[u8], chunk: &[u8], needle: &[u8]) -> Option<usize> {
-    if let Some(end) = straddling(carry, chunk, needle) {
+fn find_across(carry: &[u8], chunk: &[u8], needle: &Needle) -> Option<usize> {
+    if let Some(end) = straddling(carry, chunk, needle.text().as_bytes()) {
         return Some(end);
     }
-    memchr::memmem::find(chunk, needle).map(|at| at + needle.len())
+    needle.find(chunk).map(|at| at + needle.len())
 }
 
 /// How many `needle`s end in `chunk`, counting one cut by the boundary.
-fn count_across(carry: &[u8], chunk: &[u8], needle: &[u8]) -> u64 {
-    let straddle = u64::from(straddling(carry, chunk, needle).is_some());
-    straddle + memchr::memmem::find_iter(chunk, needle).count() as u64
+fn count_across(carry: &[u8], chunk: &[u8], needle: &Needle) -> u64 {
+    let straddle = u64::from(straddling(carry, chunk, needle.text().as_bytes()).is_some());
+    straddle + needle.count(chunk) as u64
 }
 
 /// The end (in `chunk`) of a `needle` that starts in `carry` and ends in
@@ -393,6 +427,36 @@ struct Seen {
     total: Option<u64>,
 }
 
+/// The members of a `usage` object that are counted, matched without
+/// allocating.
+enum Count {
+    Input,
+    Output,
+    Total,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Count;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_str<E>(self, k: &str) -> Result<Count, E> {
+                Ok(match k {
+                    "prompt_tokens" | "input_tokens" => Count::Input,
+                    "completion_tokens" | "output_tokens" => Count::Output,
+                    "total_tokens" => Count::Total,
+                    _ => Count::Other,
+                })
+            }
+        }
+        d.deserialize_identifier(V)
+    }
+}
+
 impl<'de> Deserialize<'de> for Seen {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -403,12 +467,12 @@ impl<'de> Deserialize<'de> for Seen {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Seen, A::Error> {
                 let mut seen = Seen::default();
-                while let Some(key) = m.next_key::<std::borrow::Cow<'de, str>>()? {
-                    let slot = match &*key {
-                        "prompt_tokens" | "input_tokens" => &mut seen.input,
-                        "completion_tokens" | "output_tokens" => &mut seen.output,
-                        "total_tokens" => &mut seen.total,
-                        _ => {
+                while let Some(key) = m.next_key::<Count>()? {
+                    let slot = match key {
+                        Count::Input => &mut seen.input,
+                        Count::Output => &mut seen.output,
+                        Count::Total => &mut seen.total,
+                        Count::Other => {
                             skip(&mut m)?;
                             continue;
                         }

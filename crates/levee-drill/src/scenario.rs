@@ -9,7 +9,7 @@
 //!
 //! | key | the drill, when unset | the library |
 //! |---|---|---|
-//! | `bulkhead.max_concurrent` | 256 per target ([`DRILL_MAX_CONCURRENT`]) | 64 |
+//! | `bulkhead.max_concurrent` | 256 per target ([`DRILL_MAX_CONCURRENT`]) | 1024 |
 //! | `retry.timeout` | `load.timeout` | none |
 //! | `retry.attempt_timeout` | a third of `load.timeout` | none |
 //!

@@ -30,12 +30,15 @@
 //! # }
 //! ```
 
+mod access;
 pub mod config;
 mod events;
+mod intern;
 mod ops;
 mod proxy;
 mod secret;
 mod serve;
+mod spare;
 mod table;
 mod tls;
 mod upstream;

@@ -32,6 +32,10 @@ fn main() -> ExitCode {
             EnvFilter::try_from_env("LEVEE_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colours only for a person at a terminal: a log file or collector
+        // would keep the escape codes, and writing them costs more than
+        // the rest of the line.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let config = match GatewayConfig::load(&args.config) {
         Ok(config) => config,

@@ -14,15 +14,13 @@ use levee_core::classify::Classification;
 use levee_core::classify::TransportFailure;
 use levee_core::request::RequestFields;
 use tokio::time::Instant;
-use tower::ServiceExt;
 use tower_levee::api::{ApiDialect, ReadBodyError, error_response, read_body, refusal_response};
-use tower_levee::client_limit::ClientId;
 use tower_levee::error::{Rejection, transport_failure};
 use tower_levee::failover::ServedBy;
 use tower_levee::retry::RetryOutcome;
 
 use crate::Gateway;
-use crate::table::Table;
+use crate::table::{Caller, Table};
 use crate::upstream::{ModelSpan, Payload};
 
 /// The request's id, kept or made: sent upstream, returned, logged.
@@ -38,8 +36,8 @@ struct Line {
     request_id: HeaderValue,
     method: Method,
     path: String,
-    route: Option<String>,
-    client: Option<ClientId>,
+    route: Option<&'static str>,
+    client: Option<Caller>,
     target: Option<&'static str>,
     verdict: &'static str,
     started: Instant,
@@ -133,7 +131,7 @@ async fn answer(
             &message,
         ));
     };
-    line.route = Some(route.model.clone());
+    line.route = Some(route.label);
     let model_span = fields.model_span();
     let Some(api) = route.api(dialect) else {
         line.verdict = "wrong_api";
@@ -165,11 +163,11 @@ async fn answer(
         .insert(REQUEST_ID, line.request_id.clone());
     upstream.extensions_mut().insert(ModelSpan(model_span));
     if let Some(client) = &line.client {
-        upstream.extensions_mut().insert(client.clone());
+        upstream.extensions_mut().insert(client.id.clone());
     }
-    match api.stack.clone().oneshot(upstream).await {
+    match api.call(upstream).await {
         Ok(response) => {
-            let served = response.extensions().get::<ServedBy>().copied();
+            let served = ServedBy::of_body(response.body().get_ref());
             let stop = response.extensions().get::<RetryOutcome>().map(|o| o.stop);
             line.target = served.map(|s| s.target);
             line.verdict = response
@@ -218,7 +216,7 @@ async fn answer(
 }
 
 /// The caller named by the key it presents, when the gateway has clients.
-fn authenticate(table: &Table, headers: &HeaderMap) -> Result<Option<ClientId>, &'static str> {
+fn authenticate(table: &Table, headers: &HeaderMap) -> Result<Option<Caller>, &'static str> {
     if !table.requires_key() {
         return Ok(None);
     }
@@ -275,50 +273,63 @@ fn request_id(headers: &HeaderMap) -> HeaderValue {
         })
 }
 
-/// Headers that describe one connection, not the request.
-const HOP_BY_HOP: [HeaderName; 8] = [
-    header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    HeaderName::from_static("proxy-connection"),
-    header::PROXY_AUTHENTICATE,
-    header::PROXY_AUTHORIZATION,
-    header::TE,
-    header::TRAILER,
-    header::TRANSFER_ENCODING,
-];
+/// Whether `name` describes one connection, not the message (RFC 9110
+/// section 7.6.1), so a proxy does not pass it on.
+fn hop_by_hop(name: &HeaderName) -> bool {
+    name == header::CONNECTION
+        || name == header::PROXY_AUTHENTICATE
+        || name == header::PROXY_AUTHORIZATION
+        || name == header::TE
+        || name == header::TRAILER
+        || name == header::TRANSFER_ENCODING
+        || name == header::UPGRADE
+        || name.as_str() == "keep-alive"
+        || name.as_str() == "proxy-connection"
+}
+
+/// Whether `name` is the caller's own (its credentials, or what hyper sets
+/// for the target's URL and the body sent), or `Accept-Encoding`, so the
+/// provider answers uncompressed and Levee reads its errors and streams.
+fn callers_own(name: &HeaderName) -> bool {
+    name == header::HOST
+        || name == header::AUTHORIZATION
+        || name == header::CONTENT_LENGTH
+        || name == header::ACCEPT_ENCODING
+        || name.as_str() == "x-api-key"
+        || name.as_str() == "api-key"
+}
+
+/// Removes every header `doomed` names, and those `Connection` names.
+/// One pass over the names finds them (usually none): a removal by name
+/// hashes it, and most messages carry none of these.
+fn remove(headers: &mut HeaderMap, doomed: fn(&HeaderName) -> bool) {
+    let mut names: Vec<HeaderName> = headers.keys().filter(|n| doomed(n)).cloned().collect();
+    if names.is_empty() {
+        return;
+    }
+    names.extend(
+        headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok()),
+    );
+    for name in names {
+        headers.remove(name);
+    }
+}
 
 /// Removes hop-by-hop headers, and those `Connection` names.
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .collect();
-    for name in HOP_BY_HOP.iter().chain(&named) {
-        headers.remove(name);
-    }
-    headers.remove(header::UPGRADE);
+    remove(headers, hop_by_hop);
 }
 
 /// The caller's headers as they go to a target: without hop-by-hop
-/// headers, without the caller's credentials (the target's own key is
-/// set by its rewrite), without `Host` and `Content-Length` (set for the
-/// target's URL and the body sent), and without `Accept-Encoding`, so the
-/// provider answers uncompressed and Levee reads its errors and streams.
+/// headers and without the caller's own (see [`callers_own`]); the
+/// target's own key is set by its rewrite.
 fn forwarded(mut headers: HeaderMap) -> HeaderMap {
-    strip_hop_by_hop(&mut headers);
-    for name in [
-        header::HOST,
-        header::AUTHORIZATION,
-        header::CONTENT_LENGTH,
-        header::ACCEPT_ENCODING,
-        HeaderName::from_static("x-api-key"),
-        HeaderName::from_static("api-key"),
-    ] {
-        headers.remove(name);
-    }
+    remove(&mut headers, |name| hop_by_hop(name) || callers_own(name));
     headers
 }
 
@@ -329,26 +340,33 @@ fn finish(mut response: Response, line: &Line) -> Response {
         .insert(REQUEST_ID, line.request_id.clone());
     let status = response.status().as_u16();
     let latency = line.started.elapsed();
-    let route = line.route.as_deref().unwrap_or("-");
-    let client = line.client.as_ref().map_or("-", ClientId::as_str);
-    tracing::info!(
-        target: "levee_gateway::access",
-        request_id = line.request_id.to_str().unwrap_or("-"),
-        method = %line.method,
-        path = %line.path,
-        route,
-        client,
-        target_name = line.target.unwrap_or("-"),
-        status,
-        verdict = line.verdict,
-        latency_ms = latency.as_secs_f64() * 1e3,
-    );
-    crate::ops::count_request(route, client, status, line.verdict, latency_secs(latency));
+    let route = line.route.unwrap_or("-");
+    let client = line.client.as_ref().map_or("-", |c| c.label);
+    if crate::access::enabled() {
+        line.write(route, client, status, latency);
+    }
+    crate::ops::count_request(route, client, status, line.verdict, latency.as_secs_f64());
     response
 }
 
-fn latency_secs(d: Duration) -> f64 {
-    d.as_secs_f64()
+impl Line {
+    /// Writes the request's access line (see [`crate::access`]).
+    fn write(&self, route: &str, client: &str, status: u16, latency: Duration) {
+        let mut out = crate::access::Line::new();
+        out.pair("request_id", self.request_id.to_str().unwrap_or("-"))
+            .pair("method", self.method.as_str())
+            .pair("path", &self.path)
+            .pair("route", route)
+            .pair("client", client)
+            .pair("target", self.target.unwrap_or("-"))
+            .number("status", u64::from(status))
+            .pair("verdict", self.verdict)
+            .number(
+                "latency_us",
+                u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
+            );
+        out.write();
+    }
 }
 
 /// `GET /v1/models`: the routes' models, in OpenAI's list shape, or

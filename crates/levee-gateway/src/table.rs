@@ -22,7 +22,9 @@ use tower_levee::retry::{Retry, RetryBudget, RetryBudgetLayer};
 
 use crate::config::{GatewayConfig, TargetConfig, TargetDialect};
 use crate::events::Events;
+use crate::intern::intern;
 use crate::secret::Secret;
+use crate::spare::{self, StackId, StackIds};
 use crate::upstream::{HttpsClient, Payload, TargetRewrite, Upstream};
 
 /// A route's stack for one API: client limits → retry budget → failover →
@@ -32,7 +34,8 @@ pub(crate) type Stack = ClientLimit<Retry<Failover<Payload, Incoming, Upstream>>
 
 /// One API of one route.
 pub(crate) struct RouteApi {
-    pub(crate) stack: Stack,
+    stack: Stack,
+    id: StackId,
     pub(crate) failover: FailoverHandle,
     pub(crate) budget: Arc<RetryBudget>,
 }
@@ -40,10 +43,23 @@ pub(crate) struct RouteApi {
 /// One route: its model, and a stack for each API its targets speak.
 pub(crate) struct Route {
     pub(crate) model: String,
+    /// `model`, interned: the route's label in metrics.
+    pub(crate) label: &'static str,
     pub(crate) openai: Option<RouteApi>,
     pub(crate) anthropic: Option<RouteApi>,
     /// The cap on a refusal's `Retry-After`.
     pub(crate) max_retry_after: Duration,
+}
+
+impl RouteApi {
+    /// Sends `request` through this API's stack (a spare clone of it: see
+    /// [`crate::spare`]).
+    pub(crate) async fn call(
+        &self,
+        request: http::Request<Payload>,
+    ) -> Result<<Stack as tower::Service<http::Request<Payload>>>::Response, BoxError> {
+        spare::call(self.id, &self.stack, request).await
+    }
 }
 
 impl Route {
@@ -53,6 +69,14 @@ impl Route {
             _ => self.anthropic.as_ref(),
         }
     }
+}
+
+/// An authenticated caller: the extension its requests carry, and its
+/// name as a metrics label.
+#[derive(Clone, Debug)]
+pub(crate) struct Caller {
+    pub(crate) id: ClientId,
+    pub(crate) label: &'static str,
 }
 
 /// A target's state under one set of settings: its breaker layer (breaker,
@@ -71,7 +95,7 @@ pub(crate) struct Table {
     routes: HashMap<String, Route>,
     /// The routes' models, sorted.
     pub(crate) models: Vec<String>,
-    clients: Vec<(Secret, ClientId)>,
+    clients: Vec<(Secret, Caller)>,
     pub(crate) client_limits: ClientLimitLayer,
     /// Every target state, by target name (a target serving routes with
     /// different settings has one per setting).
@@ -111,11 +135,18 @@ impl Table {
         let clients = config
             .clients
             .iter()
-            .map(|c| (c.key.clone(), ClientId::new(c.name.as_str())))
+            .map(|c| {
+                let caller = Caller {
+                    id: ClientId::new(c.name.as_str()),
+                    label: intern(&c.name),
+                };
+                (c.key.clone(), caller)
+            })
             .collect();
 
         let mut reporter = MetricsReporter::new();
         let mut routes = HashMap::new();
+        let mut ids = StackIds::new();
         for route in &config.routes {
             let levee = &route.levee;
             let mut apis = [None, None];
@@ -165,10 +196,7 @@ impl Table {
                     }
                     failover = failover.target(t);
                 }
-                let failover = levee
-                    .failover
-                    .apply(failover.served_by_extension(true))?
-                    .build()?;
+                let failover = levee.failover.apply(failover)?.build()?;
                 let handle = failover.handle();
                 let budget = Arc::new(RetryBudget::from_config(levee.retry.budget));
                 let retry = levee.retry.apply(RetryBudgetLayer::new(budget.clone()))?;
@@ -179,6 +207,7 @@ impl Table {
                     .budget(label.as_str(), budget.clone());
                 apis[slot] = Some(RouteApi {
                     stack,
+                    id: ids.next(),
                     failover: handle,
                     budget,
                 });
@@ -188,6 +217,7 @@ impl Table {
                 route.model.clone(),
                 Route {
                     model: route.model.clone(),
+                    label: intern(&route.model),
                     openai,
                     anthropic,
                     max_retry_after: levee.failover.max_retry_after,
@@ -251,7 +281,7 @@ impl Table {
 
     /// The caller whose key is `presented`. Every key is compared, so the
     /// time taken does not say which came close.
-    pub(crate) fn client(&self, presented: &[u8]) -> Option<&ClientId> {
+    pub(crate) fn client(&self, presented: &[u8]) -> Option<&Caller> {
         let mut found = None;
         for (key, id) in &self.clients {
             if key.matches(presented) && found.is_none() {

@@ -24,6 +24,7 @@ use tower_levee::BoxError;
 use tower_levee::breaker::Scope;
 
 use crate::config::{AuthStyle, TargetConfig, TargetDialect};
+use crate::intern::intern;
 use crate::secret::Secret;
 
 /// The client every target shares: HTTP/1.1 and HTTP/2 (by ALPN) over
@@ -179,25 +180,6 @@ enum PathRule {
 
 /// The prefix every client path of the API starts with.
 const API_PREFIX: &str = "/v1";
-
-/// Interned strings: a scope's names are `&'static str`, so a request's
-/// scope is copied, not allocated. Each distinct name is kept once for the
-/// process's life (names come from configuration files, so they are few).
-fn intern(name: &str) -> &'static str {
-    use std::collections::HashSet;
-    use std::sync::{Mutex, OnceLock, PoisonError};
-    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
-    let mut names = NAMES
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    if let Some(&name) = names.get(name) {
-        return name;
-    }
-    let leaked: &'static str = Box::leak(name.into());
-    names.insert(leaked);
-    leaked
-}
 
 impl TargetRewrite {
     /// `target`'s rewrite of a request for `route_model`.

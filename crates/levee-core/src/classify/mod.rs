@@ -133,7 +133,7 @@ mod rules;
 mod stream;
 #[cfg(test)]
 mod tests;
-mod text;
+pub(crate) mod text;
 
 mod response;
 mod verdict;

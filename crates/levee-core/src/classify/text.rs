@@ -33,6 +33,11 @@ impl Needle {
         self.text.len()
     }
 
+    /// What it searches for.
+    pub(crate) fn text(&self) -> &'static str {
+        self.text
+    }
+
     /// The first offset of the needle in `hay`.
     pub(crate) fn find(&self, hay: &[u8]) -> Option<usize> {
         // A few bytes (the tail of an event past its last hit) cost less
@@ -51,6 +56,11 @@ impl Needle {
     /// Whether the needle occurs in `hay`.
     pub(crate) fn is_in(&self, hay: &str) -> bool {
         self.find(hay.as_bytes()).is_some()
+    }
+
+    /// How many times the needle occurs in `hay` (not overlapping).
+    pub(crate) fn count(&self, hay: &[u8]) -> usize {
+        self.finder().find_iter(hay).count()
     }
 
     /// Byte offsets of every occurrence in `hay`.

@@ -14,8 +14,12 @@ use crate::bulkhead::BulkheadLayer;
 use crate::failover::{DEFAULT_MAX_RETRY_AFTER, DEFAULT_OVERLOAD_WINDOW, FailoverBuilder};
 use crate::retry::{Policy, RetryBudget, RetryBudgetLayer};
 
-/// `bulkhead.max_concurrent` when the file names none.
-pub const DEFAULT_MAX_CONCURRENT: usize = 64;
+/// `bulkhead.max_concurrent` when the file names none. An LLM call lasts
+/// seconds, so a limit sized for ordinary RPCs refuses real traffic: 64 in
+/// flight is 6 requests a second of 10-s calls. 1,024 keeps the bulkhead
+/// for what it is for, a dependency that hangs, while what it holds stays
+/// a few megabytes of requests.
+pub const DEFAULT_MAX_CONCURRENT: usize = 1024;
 
 // === BreakerLayerConfig ===
 

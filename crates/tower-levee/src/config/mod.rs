@@ -71,7 +71,7 @@
 //! | `retry.attempt_timeout` | none | each attempt's deadline, for the timeout a stack puts beneath the breaker |
 //! | `retry.budget.ttl`, `min_per_sec`, `retry_ratio` | `"10s"`, 10, 0.1 | the retry budget |
 //! | `bulkhead.name` | `"bulkhead"` | the compartment's name |
-//! | `bulkhead.max_concurrent` | 64 | calls in flight |
+//! | `bulkhead.max_concurrent` | 1024 | calls in flight |
 //! | `bulkhead.max_wait` | none | queue this long when full (none: fail fast) |
 //! | `failover.max_targets_per_request` | all | targets one request is sent to |
 //! | `failover.max_retry_after` | `"300s"` | the cap on `NoTargetAvailable`'s `retry_after` |

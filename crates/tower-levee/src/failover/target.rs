@@ -253,10 +253,15 @@ impl ServedBy {
     /// Which target answered `response`: from its body, else from its
     /// extensions (`None` if it did not come from a failover's target).
     pub fn of<RB: Body>(response: &Response<ResponseBody<RB>>) -> Option<ServedBy> {
-        match response.body().served_by() {
-            Some(tag) => Some(ServedBy::from(tag)),
-            None => response.extensions().get::<ServedBy>().copied(),
-        }
+        ServedBy::of_body(response.body())
+            .or_else(|| response.extensions().get::<ServedBy>().copied())
+    }
+
+    /// Which target answered, from the response's body alone: for a body a
+    /// layer above has wrapped, reached through its `get_ref` (as
+    /// [`ClientLimitBody::get_ref`](crate::client_limit::ClientLimitBody::get_ref)).
+    pub fn of_body<RB: Body>(body: &ResponseBody<RB>) -> Option<ServedBy> {
+        body.served_by().map(ServedBy::from)
     }
 
     /// The body's record of target `index`, whose name is numbered
