@@ -35,4 +35,5 @@ pub mod scenario;
 pub mod sdk;
 pub mod suite;
 pub mod svg;
+pub mod through;
 pub mod tune;

@@ -32,6 +32,11 @@ pub struct Remote {
 }
 
 impl Remote {
+    /// Where the providers listen: target `i` at `/t/{i}/`.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// Sends one call for target `idx`.
     pub(crate) fn send(&self, idx: usize) -> SimFuture {
         let client = self.client.clone();
@@ -71,7 +76,14 @@ pub async fn serve(provider: Provider) -> io::Result<Remote> {
                         .and_then(|s| s.parse::<usize>().ok())
                         .unwrap_or(0);
                     let fut = provider.target(idx).call(req);
-                    async move { fut.await.map_err(|e| io::Error::other(e.to_string())) }
+                    async move {
+                        let mut res = fut.await.map_err(|e| io::Error::other(e.to_string()))?;
+                        // Which target answered, for a client behind a
+                        // gateway (`--through`) to tell.
+                        res.headers_mut()
+                            .insert(crate::through::TARGET_HEADER, http::HeaderValue::from(idx));
+                        Ok::<_, io::Error>(res)
+                    }
                 });
                 let _ = http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), svc)

@@ -81,6 +81,16 @@ struct RunArgs {
     /// With --live: compress real time N times (N >= 1).
     #[arg(long, value_name = "N", default_value = "1", value_parser = levee_drill::live::parse_scale)]
     time_scale: f64,
+    /// With --live: send the load through a real gateway process that ADAPTER
+    /// starts in front of the providers (built in: levee-gateway, litellm; or
+    /// a path), a row per gateway; several comma-separated run one after another.
+    #[arg(
+        long,
+        value_name = "ADAPTER[,ADAPTER]",
+        requires = "live",
+        value_delimiter = ','
+    )]
+    through: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -214,7 +224,10 @@ fn run_file(args: &RunArgs) -> Result<(), Failure> {
     }
     // Progress only for a person watching: never in a pipe or a test.
     let tty = io::stderr().is_terminal();
-    let run = if args.live {
+    let run = if !args.through.is_empty() {
+        let adapters = through_adapters(&args.through)?;
+        run::run_scenario_through(&sc, scale, &adapters)
+    } else if args.live {
         run::run_scenario_live(&sc, scale)
     } else {
         run::run_scenario_with(&sc, |stack, n| {
@@ -240,6 +253,26 @@ fn run_file(args: &RunArgs) -> Result<(), Failure> {
         write_file(path, svg::render(&pictured, &report))?;
     }
     Ok(())
+}
+
+/// The adapters named, each checked: one that cannot run is skipped with
+/// its reason; none left is a usage error.
+fn through_adapters(names: &[String]) -> Result<Vec<levee_drill::through::Adapter>, Failure> {
+    let mut ready = Vec::new();
+    for name in names {
+        let adapter = levee_drill::through::Adapter::resolve(name).map_err(Failure::usage)?;
+        match adapter.check() {
+            Ok(what) => {
+                println!("through {}: {what}", adapter.name);
+                ready.push(adapter);
+            }
+            Err(why) => println!("through {}: skipped: {why}", adapter.name),
+        }
+    }
+    if ready.is_empty() {
+        return Err(Failure::usage("--through: no adapter can run (see above)"));
+    }
+    Ok(ready)
 }
 
 fn tune(args: &TuneArgs) -> Result<(), Failure> {

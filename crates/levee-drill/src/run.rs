@@ -67,6 +67,8 @@ pub fn run_stack(
 }
 
 enum Stack {
+    /// A gateway process in front of the providers (`--through`).
+    Through(crate::through::ThroughClient),
     Unprotected,
     Naive(Naive),
     TowerResilience(TowerResilienceStack),
@@ -81,12 +83,23 @@ async fn drive(
     arrivals: Vec<Duration>,
     live: bool,
 ) -> Result<StackRun, BoxError> {
+    drive_with(sc, name, arrivals, live, None).await
+}
+
+async fn drive_with(
+    sc: Arc<Scenario>,
+    name: String,
+    arrivals: Vec<Duration>,
+    live: bool,
+    through: Option<&crate::through::Adapter>,
+) -> Result<StackRun, BoxError> {
     let start = Instant::now();
     let provider = Provider::new(sc.clone());
-    let provider = if live {
-        provider.over(crate::live::serve(provider.clone()).await?)
+    let (provider, remote) = if live {
+        let remote = crate::live::serve(provider.clone()).await?;
+        (provider.over(remote.clone()), Some(remote))
     } else {
-        provider
+        (provider, None)
     };
     let transitions: Rc<RefCell<Vec<TransitionRecord>>> = Rc::default();
     // The fleet store the `levee-fleet` replicas share, and its outages:
@@ -97,8 +110,9 @@ async fn drive(
         .filter(|f| f.kind == "store_outage")
         .map(|f| (f.from, f.to))
         .collect();
-    let store = match (name.as_str(), &sc.fleet) {
-        ("levee-fleet", Some(_)) if live => {
+    let shares_store = name == "levee-fleet" || through.is_some();
+    let store = match (shares_store, &sc.fleet) {
+        (true, Some(_)) if live => {
             let server = levee_redis::LocalRedis::start(None).map_err(|e| {
                 format!("--live with a [fleet] runs a redis-server on 127.0.0.1: {e}")
             })?;
@@ -117,7 +131,7 @@ async fn drive(
             }
             Some((FleetStore::Redis(url), Some(server)))
         }
-        ("levee-fleet", Some(spec)) => {
+        (true, Some(spec)) => {
             let store = levee_redis::MemoryStore::new().with_latency(spec.latency);
             for (from, to) in outages.iter().copied() {
                 let store = store.clone();
@@ -136,7 +150,23 @@ async fn drive(
     let (store, _server) = store.unzip();
     let _server = _server.flatten();
     let mut replicas = Vec::with_capacity(sc.replicas());
+    // The gateway processes of `--through`, one per replica, kept until the run ends.
+    let mut gateways = Vec::new();
     for replica in 0..sc.replicas() {
+        if let (Some(adapter), Some(remote)) = (through, &remote) {
+            let redis = match &store {
+                Some(FleetStore::Redis(url)) => Some(url.clone()),
+                _ => None,
+            };
+            let spec = crate::through::Spec::new(&sc, remote.addr(), redis);
+            let gateway = crate::through::GatewayProcess::start(adapter, &spec, replica).await?;
+            replicas.push(Stack::Through(crate::through::ThroughClient::new(
+                &sc,
+                &gateway.url,
+            )));
+            gateways.push(gateway);
+            continue;
+        }
         replicas.push(match name.as_str() {
             "unprotected" => Stack::Unprotected,
             "naive" => Stack::Naive(Naive::new(
@@ -189,6 +219,7 @@ async fn drive(
             let began = Instant::now();
             let fut = async {
                 match &replicas[replica] {
+                    Stack::Through(t) => t.call(&rng).await,
                     Stack::Unprotected => unprotected(&provider, &rng).await,
                     Stack::Naive(n) => n.call(&provider, &rng).await,
                     Stack::TowerResilience(t) => t.call().await,
@@ -211,6 +242,7 @@ async fn drive(
     for t in tasks {
         t.await?;
     }
+    drop(gateways);
     let mut transitions = transitions.borrow().clone();
     for stack in replicas.iter() {
         match stack {
@@ -294,6 +326,40 @@ pub fn run_scenario_live(sc: &Scenario, scale: f64) -> Result<ScenarioReport, Bo
         .into_iter()
         .map(|run| StackResult::from_run(&sc, run))
         .collect();
+    Ok(ScenarioReport {
+        scenario: sc.name.clone(),
+        results,
+    })
+}
+
+/// Runs the scenario live through each gateway an adapter starts
+/// (`--through`, see [`crate::through`]), one after the other, each over
+/// providers of its own: one report, a row per gateway.
+pub fn run_scenario_through(
+    sc: &Scenario,
+    scale: f64,
+    adapters: &[crate::through::Adapter],
+) -> Result<ScenarioReport, BoxError> {
+    let sc = Arc::new(crate::live::scaled(sc, scale));
+    let arrivals = arrivals(&sc);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let local = tokio::task::LocalSet::new();
+    let mut results = Vec::new();
+    for adapter in adapters {
+        let run = local.block_on(
+            &rt,
+            drive_with(
+                sc.clone(),
+                adapter.name.clone(),
+                arrivals.clone(),
+                true,
+                Some(adapter),
+            ),
+        )?;
+        results.push(StackResult::from_run(&sc, run));
+    }
     Ok(ScenarioReport {
         scenario: sc.name.clone(),
         results,
