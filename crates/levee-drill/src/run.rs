@@ -68,7 +68,7 @@ pub fn run_stack(
 
 enum Stack {
     /// A gateway process in front of the providers (`--through`).
-    Through(crate::through::ThroughClient),
+    Through(Box<crate::through::ThroughClient>),
     Unprotected,
     Naive(Naive),
     TowerResilience(TowerResilienceStack),
@@ -160,9 +160,8 @@ async fn drive_with(
             };
             let spec = crate::through::Spec::new(&sc, remote.addr(), redis);
             let gateway = crate::through::GatewayProcess::start(adapter, &spec, replica).await?;
-            replicas.push(Stack::Through(crate::through::ThroughClient::new(
-                &sc,
-                &gateway.url,
+            replicas.push(Stack::Through(Box::new(
+                crate::through::ThroughClient::new(&sc, &gateway.url),
             )));
             gateways.push(gateway);
             continue;
