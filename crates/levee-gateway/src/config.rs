@@ -56,6 +56,9 @@ pub struct TlsConfig {
     pub key_file: PathBuf,
 }
 
+/// The most threads `server.threads` may ask for.
+const MAX_THREADS: usize = 1024;
+
 /// `[server]`: what the gateway accepts from its callers.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -72,6 +75,9 @@ pub struct ServerConfig {
     /// On `SIGTERM`, how long requests in flight may finish (30 s).
     #[serde(with = "duration")]
     pub shutdown_timeout: Duration,
+    /// How many threads serve connections, each with a runtime of its own
+    /// (0, the default: one per core).
+    pub threads: usize,
 }
 
 impl Default for ServerConfig {
@@ -81,6 +87,7 @@ impl Default for ServerConfig {
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(60),
             shutdown_timeout: Duration::from_secs(30),
+            threads: 0,
         }
     }
 }
@@ -364,6 +371,17 @@ impl GatewayConfig {
                 None,
                 "server.max_body_bytes",
                 "must be at least 1, got 0",
+            ));
+        }
+        if server.threads > MAX_THREADS {
+            return Err(FileError::at(
+                text,
+                None,
+                "server.threads",
+                format!(
+                    "must be at most {MAX_THREADS} (0 is one per core), got {}",
+                    server.threads
+                ),
             ));
         }
         for (key, d) in [

@@ -57,13 +57,11 @@ use crate::events::Events;
 pub use crate::secret::Secret;
 use crate::table::Table;
 use crate::tls::Acceptor;
-use crate::upstream::HttpsClient;
 
-/// A gateway: its routing table (swapped whole on reload), the client every
-/// target shares, and what the operations endpoints read.
+/// A gateway: its routing table (swapped whole on reload) and what the
+/// operations endpoints read.
 pub struct Gateway {
     table: ArcSwap<Table>,
-    client: HttpsClient,
     events: Arc<Events>,
     metrics: PrometheusHandle,
     tls: Option<Acceptor>,
@@ -74,13 +72,11 @@ pub struct Gateway {
 impl Gateway {
     /// A gateway serving `config`; `config_path` is read again on reload.
     pub fn new(config: GatewayConfig, config_path: Option<PathBuf>) -> Result<Arc<Self>, BoxError> {
-        let client = upstream::https_client()?;
         let events = Arc::new(Events::default());
         let tls = config.tls.as_ref().map(Acceptor::load).transpose()?;
-        let table = Table::build(config, None, &client, &events)?;
+        let table = Table::build(config, None, &events)?;
         Ok(Arc::new(Gateway {
             table: ArcSwap::from_pointee(table),
-            client,
             events,
             metrics: ops::prometheus(),
             tls,
@@ -116,7 +112,7 @@ impl Gateway {
         if let (Some(acceptor), Some(tls)) = (&self.tls, &config.tls) {
             acceptor.reload(tls)?;
         }
-        let table = Table::build(config, Some(&current), &self.client, &self.events)?;
+        let table = Table::build(config, Some(&current), &self.events)?;
         self.table.store(Arc::new(table));
         Ok(())
     }

@@ -25,7 +25,7 @@ use crate::events::Events;
 use crate::intern::intern;
 use crate::secret::Secret;
 use crate::spare::{self, StackId, StackIds};
-use crate::upstream::{HttpsClient, Payload, TargetRewrite, Upstream};
+use crate::upstream::{Payload, TargetRewrite, Upstream};
 
 /// A route's stack for one API: client limits → retry budget → failover →
 /// per target (bulkhead → breaker, gate, park, pacing, stream watch →
@@ -110,7 +110,6 @@ impl Table {
     pub(crate) fn build(
         config: GatewayConfig,
         previous: Option<&Table>,
-        client: &HttpsClient,
         events: &Arc<Events>,
     ) -> Result<Table, BoxError> {
         let config = Arc::new(config);
@@ -163,7 +162,7 @@ impl Table {
                 if targets.is_empty() {
                     continue;
                 }
-                let upstream = Upstream::new(client.clone(), levee.retry.attempt_timeout);
+                let upstream = Upstream::new(levee.retry.attempt_timeout);
                 let mut failover = Failover::<Payload, Incoming, Upstream>::builder();
                 for target in targets {
                     let identity = identity(target, levee)?;

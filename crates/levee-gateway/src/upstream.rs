@@ -30,12 +30,12 @@ use crate::secret::Secret;
 /// The client every target shares: HTTP/1.1 and HTTP/2 (by ALPN) over
 /// rustls with Mozilla's roots, or plain HTTP for a provider on the local
 /// network; pooled connections, `TCP_NODELAY`.
-pub(crate) type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// How long a connection may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub(crate) fn https_client() -> Result<HttpsClient, BoxError> {
+fn https_client() -> HttpsClient {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
@@ -46,11 +46,23 @@ pub(crate) fn https_client() -> Result<HttpsClient, BoxError> {
         .enable_http1()
         .enable_http2()
         .wrap_connector(http);
-    Ok(Client::builder(TokioExecutor::new())
+    Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(90))
         .pool_timer(TokioTimer::new())
         .timer(TokioTimer::new())
-        .build(https))
+        .build(https)
+}
+
+thread_local! {
+    /// The calling thread's client, with a connection pool of its own.
+    ///
+    /// A pooled connection is driven by a task on the runtime that opened
+    /// it. Shared across threads, a request served on one thread and sent
+    /// over a connection of another would wake that thread twice (to send,
+    /// and for the answer): on a quiet gateway, a sleeping thread woken
+    /// for every request. With a pool per thread, and a runtime per thread
+    /// (see `main.rs`), a request never leaves the thread that accepted it.
+    static CLIENT: HttpsClient = https_client();
 }
 
 // === Payload ===
@@ -84,18 +96,17 @@ impl http_body::Body for Payload {
 
 // === Upstream ===
 
-/// One attempt's call: the request's bytes sent by the shared client, given
-/// up after the attempt's timeout (a `tower` timeout error, which Levee
-/// reads as an availability failure).
+/// One attempt's call: the request's bytes sent by the calling thread's
+/// client, given up after the attempt's timeout (a `tower` timeout error,
+/// which Levee reads as an availability failure).
 #[derive(Clone, Debug)]
 pub(crate) struct Upstream {
-    client: HttpsClient,
     timeout: Option<Duration>,
 }
 
 impl Upstream {
-    pub(crate) fn new(client: HttpsClient, timeout: Option<Duration>) -> Self {
-        Upstream { client, timeout }
+    pub(crate) fn new(timeout: Option<Duration>) -> Self {
+        Upstream { timeout }
     }
 }
 
@@ -104,13 +115,16 @@ impl Service<Request<Payload>> for Upstream {
     type Error = BoxError;
     type Future = UpstreamFuture;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.client.poll_ready(cx).map_err(Into::into)
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        // hyper's client is always ready: a connection is waited for in
+        // the call's future.
+        Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, request: Request<Payload>) -> Self::Future {
+        let request = request.map(|p| Full::new(p.0));
         UpstreamFuture {
-            response: self.client.request(request.map(|p| Full::new(p.0))),
+            response: CLIENT.with(|client| client.request(request)),
             deadline: self.timeout.map(tokio::time::sleep),
         }
     }

@@ -299,20 +299,29 @@ async fn a_reload_keeps_requests_in_flight_and_the_state_of_unchanged_targets() 
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn sigterm_finishes_the_requests_in_flight_and_exits_0() {
+async fn sigterm_finishes_the_requests_in_flight_on_every_serving_thread_and_exits_0() {
     let provider = Provider::always(Reply::Stream {
         headers: vec![("content-type", "application/json".into())],
         chunks: vec![(Duration::from_millis(600), r#"{"done":true}"#.into())],
     })
     .await;
-    let mut gw = Gateway::start(&config(&provider.url(), ""), &env());
+    // Three serving threads; eight connections land on them as the kernel
+    // wakes their accept loops.
+    let mut gw = Gateway::start(&config(&provider.url(), "[server]\nthreads = 3\n"), &env());
     let url = gw.url("/v1/chat/completions");
-    let in_flight = tokio::spawn(async move { post(&url, KEY, CHAT).await });
+    let in_flight: Vec<_> = (0..8)
+        .map(|_| {
+            let url = url.clone();
+            tokio::spawn(async move { post(&url, KEY, CHAT).await })
+        })
+        .collect();
     tokio::time::sleep(Duration::from_millis(200)).await;
     gw.signal("TERM");
-    let res = in_flight.await.unwrap();
-    assert_eq!(res.status, 200);
-    assert_eq!(res.text(), r#"{"done":true}"#);
+    for request in in_flight {
+        let res = request.await.unwrap();
+        assert_eq!(res.status, 200);
+        assert_eq!(res.text(), r#"{"done":true}"#);
+    }
     let status = tokio::task::spawn_blocking(move || {
         let status = gw.wait(Duration::from_secs(20));
         (status, gw.log())
@@ -349,6 +358,10 @@ fn a_config_that_does_not_parse_or_validate_exits_2_naming_the_key_line_and_colu
             "`target[0].api_key_env` (line 5, column 15): the environment variable NOT_SET_ANYWHERE is not set",
         ),
         ("listen = [".to_owned(), "line 1, column"),
+        (
+            format!("listen = \"127.0.0.1:4000\"\n[server]\nthreads = 5000\n{target}"),
+            "`server.threads`: must be at most 1024 (0 is one per core), got 5000",
+        ),
     ];
     for (config, says) in cases {
         let (code, stderr) = check_config(&config, &env);
