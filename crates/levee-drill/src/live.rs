@@ -101,9 +101,8 @@ pub async fn serve(provider: Provider) -> io::Result<Remote> {
 /// and rate limits multiplied. Levee's own timings (cool-offs, gate
 /// defaults) are not scaled.
 pub fn scaled(sc: &Scenario, scale: f64) -> Scenario {
-    let mut s = sc.clone();
+    let mut s = shortened(sc, scale);
     let d = |x: Duration| x.div_f64(scale);
-    s.duration = d(s.duration);
     s.load.rate *= scale;
     s.load.timeout = d(s.load.timeout);
     for t in &mut s.targets {
@@ -112,15 +111,29 @@ pub fn scaled(sc: &Scenario, scale: f64) -> Scenario {
         t.tpm = (t.tpm as f64 * scale).round() as u64;
     }
     for f in &mut s.faults {
-        f.from = d(f.from);
-        f.to = d(f.to);
-        f.period = d(f.period);
         f.delay = d(f.delay);
     }
     s
 }
 
-/// Checks a `--time-scale` value (the command line names the flag).
+/// The scenario's timeline compressed `factor` times: its duration and its
+/// faults' windows and flap periods divided; its load, its targets' limits
+/// and latencies, and every stack's own timings as they were. The same
+/// faults, closer together: how a gateway that keeps real time (whose
+/// cool-offs cannot be scaled) runs a long scenario in less time.
+pub fn shortened(sc: &Scenario, factor: f64) -> Scenario {
+    let mut s = sc.clone();
+    let d = |x: Duration| x.div_f64(factor);
+    s.duration = d(s.duration);
+    for f in &mut s.faults {
+        f.from = d(f.from);
+        f.to = d(f.to);
+        f.period = d(f.period);
+    }
+    s
+}
+
+/// Checks a `--time-scale` or `--shorten` value (the command line names the flag).
 pub fn parse_scale(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v >= 1.0 && v.is_finite() => Ok(v),

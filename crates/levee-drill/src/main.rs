@@ -81,6 +81,11 @@ struct RunArgs {
     /// With --live: compress real time N times (N >= 1).
     #[arg(long, value_name = "N", default_value = "1", value_parser = levee_drill::live::parse_scale)]
     time_scale: f64,
+    /// Compress the scenario's timeline N times (its duration and fault
+    /// windows), keeping its load, limits and latencies: a real gateway keeps
+    /// real time, so this is how it runs a long scenario in less.
+    #[arg(long, value_name = "N", default_value = "1", value_parser = levee_drill::live::parse_scale)]
+    shorten: f64,
     /// With --live: send the load through a real gateway process that ADAPTER
     /// starts in front of the providers (built in: levee-gateway, litellm; or
     /// a path), a row per gateway; several comma-separated run one after another.
@@ -214,7 +219,15 @@ fn run_suite(args: &SuiteArgs) -> Result<(), Failure> {
 }
 
 fn run_file(args: &RunArgs) -> Result<(), Failure> {
-    let sc = read_scenario(&args.file)?;
+    let mut sc = read_scenario(&args.file)?;
+    if args.shorten > 1.0 {
+        sc = levee_drill::live::shortened(&sc, args.shorten);
+        println!(
+            "shortened {}x: {:.0}s of the scenario's timeline, its load and limits as they are",
+            args.shorten,
+            sc.duration.as_secs_f64()
+        );
+    }
     let scale = args.time_scale;
     if args.live {
         println!(

@@ -110,14 +110,21 @@ pub struct StackResult {
     pub transitions: Vec<TransitionRecord>,
     /// Time from the first fault's start (or the first spend cap reached) to
     /// the first mechanism reacting on its target.
-    #[serde(skip)]
+    #[serde(rename = "detect_ms", serialize_with = "millis")]
     pub detect: Option<Duration>,
     /// Time from the first fault's end to the first request served by its target.
-    #[serde(skip)]
+    #[serde(rename = "recovery_ms", serialize_with = "millis")]
     pub recover: Option<Duration>,
     /// The per-request records, for the timeline picture.
     #[serde(skip)]
     pub records: Vec<Record>,
+}
+
+/// A time as whole milliseconds, `null` when there is none.
+fn millis<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    d.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .serialize(s)
 }
 
 /// One replica's requests, in a fleet's result.
