@@ -24,7 +24,10 @@ through=${THROUGH:-levee-gateway,litellm}
 shorten=${SHORTEN:-4}
 out=$root/target/through
 mkdir -p "$out"
-cargo build --release --quiet -p levee-drill -p levee-gateway
+# One package a build: built together, their features unify, and the adapter's
+# own `cargo build -p levee-gateway` would build the gateway again.
+cargo build --release --quiet -p levee-drill
+cargo build --release --quiet -p levee-gateway
 drill=${CARGO_TARGET_DIR:-$root/target}/release/levee-drill
 if [ $# -gt 0 ]; then
     scenarios=("$@")

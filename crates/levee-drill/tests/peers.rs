@@ -154,6 +154,68 @@ fn the_gateway_router_cools_a_deployment_down_on_a_429_for_5_seconds() {
 }
 
 #[test]
+fn the_gateway_router_counts_only_a_requests_first_failure_toward_a_cooldown() {
+    paused().block_on(async {
+        let sc = dead_primary(2, 500);
+        let provider = Provider::new(sc.clone());
+        let router = GatewayRouter::new(
+            vec!["primary".into(), "backup".into()],
+            Instant::now(),
+            Default::default(),
+        );
+        let rng = RefCell::new(fastrand::Rng::with_seed(1));
+        // The primary is tried three times a request (it stays the lowest
+        // order), the backup serves from the fallback hop, and each request
+        // counts one failure.
+        for n in 1..=4 {
+            assert_eq!(router.call(&provider, &rng).await, Ok(1));
+            assert_eq!(provider.stats().by_target["primary"], 3 * n);
+            assert!(!router.is_cooling(0), "after {n} requests");
+        }
+        // The fifth request's first failure makes 5 of 5 and cools it: its
+        // retry goes to the backup at once.
+        assert_eq!(router.call(&provider, &rng).await, Ok(1));
+        assert!(router.is_cooling(0));
+        assert_eq!(provider.stats().by_target["primary"], 13);
+        assert_eq!(router.call(&provider, &rng).await, Ok(1));
+        assert_eq!(
+            provider.stats().by_target["primary"],
+            13,
+            "cooled: not called"
+        );
+    });
+}
+
+#[test]
+fn the_gateway_router_retries_a_throttled_backup_in_its_fallback_hop_and_the_sdk_waits_out_no_deployments()
+ {
+    paused().block_on(async {
+        let text = "name = \"both\"\nduration = \"60s\"\nseed = 5\n[load]\nrate = 5\nmodel = \"gpt-4o\"\n\
+                    [[target]]\nname = \"primary\"\ndialect = \"openai\"\nlatency = \"100ms\"\n\
+                    [[target]]\nname = \"backup\"\ndialect = \"openai\"\nlatency = \"100ms\"\n\
+                    [[fault]]\ntarget = \"*\"\nkind = \"outage\"\nstatus = 429\n";
+        let provider = Provider::new(Arc::new(Scenario::from_toml(text).expect("scenario")));
+        let router = GatewayRouter::new(
+            vec!["primary".into(), "backup".into()],
+            Instant::now(),
+            Default::default(),
+        );
+        let rng = RefCell::new(fastrand::Rng::with_seed(1));
+        let started = Instant::now();
+        assert!(router.call(&provider, &rng).await.is_err());
+        // Each time the proxy tries: the primary once (its 429 cools it),
+        // the backup twice in the retries (not counted) and three times in
+        // the fallback hop (whose last error cools it). In between, the
+        // SDK's second try finds every deployment cooling down and waits
+        // the "No deployments available" answer's 5 s.
+        let stats = provider.stats();
+        assert_eq!(stats.by_target["primary"], 2);
+        assert_eq!(stats.by_target["backup"], 10);
+        assert!(started.elapsed() >= COOLDOWN);
+    });
+}
+
+#[test]
 fn every_peer_stack_accounts_for_every_request_in_every_builtin_scenario() {
     for mut sc in suite::scenarios().expect("the built-in scenarios parse") {
         sc.duration = sc.duration.min(Duration::from_secs(60));

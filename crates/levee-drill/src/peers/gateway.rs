@@ -6,33 +6,47 @@
 //! Followed: <https://docs.litellm.ai/docs/routing> ("Cooldowns", "How
 //! Cooldowns Work", "Retries", "Deployment Ordering (Priority)"),
 //! <https://docs.litellm.ai/docs/router/learn/reliability>, and for what
-//! the docs leave open `litellm/router_utils/cooldown_handlers.py` and the
-//! `Router` constructor in <https://github.com/BerriAI/litellm>.
+//! the docs leave open the source of <https://github.com/BerriAI/litellm>
+//! 1.106.12 (`router.py`, `router_utils/cooldown_handlers.py`,
+//! `proxy/common_request_processing.py`).
 //!
 //! - **Deployments**: the scenario's targets are the deployments of one
 //!   model group, `order` = their position (the documented way to make
-//!   one primary and backups): each attempt takes the lowest-order
-//!   deployment not cooling down.
-//! - **Cooldown**, 5 s (`cooldown_time` default,
-//!   `DEFAULT_COOLDOWN_TIME_SECONDS`), per deployment, with `allowed_fails`
-//!   left at its default (so the "v2" rules apply): at once on a 429 (when
-//!   the group has more than one deployment), on a 401, 404 or 408 (the
-//!   docs' "non-retryable errors"), and on any other failure (5xx, 529)
-//!   once more than 50% of the deployment's calls in the current minute
-//!   failed, at least 5 calls (`DEFAULT_FAILURE_THRESHOLD_PERCENT`,
-//!   `DEFAULT_FAILURE_THRESHOLD_MINIMUM_REQUESTS`; not for a single
-//!   deployment). Other 4xx never cool down; neither does a connection
-//!   error (`APIConnectionError` is exempt). When it ends the deployment
-//!   is back in rotation at once, no probe. Every deployment cooling down:
-//!   "No deployments available", refused unsent (`no_target`).
-//! - **Retries**: `num_retries` = 2 (its default, `openai.DEFAULT_MAX_RETRIES`).
-//!   A retry skips the deployments that already failed this request, goes
-//!   at once when another deployment is healthy, else waits the
-//!   `Retry-After` (≤ 60 s) or 0.5 s × 2ⁿ jittered (`_calculate_retry_after`,
-//!   the OpenAI SDK's formula). A 404 and a stream that failed after its
-//!   200 are not retried.
-//! - **Timeouts**: none below the caller's (`request_timeout` defaults to
-//!   600 s), as a user of the defaults gets.
+//!   one primary and backups): each attempt drops the deployments cooling
+//!   down, then takes the lowest order left.
+//! - **Cooldown** (`cooldown_handlers.py`), per deployment, with
+//!   `allowed_fails` left at its default: at once on a 429 (when the group
+//!   has more than one deployment) and on a 401, 402 or 404; on a 408 or a
+//!   server error (5xx, 529, and a connection error, which is an
+//!   `InternalServerError`) once more than 50% of the deployment's calls
+//!   in the current minute failed, at least 5 calls (not for a single
+//!   deployment). Other 4xx never cool down. It lasts the answer's
+//!   `retry-after` when it has one (unbounded; 0 is none), else 5 s
+//!   (`DEFAULT_COOLDOWN_TIME_SECONDS`), is not extended while it runs, and
+//!   ends without a probe. Only a request's first failure is counted (the
+//!   proxy keeps one logging object per request, and its failure handler
+//!   runs once), and a fallback hop's last.
+//! - **Retries** (`async_function_with_retries`): `num_retries` = 2 (the
+//!   OpenAI SDK's `DEFAULT_MAX_RETRIES`), each retry picking again; at
+//!   once when the group has several deployments, else after the SDK's
+//!   formula. Not retried: a 404, a non-retryable status in a group of one
+//!   (a 401 or 403 goes to another deployment in a group of several), a
+//!   stream that failed after its 200, and anything once no deployment is
+//!   healthy.
+//! - **Fallbacks** by `order`: when the retries fail, each higher order in
+//!   turn (at most 5) gets a retry loop of its own.
+//! - **No deployments available**: every deployment cooling down is a
+//!   `429` with `retry-after` the shortest cooldown length running, refused
+//!   unsent (`no_target`). A provider's own `retry-after` reaches the
+//!   client only as `llm_provider-retry-after`.
+//! - **The client**: the OpenAI SDK's two retries (on a 408, 409, 429 and
+//!   5xx, after the answer's `retry-after` up to 60 s, else 0.5 s × 2ⁿ
+//!   jittered), since that is how the proxy is called.
+//! - **Timeouts**: none below the caller's (`request_timeout` is 6,000 s).
+//!
+//! Calibrated against the real proxy (1.106.12) with `levee-drill run
+//! --live --through litellm` on the built-in scenarios; what it cannot
+//! reproduce is in the crate's README.
 //!
 //! In a fleet each replica keeps its own cooldowns (LiteLLM shares them
 //! through Redis only when one is configured).
@@ -45,12 +59,14 @@ use tokio::time::Instant;
 
 use crate::outcome::{Fail, TransitionRecord};
 use crate::provider::Provider;
-use crate::sdk::{Attempt, attempt, backoff};
+use crate::sdk::{ATTEMPTS, Attempt, attempt, backoff};
 
 /// `num_retries`: LiteLLM's default, the OpenAI SDK's `DEFAULT_MAX_RETRIES`.
 pub const NUM_RETRIES: u32 = 2;
 /// `cooldown_time`: `DEFAULT_COOLDOWN_TIME_SECONDS`.
 pub const COOLDOWN: Duration = Duration::from_secs(5);
+/// The most fallback hops a request makes (`max_fallbacks`).
+const MAX_FALLBACKS: usize = 5;
 /// A deployment with more than this share of failed calls in the current
 /// minute cools down (`DEFAULT_FAILURE_THRESHOLD_PERCENT`).
 const FAILURE_THRESHOLD: f64 = 0.5;
@@ -60,6 +76,8 @@ const MIN_REQUESTS: u32 = 5;
 #[derive(Clone, Copy, Debug, Default)]
 struct Deployment {
     cooling_until: Option<Instant>,
+    /// How long the cooldown running was set for.
+    cooled_for: Duration,
     /// The minute (from the start) the counts below are for.
     minute: u64,
     successes: u32,
@@ -123,16 +141,44 @@ impl GatewayRouter {
         }
     }
 
-    /// The lowest-order deployment neither cooling down nor in `skip`.
-    fn pick(&self, skip: &[usize]) -> Option<usize> {
-        (0..self.names.len()).find(|i| !skip.contains(i) && !self.is_cooling(*i))
+    /// The deployment an attempt goes to: cooled deployments dropped, then
+    /// the lowest order left (`only`: a fallback hop's one order), and not
+    /// one that answered this request with a status never retried on it.
+    fn pick(&self, only: Option<usize>, skip: &[usize]) -> Option<usize> {
+        let healthy = |i: &usize| !self.is_cooling(*i);
+        match only {
+            Some(i) => Some(i).filter(healthy).filter(|i| !skip.contains(i)),
+            None => {
+                let lowest = (0..self.names.len()).find(healthy)?;
+                Some(lowest).filter(|i| !skip.contains(i)).or_else(|| {
+                    (lowest + 1..self.names.len()).find(|i| healthy(i) && !skip.contains(i))
+                })
+            }
+        }
+    }
+
+    fn any_healthy(&self) -> bool {
+        (0..self.names.len()).any(|i| !self.is_cooling(i))
     }
 
     fn minute(&self) -> u64 {
         (Instant::now() - self.start).as_secs() / 60
     }
 
-    fn record(&self, i: usize, status: Option<u16>, failed: bool) {
+    fn record_success(&self, i: usize) {
+        let minute = self.minute();
+        let mut deployments = self.deployments.borrow_mut();
+        let d = &mut deployments[i];
+        if d.minute != minute {
+            (d.minute, d.successes, d.failures) = (minute, 0, 0);
+        }
+        d.successes += 1;
+    }
+
+    /// A failure the Router counts (`deployment_callback_on_failure`):
+    /// its minute's count, and a cooldown when the rules say so, for the
+    /// answer's `retry-after` or 5 s.
+    fn record_failure(&self, i: usize, status: u16, hint: Option<Duration>) {
         let minute = self.minute();
         let multi = self.names.len() > 1;
         let mut deployments = self.deployments.borrow_mut();
@@ -140,74 +186,184 @@ impl GatewayRouter {
         if d.minute != minute {
             (d.minute, d.successes, d.failures) = (minute, 0, 0);
         }
-        if !failed {
-            d.successes += 1;
-            return;
-        }
         d.failures += 1;
         let calls = d.successes + d.failures;
-        let reason = match status {
-            // A connection error never cools down.
-            None => return,
-            Some(429) if multi => "429".to_owned(),
-            Some(s @ (401 | 404 | 408)) => format!("{s}"),
-            Some(s) if (400..500).contains(&s) => return,
-            Some(s)
-                if multi
-                    && calls >= MIN_REQUESTS
-                    && f64::from(d.failures) / f64::from(calls) > FAILURE_THRESHOLD =>
-            {
-                format!("{s}, {} of {calls} calls failed this minute", d.failures)
-            }
-            Some(_) => return,
+        let share = f64::from(d.failures) / f64::from(calls);
+        // `_is_cooldown_required`: other 4xx never cool down.
+        let eligible = matches!(status, 401 | 402 | 404 | 408 | 429) || status >= 500;
+        let reason = if !eligible {
+            return;
+        } else if status == 429 && multi {
+            "429".to_owned()
+        } else if multi && calls >= MIN_REQUESTS && share > FAILURE_THRESHOLD {
+            format!(
+                "{status}, {} of {calls} calls failed this minute",
+                d.failures
+            )
+        } else if matches!(status, 401 | 402 | 404) {
+            // Never retried on this deployment: cooled at once.
+            format!("{status}")
+        } else {
+            return;
         };
-        if d.cooling_until.is_some() {
+        if d.cooling_until.is_some_and(|until| Instant::now() < until) {
+            // A live cooldown is not extended.
             return;
         }
-        d.cooling_until = Some(Instant::now() + COOLDOWN);
+        let cooldown = hint.unwrap_or(COOLDOWN);
+        if cooldown.is_zero() {
+            return;
+        }
+        d.cooling_until = Some(Instant::now() + cooldown);
+        d.cooled_for = cooldown;
         drop(deployments);
-        self.log(i, "closed", "open", format!("cooldown 5s: {reason}"));
+        self.log(
+            i,
+            "closed",
+            "open",
+            format!("cooldown {}s: {reason}", cooldown.as_secs_f64()),
+        );
     }
 
-    /// One request: the first attempt and up to [`NUM_RETRIES`] retries.
+    /// One request as a client of the proxy makes it: the OpenAI SDK's two
+    /// retries around the proxy's answer, after the proxy's `retry-after`
+    /// (only "No deployments available" carries one: a provider's own is
+    /// passed on as `llm_provider-retry-after`, which the SDK does not read).
     pub async fn call(
         &self,
         provider: &Provider,
         rng: &RefCell<fastrand::Rng>,
     ) -> Result<usize, Fail> {
-        let mut failed_here: Vec<usize> = Vec::new();
+        let mut last = Fail::Upstream;
+        for n in 1..=ATTEMPTS {
+            match self.proxy_request(provider, rng).await {
+                Ok(i) => return Ok(i),
+                Err(e) => {
+                    last = e.fail;
+                    if !e.sdk_retries || n == ATTEMPTS {
+                        break;
+                    }
+                    tokio::time::sleep(backoff(n, e.retry_after, rng)).await;
+                }
+            }
+        }
+        Err(last)
+    }
+
+    /// One request to the proxy: the retry loop over the group, then a
+    /// fallback hop to each higher order in turn, each with a retry loop of
+    /// its own (`async_function_with_fallbacks`, `run_async_fallback`).
+    async fn proxy_request(
+        &self,
+        provider: &Provider,
+        rng: &RefCell<fastrand::Rng>,
+    ) -> Result<usize, ProxyError> {
+        // One logging object per request: only its first failure is counted.
+        let mut counted = false;
+        let mut result = self.retry_loop(provider, None, &mut counted, rng).await;
+        for order in 1..self.names.len().min(1 + MAX_FALLBACKS) {
+            if result.is_ok() {
+                break;
+            }
+            result = self
+                .retry_loop(provider, Some(order), &mut counted, rng)
+                .await;
+        }
+        result
+    }
+
+    /// `async_function_with_retries`: the first attempt and up to
+    /// [`NUM_RETRIES`] more, each picking a deployment again; at once when
+    /// another deployment is healthy (with several, always), else after the
+    /// SDK's formula; stopped when nothing is healthy.
+    async fn retry_loop(
+        &self,
+        provider: &Provider,
+        only: Option<usize>,
+        counted: &mut bool,
+        rng: &RefCell<fastrand::Rng>,
+    ) -> Result<usize, ProxyError> {
+        let multi = self.names.len() > 1;
+        let mut skip: Vec<usize> = Vec::new();
+        let mut failed: Option<(usize, u16, Option<Duration>)> = None;
+        let mut last = self.no_deployments();
         for n in 0..=NUM_RETRIES {
-            // Deployments that failed this request are skipped while others
-            // are healthy; with none left, any one not cooling down.
-            let Some(i) = self.pick(&failed_here).or_else(|| self.pick(&[])) else {
-                return Err(Fail::NoTarget);
+            let Some(i) = self.pick(only, &skip) else {
+                last = self.no_deployments();
+                break;
             };
-            let (hint, fail, retry) = match attempt(provider, i).await {
+            let (fail, status, hint, retryable, cut) = match attempt(provider, i).await {
                 Attempt::Served => {
-                    self.record(i, Some(200), false);
+                    self.record_success(i);
                     return Ok(i);
                 }
+                // A connection error is an `InternalServerError` (500).
                 Attempt::Retryable { hint, fail, status } => {
-                    self.record(i, status, true);
-                    (hint, fail, true)
+                    (fail, status.unwrap_or(500), hint, true, false)
                 }
+                // Mid-stream (no status) is a server error, not retried,
+                // and the client sees its stream cut.
                 Attempt::Final { fail, status } => {
-                    // Mid-stream (no status) counts as a server error.
-                    self.record(i, status.or(Some(500)), true);
-                    (None, fail, !matches!(status, None | Some(404)))
+                    (fail, status.unwrap_or(500), None, false, status.is_none())
                 }
             };
-            if !retry || n == NUM_RETRIES {
-                return Err(fail);
+            if !std::mem::replace(counted, true) {
+                self.record_failure(i, status, hint);
             }
-            if !failed_here.contains(&i) {
-                failed_here.push(i);
+            failed = Some((i, status, hint));
+            last = ProxyError {
+                fail,
+                // The SDK retries a 408, 409, 429 and 5xx, not a cut stream.
+                sdk_retries: !cut && (matches!(status, 408 | 409 | 429) || status >= 500),
+                retry_after: None,
+            };
+            // `should_retry_this_error`: 401 and 403 are retried elsewhere
+            // in a group of several; a 404 never; nothing when no
+            // deployment is healthy.
+            let retried = (retryable || (multi && matches!(status, 401 | 403))) && status != 404;
+            if !retried || n == NUM_RETRIES || !self.any_healthy() {
+                break;
             }
-            // At once when another deployment can take it.
-            if self.pick(&failed_here).is_none() {
+            if !(matches!(status, 408 | 409 | 429) || status >= 500) {
+                skip.push(i);
+            }
+            if !multi {
                 tokio::time::sleep(backoff(n + 1, hint, rng)).await;
             }
         }
-        Err(Fail::Upstream)
+        // A fallback hop's final error goes through the cooldown rules too.
+        if only.is_some()
+            && let Some((i, status, hint)) = failed
+        {
+            self.record_failure(i, status, hint);
+        }
+        Err(last)
     }
+
+    /// "No deployments available": a 429 with `retry-after` the shortest
+    /// cooldown length configured among those running (not what is left).
+    fn no_deployments(&self) -> ProxyError {
+        let now = Instant::now();
+        let shortest = self
+            .deployments
+            .borrow()
+            .iter()
+            .filter(|d| d.cooling_until.is_some_and(|until| now < until))
+            .map(|d| d.cooled_for)
+            .min();
+        ProxyError {
+            fail: Fail::NoTarget,
+            sdk_retries: true,
+            retry_after: Some(shortest.unwrap_or(COOLDOWN)),
+        }
+    }
+}
+
+/// What the proxy answers a request that failed.
+struct ProxyError {
+    fail: Fail,
+    /// Whether the SDK retries the answer's status.
+    sdk_retries: bool,
+    /// The answer's own `retry-after`.
+    retry_after: Option<Duration>,
 }
