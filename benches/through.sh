@@ -15,14 +15,14 @@
 # A gateway that is not installed is skipped with its reason (LiteLLM:
 # ../shared/gatewaybench/install-litellm.sh).
 #
-# Writes target/through/SCENARIO.{virtual,through}.{txt,json} and prints one
+# Writes target/through/ (OUT=... for another) SCENARIO.{virtual,through}.{txt,json} and prints one
 # table: a row per stack per scenario.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 through=${THROUGH:-levee-gateway,litellm}
 shorten=${SHORTEN:-4}
-out=$root/target/through
+out=${OUT:-$root/target/through}
 mkdir -p "$out"
 # One package a build: built together, their features unify, and the adapter's
 # own `cargo build -p levee-gateway` would build the gateway again.
