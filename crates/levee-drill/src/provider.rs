@@ -95,6 +95,8 @@ pub struct Provider {
     start: Instant,
     state: Arc<Mutex<State>>,
     remote: Option<crate::live::Remote>,
+    /// Whether every target speaks OpenAI's API (see [`Provider::openai_api`]).
+    openai_api: bool,
 }
 
 impl std::fmt::Debug for Provider {
@@ -136,6 +138,20 @@ impl Provider {
                 rng: fastrand::Rng::with_seed(seed),
             })),
             remote: None,
+            openai_api: false,
+        }
+    }
+
+    /// The same provider, every target answering in OpenAI's API: its
+    /// successes, streams and errors inside a stream in OpenAI's shape; its
+    /// refusals (status, body, headers) still its dialect's. What a gateway
+    /// under `--through` calls: each target as an OpenAI-compatible
+    /// endpoint, as Anthropic, Google and AWS offer, and the errors Levee
+    /// classifies still each provider's own.
+    pub fn openai_api(self) -> Provider {
+        Provider {
+            openai_api: true,
+            ..self
         }
     }
 
@@ -164,6 +180,8 @@ impl Provider {
         let sc = &*self.scenario;
         let target = &sc.targets[idx];
         let d = target.dialect.as_str();
+        // The shape of a success (and of an error inside one).
+        let api = if self.openai_api { "openai" } else { d };
         let model = sc.load.model.as_str();
         let now = Instant::now();
         let t = now - self.start;
@@ -305,7 +323,7 @@ impl Provider {
             };
             if midstream {
                 if sc.load.stream {
-                    Answer::Respond(limits(dialect::midstream_error(d, model)), latency / 2)
+                    Answer::Respond(limits(dialect::midstream_error(api, model)), latency / 2)
                 } else {
                     Answer::Fail(
                         Box::new(io::Error::new(
@@ -319,14 +337,17 @@ impl Provider {
                 if sc.load.stream {
                     // The head at once, the first token `delay` later.
                     Answer::Respond(
-                        limits(dialect::success_slow_first_token(d, model, delay)),
+                        limits(dialect::success_slow_first_token(api, model, delay)),
                         quick,
                     )
                 } else {
-                    Answer::Respond(limits(dialect::success(d, model, false)), delay)
+                    Answer::Respond(limits(dialect::success(api, model, false)), delay)
                 }
             } else {
-                Answer::Respond(limits(dialect::success(d, model, sc.load.stream)), latency)
+                Answer::Respond(
+                    limits(dialect::success(api, model, sc.load.stream)),
+                    latency,
+                )
             }
         });
         let wasted = match &answer {

@@ -94,7 +94,11 @@ async fn drive_with(
     through: Option<&crate::through::Adapter>,
 ) -> Result<StackRun, BoxError> {
     let start = Instant::now();
-    let provider = Provider::new(sc.clone());
+    let provider = match through {
+        // A gateway calls each target as an OpenAI-compatible endpoint.
+        Some(_) => Provider::new(sc.clone()).openai_api(),
+        None => Provider::new(sc.clone()),
+    };
     let (provider, remote) = if live {
         let remote = crate::live::serve(provider.clone()).await?;
         (provider.over(remote.clone()), Some(remote))

@@ -73,3 +73,40 @@ fn every_dialect_answers_as_the_classifier_expects() {
         );
     }
 }
+
+#[test]
+fn behind_a_gateway_a_target_answers_in_openais_api_and_refuses_in_its_own_dialect() {
+    use std::sync::Arc;
+    use tower::ServiceExt;
+
+    let text = "name = \"shape\"\nduration = \"60s\"\nseed = 3\n[load]\nrate = 1\nmodel = \"m\"\n\
+                [[target]]\nname = \"b\"\ndialect = \"bedrock\"\nlatency = \"10ms\"\n\
+                [[fault]]\ntarget = \"b\"\nkind = \"overload\"\nfrom = \"10s\"\nto = \"20s\"\n";
+    let sc = Arc::new(levee_drill::scenario::Scenario::from_toml(text).expect("scenario"));
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+        .block_on(async {
+            let provider = levee_drill::provider::Provider::new(sc).openai_api();
+            let call = || {
+                let request = http::Request::post("/v1/chat/completions")
+                    .body(bytes::Bytes::new())
+                    .unwrap();
+                provider.target(0).oneshot(request)
+            };
+            let ok = call().await.expect("an answer");
+            assert_eq!(ok.status(), 200);
+            let body = ok.into_body().collect().await.unwrap().to_bytes();
+            let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(json["object"], "chat.completion", "{json}");
+            tokio::time::sleep(Duration::from_secs(11)).await;
+            let refused = call().await.expect("an answer");
+            assert_eq!(refused.status(), 503);
+            assert!(
+                refused.headers().contains_key("x-amzn-errortype"),
+                "Bedrock's own refusal"
+            );
+        });
+}
