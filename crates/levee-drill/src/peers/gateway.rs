@@ -25,7 +25,8 @@
 //!   (`DEFAULT_COOLDOWN_TIME_SECONDS`), is not extended while it runs, and
 //!   ends without a probe. Only a request's first failure is counted (the
 //!   proxy keeps one logging object per request, and its failure handler
-//!   runs once), and a fallback hop's last.
+//!   runs once), and a fallback hop's last; a stream that fails after its
+//!   head is not (it fails while the client reads it).
 //! - **Retries** (`async_function_with_retries`): `num_retries` = 2 (the
 //!   OpenAI SDK's `DEFAULT_MAX_RETRIES`), each retry picking again; at
 //!   once when the group has several deployments, else after the SDK's
@@ -34,7 +35,8 @@
 //!   stream that failed after its 200, and anything once no deployment is
 //!   healthy.
 //! - **Fallbacks** by `order`: when the retries fail, each higher order in
-//!   turn (at most 5) gets a retry loop of its own.
+//!   turn (at most 5) gets a retry loop of its own; not after a stream
+//!   that was cut once it had started (the client has it).
 //! - **No deployments available**: every deployment cooling down is a
 //!   `429` with `retry-after` the shortest cooldown length running, refused
 //!   unsent (`no_target`). A provider's own `retry-after` reaches the
@@ -262,7 +264,9 @@ impl GatewayRouter {
         let mut counted = false;
         let mut result = self.retry_loop(provider, None, &mut counted, rng).await;
         for order in 1..self.names.len().min(1 + MAX_FALLBACKS) {
-            if result.is_ok() {
+            // A stream cut after its head has reached the client: nothing
+            // falls back from it.
+            if result.as_ref().is_ok() || result.as_ref().is_err_and(|e| e.cut) {
                 break;
             }
             result = self
@@ -307,15 +311,20 @@ impl GatewayRouter {
                     (fail, status.unwrap_or(500), None, false, status.is_none())
                 }
             };
-            if !std::mem::replace(counted, true) {
+            // A stream that fails after its head fails while the client
+            // reads it, past the Router's failure callbacks: not counted.
+            if !cut && !std::mem::replace(counted, true) {
                 self.record_failure(i, status, hint);
             }
-            failed = Some((i, status, hint));
+            if !cut {
+                failed = Some((i, status, hint));
+            }
             last = ProxyError {
                 fail,
                 // The SDK retries a 408, 409, 429 and 5xx, not a cut stream.
                 sdk_retries: !cut && (matches!(status, 408 | 409 | 429) || status >= 500),
                 retry_after: None,
+                cut,
             };
             // `should_retry_this_error`: 401 and 403 are retried elsewhere
             // in a group of several; a 404 never; nothing when no
@@ -355,6 +364,7 @@ impl GatewayRouter {
             fail: Fail::NoTarget,
             sdk_retries: true,
             retry_after: Some(shortest.unwrap_or(COOLDOWN)),
+            cut: false,
         }
     }
 }
@@ -366,4 +376,6 @@ struct ProxyError {
     sdk_retries: bool,
     /// The answer's own `retry-after`.
     retry_after: Option<Duration>,
+    /// A stream cut after its head: the client has its answer, cut.
+    cut: bool,
 }
