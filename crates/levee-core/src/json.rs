@@ -63,7 +63,32 @@ macro_rules! container {
     };
 }
 
-pub(crate) use {container, tolerant};
+/// `Deserialize` for the member names a reader tells apart, matched on the
+/// name as the document holds it, without allocating:
+/// `member_names!(Key { "model" => Key::Model, _ => Key::Other })`.
+macro_rules! member_names {
+    ($ty:ty { $($name:pat => $value:expr),+ $(,)? }) => {
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl Visitor<'_> for V {
+                    type Value = $ty;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        f.write_str("a member name")
+                    }
+                    fn visit_str<E>(self, k: &str) -> Result<$ty, E> {
+                        Ok(match k {
+                            $($name => $value),+
+                        })
+                    }
+                }
+                d.deserialize_identifier(V)
+            }
+        }
+    };
+}
+
+pub(crate) use {container, member_names, tolerant};
 
 pub(crate) fn drain_map<'de, A: MapAccess<'de>, T: Default>(mut m: A) -> Result<T, A::Error> {
     while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}

@@ -39,7 +39,7 @@ use std::ops::Range;
 use serde_core::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use crate::json::{Scalar, container, drain_seq, skip, tolerant};
+use crate::json::{Scalar, container, drain_seq, member_names, skip, tolerant};
 
 /// The members of an LLM API request body a gateway reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -203,27 +203,13 @@ enum Key {
     Other,
 }
 
-impl<'de> Deserialize<'de> for Key {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Key;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a member name")
-            }
-            fn visit_str<E>(self, k: &str) -> Result<Key, E> {
-                Ok(match k {
-                    "model" => Key::Model,
-                    "stream" => Key::Stream,
-                    "stream_options" => Key::StreamOptions,
-                    "include_usage" => Key::IncludeUsage,
-                    _ => Key::Other,
-                })
-            }
-        }
-        d.deserialize_identifier(V)
-    }
-}
+member_names!(Key {
+    "model" => Key::Model,
+    "stream" => Key::Stream,
+    "stream_options" => Key::StreamOptions,
+    "include_usage" => Key::IncludeUsage,
+    _ => Key::Other,
+});
 
 /// `stream_options`: whether it holds `"include_usage": true`.
 #[derive(Default)]

@@ -37,7 +37,7 @@ use std::fmt;
 use serde_core::de::{Deserialize, Deserializer, MapAccess, Visitor};
 
 use crate::classify::text::{Needle, needle};
-use crate::json::{Scalar, skip};
+use crate::json::{Scalar, member_names, skip};
 
 /// What a call used, as its provider reported it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -436,26 +436,12 @@ enum Count {
     Other,
 }
 
-impl<'de> Deserialize<'de> for Count {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Count;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a member name")
-            }
-            fn visit_str<E>(self, k: &str) -> Result<Count, E> {
-                Ok(match k {
-                    "prompt_tokens" | "input_tokens" => Count::Input,
-                    "completion_tokens" | "output_tokens" => Count::Output,
-                    "total_tokens" => Count::Total,
-                    _ => Count::Other,
-                })
-            }
-        }
-        d.deserialize_identifier(V)
-    }
-}
+member_names!(Count {
+    "prompt_tokens" | "input_tokens" => Count::Input,
+    "completion_tokens" | "output_tokens" => Count::Output,
+    "total_tokens" => Count::Total,
+    _ => Count::Other,
+});
 
 impl<'de> Deserialize<'de> for Seen {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

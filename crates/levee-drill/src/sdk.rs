@@ -38,17 +38,19 @@ pub(crate) enum Attempt {
     },
 }
 
-fn hint(headers: &http::HeaderMap) -> Option<Duration> {
+/// The wait an answer asks for, as the SDKs read it: `retry-after-ms`, else
+/// `retry-after` in seconds (a negative or non-finite value is no wait).
+pub(crate) fn hint(headers: &http::HeaderMap) -> Option<Duration> {
     let get = |k: &str| {
         headers
             .get(k)
             .and_then(|v| v.to_str().ok())
             .and_then(|s| s.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0)
     };
-    if let Some(ms) = get("retry-after-ms") {
-        return Some(Duration::from_secs_f64(ms.max(0.0) / 1000.0));
-    }
-    get("retry-after").map(|s| Duration::from_secs_f64(s.max(0.0)))
+    get("retry-after-ms")
+        .map(|ms| Duration::from_secs_f64(ms / 1000.0))
+        .or_else(|| get("retry-after").map(Duration::from_secs_f64))
 }
 
 /// One call to target `idx`, its stream read to the end.
@@ -102,21 +104,44 @@ pub(crate) fn backoff(n: u32, hint: Option<Duration>, rng: &RefCell<fastrand::Rn
     base.mul_f64(1.0 - 0.25 * rng.borrow_mut().f64())
 }
 
+/// What one try of a request came to, as an SDK's retry loop sees it.
+pub(crate) enum Try<T> {
+    /// An answer the SDK returns: served, or a failure it does not retry.
+    Done(Result<T, Fail>),
+    /// A failure it retries, after `hint` when the answer gave one.
+    Retry { hint: Option<Duration>, fail: Fail },
+}
+
+/// The SDKs' retry loop: up to [`ATTEMPTS`] tries of `once`, with
+/// [`backoff`] between them; the last failure when none serves.
+pub(crate) async fn with_retries<T, Fut>(
+    rng: &RefCell<fastrand::Rng>,
+    mut once: impl FnMut() -> Fut,
+) -> Result<T, Fail>
+where
+    Fut: std::future::Future<Output = Try<T>>,
+{
+    let mut n = 1;
+    loop {
+        match once().await {
+            Try::Done(answer) => return answer,
+            Try::Retry { fail, .. } if n == ATTEMPTS => return Err(fail),
+            Try::Retry { hint, .. } => tokio::time::sleep(backoff(n, hint, rng)).await,
+        }
+        n += 1;
+    }
+}
+
 /// `unprotected`: the SDK's own retries against the first target only.
 pub async fn unprotected(provider: &Provider, rng: &RefCell<fastrand::Rng>) -> Result<usize, Fail> {
-    for n in 1..=ATTEMPTS {
+    with_retries(rng, || async {
         match attempt(provider, 0).await {
-            Attempt::Served => return Ok(0),
-            Attempt::Final { fail, .. } => return Err(fail),
-            Attempt::Retryable { hint, fail, .. } => {
-                if n == ATTEMPTS {
-                    return Err(fail);
-                }
-                tokio::time::sleep(backoff(n, hint, rng)).await;
-            }
+            Attempt::Served => Try::Done(Ok(0)),
+            Attempt::Final { fail, .. } => Try::Done(Err(fail)),
+            Attempt::Retryable { hint, fail, .. } => Try::Retry { hint, fail },
         }
-    }
-    Err(Fail::Upstream)
+    })
+    .await
 }
 
 #[derive(Clone, Copy)]

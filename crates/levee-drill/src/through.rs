@@ -58,7 +58,7 @@ use tower_levee::BoxError;
 
 use crate::outcome::{Fail, response_failure};
 use crate::scenario::Scenario;
-use crate::sdk::{ATTEMPTS, backoff};
+use crate::sdk::{Try, hint, with_retries};
 
 /// The key the drill's client presents to the gateway under test.
 pub const CLIENT_KEY: &str = "sk-drill-client";
@@ -320,13 +320,6 @@ pub struct ThroughClient {
     targets: Vec<String>,
 }
 
-/// One call to the gateway, as the SDKs see it.
-enum Attempt {
-    Served(usize),
-    Retryable { hint: Option<Duration>, fail: Fail },
-    Final(Fail),
-}
-
 impl ThroughClient {
     /// A client of the gateway at `url` for `sc`'s load.
     pub fn new(sc: &Scenario, url: &str) -> Self {
@@ -349,22 +342,10 @@ impl ThroughClient {
     /// One request, with the SDKs' two retries: the target that served it,
     /// or why it failed.
     pub async fn call(&self, rng: &std::cell::RefCell<fastrand::Rng>) -> Result<usize, Fail> {
-        for n in 1..=ATTEMPTS {
-            match self.attempt().await {
-                Attempt::Served(i) => return Ok(i),
-                Attempt::Final(fail) => return Err(fail),
-                Attempt::Retryable { hint, fail } => {
-                    if n == ATTEMPTS {
-                        return Err(fail);
-                    }
-                    tokio::time::sleep(backoff(n, hint, rng)).await;
-                }
-            }
-        }
-        Err(Fail::Upstream)
+        with_retries(rng, || self.attempt()).await
     }
 
-    async fn attempt(&self) -> Attempt {
+    async fn attempt(&self) -> Try<usize> {
         let request = Request::post(&self.url)
             .header(AUTHORIZATION, self.key.clone())
             .header(CONTENT_TYPE, "application/json")
@@ -373,7 +354,7 @@ impl ThroughClient {
         let response = match self.client.request(request).await {
             Ok(response) => response,
             Err(_) => {
-                return Attempt::Retryable {
+                return Try::Retry {
                     hint: None,
                     fail: Fail::Upstream,
                 };
@@ -382,18 +363,18 @@ impl ThroughClient {
         let status = response.status().as_u16();
         let served = self.served_by(&response);
         let hint = hint(response.headers());
-        let should_retry = response
-            .headers()
-            .get("x-should-retry")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
+        let should_retry = match response.headers().get("x-should-retry") {
+            Some(v) if v == "true" => Some(true),
+            Some(v) if v == "false" => Some(false),
+            _ => None,
+        };
         let refusal = refusal(&response);
         let scanner = StreamScanner::for_response(response.status(), response.headers());
         let (parts, body) = response.into_parts();
         let bytes = match body.collect().await {
             Ok(collected) => collected.to_bytes(),
             // A stream cut after its head: the SDKs do not retry it.
-            Err(_) => return Attempt::Final(Fail::Upstream),
+            Err(_) => return Try::Done(Err(Fail::Upstream)),
         };
         if (200..300).contains(&status) {
             let clean = match scanner {
@@ -403,11 +384,11 @@ impl ThroughClient {
                 }
                 None => true,
             };
-            return if clean {
-                Attempt::Served(served.unwrap_or(0))
+            return Try::Done(if clean {
+                Ok(served.unwrap_or(0))
             } else {
-                Attempt::Final(Fail::Upstream)
-            };
+                Err(Fail::Upstream)
+            });
         }
         let fail = refusal.unwrap_or_else(|| {
             if String::from_utf8_lossy(&bytes).contains("No deployments available") {
@@ -416,15 +397,11 @@ impl ThroughClient {
                 response_failure(&Response::from_parts(parts, ()), &bytes)
             }
         });
-        let retryable = match should_retry.as_deref() {
-            Some("false") => false,
-            Some("true") => true,
-            _ => matches!(status, 408 | 409 | 429) || status >= 500,
-        };
+        let retryable = should_retry.unwrap_or(matches!(status, 408 | 409 | 429) || status >= 500);
         if retryable {
-            Attempt::Retryable { hint, fail }
+            Try::Retry { hint, fail }
         } else {
-            Attempt::Final(fail)
+            Try::Done(Err(fail))
         }
     }
 
@@ -443,20 +420,6 @@ impl ThroughClient {
                 self.targets.iter().position(|t| t == name)
             })
     }
-}
-
-/// The wait an answer asks for, as the SDKs read it.
-fn hint(headers: &http::HeaderMap) -> Option<Duration> {
-    let get = |k: &str| {
-        headers
-            .get(k)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|s| s.trim().parse::<f64>().ok())
-            .filter(|s| s.is_finite() && *s >= 0.0)
-    };
-    get("retry-after-ms")
-        .map(|ms| Duration::from_secs_f64(ms / 1000.0))
-        .or_else(|| get("retry-after").map(Duration::from_secs_f64))
 }
 
 /// A Levee gateway's own refusal, by its `x-levee-refusal`.

@@ -32,6 +32,16 @@ fn dead_primary(accounts: usize, status: u16) -> Arc<Scenario> {
     Arc::new(Scenario::from_toml(&text).expect("scenario"))
 }
 
+/// A `gateway-router` over a primary and a backup, and a seeded generator.
+fn primary_and_backup_router() -> (GatewayRouter, RefCell<fastrand::Rng>) {
+    let router = GatewayRouter::new(
+        vec!["primary".into(), "backup".into()],
+        Instant::now(),
+        Default::default(),
+    );
+    (router, RefCell::new(fastrand::Rng::with_seed(1)))
+}
+
 fn paused() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -137,12 +147,7 @@ fn the_gateway_router_cools_a_deployment_down_on_a_429_for_5_seconds() {
     paused().block_on(async {
         let sc = dead_primary(2, 429);
         let provider = Provider::new(sc.clone());
-        let router = GatewayRouter::new(
-            vec!["primary".into(), "backup".into()],
-            Instant::now(),
-            Default::default(),
-        );
-        let rng = RefCell::new(fastrand::Rng::with_seed(1));
+        let (router, rng) = primary_and_backup_router();
         // The 429 cools the primary; the retry goes to the backup at once.
         assert_eq!(router.call(&provider, &rng).await, Ok(1));
         assert!(router.is_cooling(0));
@@ -158,12 +163,7 @@ fn the_gateway_router_counts_only_a_requests_first_failure_toward_a_cooldown() {
     paused().block_on(async {
         let sc = dead_primary(2, 500);
         let provider = Provider::new(sc.clone());
-        let router = GatewayRouter::new(
-            vec!["primary".into(), "backup".into()],
-            Instant::now(),
-            Default::default(),
-        );
-        let rng = RefCell::new(fastrand::Rng::with_seed(1));
+        let (router, rng) = primary_and_backup_router();
         // The primary is tried three times a request (it stays the lowest
         // order), the backup serves from the fallback hop, and each request
         // counts one failure.
@@ -195,12 +195,7 @@ fn the_gateway_router_retries_a_throttled_backup_in_its_fallback_hop_and_the_sdk
                     [[target]]\nname = \"backup\"\ndialect = \"openai\"\nlatency = \"100ms\"\n\
                     [[fault]]\ntarget = \"*\"\nkind = \"outage\"\nstatus = 429\n";
         let provider = Provider::new(Arc::new(Scenario::from_toml(text).expect("scenario")));
-        let router = GatewayRouter::new(
-            vec!["primary".into(), "backup".into()],
-            Instant::now(),
-            Default::default(),
-        );
-        let rng = RefCell::new(fastrand::Rng::with_seed(1));
+        let (router, rng) = primary_and_backup_router();
         let started = Instant::now();
         assert!(router.call(&provider, &rng).await.is_err());
         // Each time the proxy tries: the primary once (its 429 cools it),

@@ -13,7 +13,7 @@
 //! configuration's, the rest are numbers and fixed words.
 
 use std::io::Write;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 /// The target the access log's lines are filed under.
 pub(crate) const TARGET: &str = "levee_gateway::access";
@@ -63,58 +63,15 @@ impl Line {
 
 /// `at` as RFC 3339 in UTC with microseconds: `2026-12-06T17:42:01.123456Z`.
 fn rfc3339(out: &mut String, at: SystemTime) {
-    let since = at
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO);
-    let secs = since.as_secs();
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = civil_from_days(days);
-    let mut digits = |n: u64, width: usize| {
-        let mut buf = itoa::Buffer::new();
-        let s = buf.format(n);
-        for _ in s.len()..width {
-            out.push('0');
-        }
-        out.push_str(s);
-    };
-    digits(year, 4);
-    let parts = [
-        ('-', month, 2),
-        ('-', day, 2),
-        ('T', rest / 3600, 2),
-        (':', rest % 3600 / 60, 2),
-        (':', rest % 60, 2),
-        ('.', u64::from(since.subsec_micros()), 6),
-    ];
-    for (sep, n, width) in parts {
-        out.push(sep);
-        let mut buf = itoa::Buffer::new();
-        let s = buf.format(n);
-        for _ in s.len()..width {
-            out.push('0');
-        }
-        out.push_str(s);
-    }
-    out.push('Z');
-}
-
-/// The Gregorian year, month and day of the `days`th day after 1970-01-01
-/// (Howard Hinnant's `civil_from_days`, for days on or after the epoch).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (year, month, day)
+    use std::fmt::Write;
+    // humantime formats into a fixed buffer: one `write_str`, no allocation.
+    let _ = write!(out, "{}", humantime::format_rfc3339_micros(at));
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]

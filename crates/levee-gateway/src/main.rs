@@ -67,7 +67,8 @@ fn main() -> ExitCode {
 /// One serving thread's runtime.
 ///
 /// The gateway runs a single-threaded runtime per thread, each accepting
-/// connections from the one listener and keeping them for their lifetime
+/// connections on a socket of its own (see [`listening_socket`]) and
+/// keeping them for their lifetime
 /// (the threading model of Envoy, and of Pingora's no-steal runtimes), not
 /// one work-stealing runtime. A request's body is read by the task of its
 /// connection, and hyper wakes that task while it runs; a work-stealing

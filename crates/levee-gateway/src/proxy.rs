@@ -35,7 +35,8 @@ pub(crate) const RETRY_STOP: HeaderName = HeaderName::from_static("x-levee-retry
 struct Line {
     request_id: HeaderValue,
     method: Method,
-    path: String,
+    /// The request's path and query, shared with its URI (only the path is logged).
+    path: Option<http::uri::PathAndQuery>,
     route: Option<&'static str>,
     client: Option<Caller>,
     target: Option<&'static str>,
@@ -54,7 +55,7 @@ pub(crate) async fn api(
     let mut line = Line {
         request_id: request_id(&parts.headers),
         method: parts.method.clone(),
-        path: parts.uri.path().to_owned(),
+        path: parts.uri.path_and_query().cloned(),
         route: None,
         client: None,
         target: None,
@@ -153,10 +154,11 @@ async fn answer(
 
     let mut upstream = http::Request::new(Payload(bytes.clone()));
     *upstream.method_mut() = parts.method;
-    *upstream.uri_mut() = parts.uri.path_and_query().map_or_else(
-        || http::Uri::from_static("/"),
-        |pq| pq.as_str().parse().unwrap_or_default(),
-    );
+    // The caller's path and query, shared, not parsed again.
+    *upstream.uri_mut() = line
+        .path
+        .clone()
+        .map_or_else(|| http::Uri::from_static("/"), http::Uri::from);
     *upstream.headers_mut() = forwarded(parts.headers);
     upstream
         .headers_mut()
@@ -355,7 +357,7 @@ impl Line {
         let mut out = crate::access::Line::new();
         out.pair("request_id", self.request_id.to_str().unwrap_or("-"))
             .pair("method", self.method.as_str())
-            .pair("path", &self.path)
+            .pair("path", self.path.as_ref().map_or("/", |pq| pq.path()))
             .pair("route", route)
             .pair("client", client)
             .pair("target", self.target.unwrap_or("-"))

@@ -27,9 +27,9 @@ use crate::config::{AuthStyle, TargetConfig, TargetDialect};
 use crate::intern::intern;
 use crate::secret::Secret;
 
-/// The client every target shares: HTTP/1.1 and HTTP/2 (by ALPN) over
-/// rustls with Mozilla's roots, or plain HTTP for a provider on the local
-/// network; pooled connections, `TCP_NODELAY`.
+/// The client of every target (one per thread, see [`CLIENT`]): HTTP/1.1
+/// and HTTP/2 (by ALPN) over rustls with Mozilla's roots, or plain HTTP for
+/// a provider on the local network; pooled connections, `TCP_NODELAY`.
 type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// How long a connection may take to open.

@@ -47,8 +47,8 @@
 //! - **Timeouts**: none below the caller's (`request_timeout` is 6,000 s).
 //!
 //! Calibrated against the real proxy (1.106.12) with `levee-drill run
-//! --live --through litellm` on the built-in scenarios; what it cannot
-//! reproduce is in the crate's README.
+//! --live --through litellm` on the built-in scenarios; what it does not
+//! reproduce is in the project README's gateway section.
 //!
 //! In a fleet each replica keeps its own cooldowns (LiteLLM shares them
 //! through Redis only when one is configured).
@@ -61,7 +61,7 @@ use tokio::time::Instant;
 
 use crate::outcome::{Fail, TransitionRecord};
 use crate::provider::Provider;
-use crate::sdk::{ATTEMPTS, Attempt, attempt, backoff};
+use crate::sdk::{Attempt, Try, attempt, backoff, with_retries};
 
 /// `num_retries`: LiteLLM's default, the OpenAI SDK's `DEFAULT_MAX_RETRIES`.
 pub const NUM_RETRIES: u32 = 2;
@@ -84,6 +84,16 @@ struct Deployment {
     minute: u64,
     successes: u32,
     failures: u32,
+}
+
+impl Deployment {
+    /// The deployment, its counts those of `minute` (reset when it began).
+    fn in_minute(&mut self, minute: u64) -> &mut Self {
+        if self.minute != minute {
+            (self.minute, self.successes, self.failures) = (minute, 0, 0);
+        }
+        self
+    }
 }
 
 /// The router of one run (of one replica): its deployments' cooldowns.
@@ -147,16 +157,11 @@ impl GatewayRouter {
     /// the lowest order left (`only`: a fallback hop's one order), and not
     /// one that answered this request with a status never retried on it.
     fn pick(&self, only: Option<usize>, skip: &[usize]) -> Option<usize> {
-        let healthy = |i: &usize| !self.is_cooling(*i);
-        match only {
-            Some(i) => Some(i).filter(healthy).filter(|i| !skip.contains(i)),
-            None => {
-                let lowest = (0..self.names.len()).find(healthy)?;
-                Some(lowest).filter(|i| !skip.contains(i)).or_else(|| {
-                    (lowest + 1..self.names.len()).find(|i| healthy(i) && !skip.contains(i))
-                })
-            }
-        }
+        let mut orders = match only {
+            Some(i) => i..i + 1,
+            None => 0..self.names.len(),
+        };
+        orders.find(|i| !self.is_cooling(*i) && !skip.contains(i))
     }
 
     fn any_healthy(&self) -> bool {
@@ -169,12 +174,7 @@ impl GatewayRouter {
 
     fn record_success(&self, i: usize) {
         let minute = self.minute();
-        let mut deployments = self.deployments.borrow_mut();
-        let d = &mut deployments[i];
-        if d.minute != minute {
-            (d.minute, d.successes, d.failures) = (minute, 0, 0);
-        }
-        d.successes += 1;
+        self.deployments.borrow_mut()[i].in_minute(minute).successes += 1;
     }
 
     /// A failure the Router counts (`deployment_callback_on_failure`):
@@ -184,10 +184,7 @@ impl GatewayRouter {
         let minute = self.minute();
         let multi = self.names.len() > 1;
         let mut deployments = self.deployments.borrow_mut();
-        let d = &mut deployments[i];
-        if d.minute != minute {
-            (d.minute, d.successes, d.failures) = (minute, 0, 0);
-        }
+        let d = deployments[i].in_minute(minute);
         d.failures += 1;
         let calls = d.successes + d.failures;
         let share = f64::from(d.failures) / f64::from(calls);
@@ -236,20 +233,17 @@ impl GatewayRouter {
         provider: &Provider,
         rng: &RefCell<fastrand::Rng>,
     ) -> Result<usize, Fail> {
-        let mut last = Fail::Upstream;
-        for n in 1..=ATTEMPTS {
+        with_retries(rng, || async {
             match self.proxy_request(provider, rng).await {
-                Ok(i) => return Ok(i),
-                Err(e) => {
-                    last = e.fail;
-                    if !e.sdk_retries || n == ATTEMPTS {
-                        break;
-                    }
-                    tokio::time::sleep(backoff(n, e.retry_after, rng)).await;
-                }
+                Ok(i) => Try::Done(Ok(i)),
+                Err(e) if e.sdk_retries => Try::Retry {
+                    hint: e.retry_after,
+                    fail: e.fail,
+                },
+                Err(e) => Try::Done(Err(e.fail)),
             }
-        }
-        Err(last)
+        })
+        .await
     }
 
     /// One request to the proxy: the retry loop over the group, then a

@@ -11,7 +11,7 @@ use std::fmt;
 
 use serde_core::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
-pub(super) use crate::json::{container, drain_map, drain_seq, skip, tolerant};
+pub(super) use crate::json::{container, drain_map, drain_seq, member_names, skip, tolerant};
 
 /// A JSON leaf the rules read: a string, a non-negative integer, or
 /// anything else (skipped).
@@ -58,42 +58,28 @@ pub(super) enum Key {
     Other,
 }
 
-impl<'de> Deserialize<'de> for Key {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Key;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a member name")
-            }
-            fn visit_str<E>(self, k: &str) -> Result<Key, E> {
-                Ok(match k {
-                    "error" => Key::Error,
-                    "response" => Key::Response,
-                    "innererror" => Key::InnerError,
-                    "type" => Key::Type,
-                    "object" => Key::Object,
-                    "__type" => Key::AwsType,
-                    "message" => Key::Message,
-                    "code" => Key::Code,
-                    "status" => Key::Status,
-                    "originalStatusCode" => Key::OriginalStatus,
-                    "details" => Key::Details,
-                    "error_code" => Key::ErrorCode,
-                    "@type" => Key::AtType,
-                    "reason" => Key::Reason,
-                    "retryDelay" => Key::RetryDelay,
-                    "violations" => Key::Violations,
-                    "quotaId" => Key::QuotaId,
-                    "metadata" => Key::Metadata,
-                    "raw" => Key::Raw,
-                    _ => Key::Other,
-                })
-            }
-        }
-        d.deserialize_identifier(V)
-    }
-}
+member_names!(Key {
+    "error" => Key::Error,
+    "response" => Key::Response,
+    "innererror" => Key::InnerError,
+    "type" => Key::Type,
+    "object" => Key::Object,
+    "__type" => Key::AwsType,
+    "message" => Key::Message,
+    "code" => Key::Code,
+    "status" => Key::Status,
+    "originalStatusCode" => Key::OriginalStatus,
+    "details" => Key::Details,
+    "error_code" => Key::ErrorCode,
+    "@type" => Key::AtType,
+    "reason" => Key::Reason,
+    "retryDelay" => Key::RetryDelay,
+    "violations" => Key::Violations,
+    "quotaId" => Key::QuotaId,
+    "metadata" => Key::Metadata,
+    "raw" => Key::Raw,
+    _ => Key::Other,
+});
 
 // === leaves ===
 
