@@ -1,17 +1,16 @@
-//! Which provider dialect a response speaks, read from the response itself.
+//! Which provider dialect a response speaks.
 //!
 //! The caller's hint ([`ResponseView::dialect`](super::ResponseView)) wins;
 //! then headers, which name the provider reliably (`x-amzn-*`,
-//! `anthropic-*`, `x-ms-*`, `openai-*`, `x-groq-*`); then the error body's
-//! envelope, and for the OpenAI-shaped envelope every compatible provider
-//! copies, the provider's own links in the message. The dialect prefixes
-//! reasons (`anthropic:overloaded_error`); the verdict rules themselves are
-//! general and rarely depend on it.
-
-use http::HeaderMap;
-
-use super::body::Shape;
-use super::text::{Needle, contains_any, needles};
+//! `anthropic-*`, `x-ms-*`, `openai-*`, `x-groq-*`: read in `headers`);
+//! then the error body's envelope, and for the OpenAI-shaped envelope every
+//! compatible provider copies, the provider's own links in the message
+//! (read in `body`). The dialect prefixes reasons
+//! (`anthropic:overloaded_error`); the verdict rules themselves are general
+//! and rarely depend on it.
+//!
+//! This module only names dialects: it depends on nothing else here, so
+//! every reader can use it.
 
 /// The provider family whose error dialect a response speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -99,83 +98,5 @@ impl Dialect {
 impl std::fmt::Display for Dialect {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// The dialect the headers name, if any.
-pub(crate) fn from_headers(headers: &HeaderMap) -> Option<Dialect> {
-    headers
-        .keys()
-        .fold(None, |found, name| better(found, marker(name.as_str())))
-}
-
-/// The dialect a header name marks: `x-amzn-*` Bedrock, `anthropic-*`
-/// Anthropic, `x-ms-*`/`azureml-*`/`apim-request-id` Azure, `x-groq-*` Groq,
-/// `mistral-*` Mistral, `openai-*` OpenAI.
-pub(crate) fn marker(name: &str) -> Option<Dialect> {
-    // Every response carries a dozen headers: dispatch on two bytes before
-    // comparing any prefix.
-    let b = name.as_bytes();
-    let (d, prefix) = match (b.first(), b.get(2)) {
-        (Some(b'x'), Some(b'a')) => (Dialect::Bedrock, "x-amzn-"),
-        (Some(b'x'), Some(b'm')) => (Dialect::Azure, "x-ms-"),
-        (Some(b'x'), Some(b'g')) => (Dialect::Groq, "x-groq-"),
-        (Some(b'a'), Some(b't')) => (Dialect::Anthropic, "anthropic-"),
-        (Some(b'a'), Some(b'u')) => (Dialect::Azure, "azureml-"),
-        (Some(b'a'), Some(b'i')) => (Dialect::Azure, "apim-request-id"),
-        (Some(b'o'), Some(b'e')) => (Dialect::OpenAi, "openai-"),
-        (Some(b'm'), Some(b's')) => (Dialect::Mistral, "mistral-"),
-        _ => return None,
-    };
-    name.starts_with(prefix).then_some(d)
-}
-
-/// The stronger of two markers. Azure and the OpenAI-compatible providers
-/// forward `openai-*` headers, so OpenAI's marker is the weakest; the
-/// others do not mix in practice, and the first seen stays.
-pub(crate) fn better(found: Option<Dialect>, new: Option<Dialect>) -> Option<Dialect> {
-    match (found, new) {
-        (None | Some(Dialect::OpenAi), Some(d)) => Some(d),
-        (found, _) => found,
-    }
-}
-
-/// Links in a message that name the provider behind an OpenAI-shaped body.
-static MARKERS: [(Needle, Dialect); 6] = [
-    (Needle::new("groq.com"), Dialect::Groq),
-    (Needle::new("openrouter.ai"), Dialect::OpenRouter),
-    (Needle::new("azure"), Dialect::Azure),
-    (Needle::new("aka.ms/oai"), Dialect::Azure),
-    (Needle::new("mistral.ai"), Dialect::Mistral),
-    (Needle::new("cohere"), Dialect::Cohere),
-];
-
-/// The dialect an error body's envelope suggests; `lower` is its message in
-/// ASCII lowercase.
-pub(crate) fn from_body(shape: Shape, lower: &str) -> Dialect {
-    let marked = |default| {
-        MARKERS
-            .iter()
-            .find(|(m, _)| m.is_in(lower))
-            .map_or(default, |&(_, d)| d)
-    };
-    let google = |default| {
-        if contains_any(lower, needles!["vertex", "aiplatform"]) {
-            Dialect::Vertex
-        } else if contains_any(lower, needles!["generativelanguage", "ai.google.dev"]) {
-            Dialect::Gemini
-        } else {
-            default
-        }
-    };
-    match shape {
-        Shape::Anthropic => Dialect::Anthropic,
-        Shape::Google => google(Dialect::Gemini),
-        Shape::GoogleArray => google(Dialect::Vertex),
-        Shape::Mistral => Dialect::Mistral,
-        Shape::Azure => Dialect::Azure,
-        Shape::OpenRouter => marked(Dialect::OpenRouter),
-        Shape::OpenAi => marked(Dialect::OpenAi),
-        Shape::Message | Shape::Text => marked(Dialect::Generic),
     }
 }

@@ -126,6 +126,7 @@
 pub mod hints;
 
 mod body;
+mod custom;
 mod dialect;
 mod headers;
 mod provider;
@@ -138,6 +139,7 @@ pub(crate) mod text;
 mod response;
 mod verdict;
 
+pub use self::custom::{Rule, RuleBuilder, Rules};
 pub use self::dialect::Dialect;
 pub use self::provider::{ProviderClassifier, ProviderClassifierBuilder};
 pub use self::response::{Classify, HeadDecision, ResponseView};

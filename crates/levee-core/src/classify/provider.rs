@@ -1,11 +1,13 @@
 //! [`ProviderClassifier`]: the default [`Classify`] implementation.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderMap;
 
-use super::body::ErrorFacts;
-use super::dialect::{self, Dialect};
+use super::body::{self, ErrorFacts};
+use super::custom::{self, Answer, Rules};
+use super::dialect::Dialect;
 use super::hints::{self, LazyTime};
 use super::rules::Decision;
 use super::verdict::Classification;
@@ -26,6 +28,9 @@ use super::verdict::Classification;
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct ProviderClassifier {
     pub(crate) limits: Limits,
+    /// The user's rules, checked first; shared, since every breaker call
+    /// carries a copy of its classifier.
+    pub(crate) rules: Option<Arc<Rules>>,
 }
 
 /// The two bounds a classification applies to waits, in nanoseconds
@@ -68,38 +73,6 @@ impl Limits {
     pub(crate) fn finish_wait(&self, wait: Duration) -> Duration {
         crate::clock::ceil_millis(wait).min(self.max_wait())
     }
-
-    /// The classification of an error found in a body or stream event:
-    /// the wait in hint order (header, `RetryInfo`, message, reset headers),
-    /// then the verdict from `decide`, then the reason.
-    pub(crate) fn classify_facts<'a>(
-        &self,
-        facts: &ErrorFacts<'a>,
-        header_wait: Option<Duration>,
-        headers: Option<&HeaderMap>,
-        reference: LazyTime<'_>,
-        dialect: Option<Dialect>,
-        decide: impl FnOnce(&str, Option<Duration>) -> Decision<'a>,
-    ) -> Classification {
-        let mut lower = facts.message.to_ascii_lowercase();
-        if let Some(upstream) = facts.upstream {
-            lower.push('\n');
-            lower.extend(upstream.chars().map(|c| c.to_ascii_lowercase()));
-        }
-        let wait = header_wait
-            .or(facts.retry_delay.filter(|d| !d.is_zero()))
-            .or_else(|| hints::text_wait_lower(&lower, reference))
-            .or_else(|| hints::reset_wait_lazy(headers?, reference))
-            .map(|w| self.finish_wait(w));
-        let d = decide(&lower, wait);
-        let dialect = dialect.unwrap_or_else(|| dialect::from_body(facts.shape, &lower));
-        Classification {
-            verdict: d.verdict,
-            wait,
-            should_retry: None,
-            reason: d.why.reason(dialect),
-        }
-    }
 }
 
 impl ProviderClassifier {
@@ -116,6 +89,7 @@ impl ProviderClassifier {
     pub fn builder() -> ProviderClassifierBuilder {
         ProviderClassifierBuilder {
             limits: Limits::default(),
+            rules: None,
         }
     }
 
@@ -128,12 +102,81 @@ impl ProviderClassifier {
     pub fn quota_after(&self) -> Duration {
         self.limits.quota_after()
     }
+
+    /// The user's rules, checked before the built-in ones.
+    pub fn rules(&self) -> Option<&Rules> {
+        self.rules.as_deref()
+    }
+
+    /// The classification of an error found in a body or stream event:
+    /// the user's rules first; then the wait in hint order (header,
+    /// `RetryInfo`, message, reset headers), the verdict from `decide`, and
+    /// the reason.
+    pub(crate) fn classify_facts<'a>(
+        &self,
+        facts: &ErrorFacts<'a>,
+        seen: Seen<'_>,
+        header_wait: Option<Duration>,
+        reference: LazyTime<'_>,
+        dialect: Option<Dialect>,
+        decide: impl FnOnce(&str, Option<Duration>) -> Decision<'a>,
+    ) -> Classification {
+        let mut lower = custom::lowercase(facts.message);
+        if let Some(upstream) = facts.upstream {
+            lower.push('\n');
+            lower.push_str(&custom::lowercase(upstream));
+        }
+        let hint = || {
+            header_wait
+                .or(facts.retry_delay.filter(|d| !d.is_zero()))
+                .or_else(|| hints::text_wait_lower(&lower, reference))
+                .or_else(|| hints::reset_wait_lazy(seen.headers?, reference))
+        };
+        if let Some(rules) = &self.rules {
+            let answer = Answer {
+                status: seen.status,
+                error: true,
+                headers: seen.headers,
+                body: seen.body,
+                facts,
+                lower: &lower,
+            };
+            if let Some((rule, wait)) = rules.first_match(&answer) {
+                return Classification {
+                    verdict: rule.verdict(),
+                    wait: wait.or_else(hint).map(|w| self.limits.finish_wait(w)),
+                    should_retry: None,
+                    reason: rule.reason().clone(),
+                };
+            }
+        }
+        let wait = hint().map(|w| self.limits.finish_wait(w));
+        let d = decide(&lower, wait);
+        let dialect = dialect.unwrap_or_else(|| body::dialect_of(facts.shape, &lower));
+        Classification {
+            verdict: d.verdict,
+            wait,
+            should_retry: None,
+            reason: d.why.reason(dialect),
+        }
+    }
+}
+
+/// What the user's rules read of an answer besides its facts.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Seen<'a> {
+    /// The HTTP status (a stream's own, `200`, for an error inside it).
+    pub(crate) status: u16,
+    pub(crate) headers: Option<&'a HeaderMap>,
+    /// The body, or the stream event, the facts were read from.
+    pub(crate) body: &'a [u8],
 }
 
 /// Configures a [`ProviderClassifier`].
 #[derive(Clone, Debug)]
 pub struct ProviderClassifierBuilder {
     limits: Limits,
+    rules: Option<Arc<Rules>>,
 }
 
 impl ProviderClassifierBuilder {
@@ -153,10 +196,18 @@ impl ProviderClassifierBuilder {
         self
     }
 
+    /// Rules checked before the built-in ones: the first that matches an
+    /// answer decides it (see [`Rules`]). An empty set is none.
+    pub fn rules(mut self, rules: Rules) -> Self {
+        self.rules = (!rules.is_empty()).then(|| Arc::new(rules));
+        self
+    }
+
     /// The classifier.
     pub fn build(self) -> ProviderClassifier {
         ProviderClassifier {
             limits: self.limits,
+            rules: self.rules,
         }
     }
 }

@@ -9,10 +9,11 @@ use std::time::SystemTime;
 use http::{HeaderMap, StatusCode};
 
 use super::body;
+use super::custom::{self, Answer};
 use super::dialect::Dialect;
 use super::headers::HeaderFacts;
 use super::hints;
-use super::provider::ProviderClassifier;
+use super::provider::{ProviderClassifier, Seen};
 use super::rules;
 use super::stream::StreamScanner;
 use super::verdict::{Classification, TransportFailure, Verdict};
@@ -174,18 +175,59 @@ impl ProviderClassifier {
         let dialect = response.dialect.or(h.dialect);
         let should_retry = h.should_retry.and_then(hints::should_retry_value);
         let quota_after = self.limits.quota_after();
+        let seen = Seen {
+            status,
+            headers: Some(headers),
+            body: response.body,
+        };
         body::read(response.body, |facts| {
             let aws = h.aws_error_type.or(facts.aws_type);
-            let mut c = self.limits.classify_facts(
+            let mut c = self.classify_facts(
                 facts,
+                seen,
                 header_wait,
-                Some(headers),
                 reference,
                 dialect,
                 |lower, wait| rules::decide(status, facts, aws, lower, wait, quota_after),
             );
             c.should_retry = should_retry;
             c
+        })
+    }
+
+    /// Whether a rule reads the bodies of answers with this 2xx status.
+    #[inline]
+    fn reads_success(&self, status: StatusCode) -> bool {
+        self.rules
+            .as_ref()
+            .is_some_and(|r| r.reads_success(status.as_u16()))
+    }
+
+    /// A 2xx body a rule asked to read: a success unless a rule matches.
+    #[inline(never)]
+    fn classify_success_body(&self, response: &ResponseView<'_>) -> Classification {
+        let Some(rules) = &self.rules else {
+            return Classification::success();
+        };
+        body::read(response.body, |facts| {
+            let lower = custom::lowercase(facts.message);
+            let answer = Answer {
+                status: response.status.as_u16(),
+                error: false,
+                headers: Some(response.headers),
+                body: response.body,
+                facts,
+                lower: &lower,
+            };
+            match rules.first_match(&answer) {
+                Some((rule, wait)) => Classification {
+                    verdict: rule.verdict(),
+                    wait: wait.map(|w| self.limits.finish_wait(w)),
+                    should_retry: None,
+                    reason: rule.reason().clone(),
+                },
+                None => Classification::success(),
+            }
         })
     }
 }
@@ -196,9 +238,17 @@ impl Classify for ProviderClassifier {
     #[inline]
     fn classify_response(&self, response: &ResponseView<'_>) -> Classification {
         if response.status.as_u16() < 400 {
+            if self.reads_success(response.status) {
+                return self.classify_success_body(response);
+            }
             return Classification::success();
         }
         self.classify_failure(response)
+    }
+
+    #[inline]
+    fn wants_body(&self, status: StatusCode, _: &HeaderMap) -> bool {
+        !status.is_success() || self.reads_success(status)
     }
 
     #[inline]
@@ -213,7 +263,11 @@ impl Classify for ProviderClassifier {
         if !status.is_success() {
             return HeadDecision::PeekBody;
         }
-        match self.stream_scanner(status, headers) {
+        let scanner = self.stream_scanner(status, headers);
+        if scanner.is_none() && self.reads_success(status) {
+            return HeadDecision::PeekBody;
+        }
+        match scanner {
             Some(scanner) => HeadDecision::WatchStream(scanner),
             None => HeadDecision::Ready(Classification::success()),
         }

@@ -10,6 +10,7 @@
 //! scans, so a truncated body still classifies.
 
 mod details;
+mod dialect;
 mod json;
 mod object;
 
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 use serde_core::Deserialize;
 
+pub(crate) use self::dialect::from_body as dialect_of;
 use self::json::Leaf;
 use self::object::{Body, ErrorField, Obj};
 use super::hints::proto_duration;
@@ -67,6 +69,9 @@ pub(crate) struct ErrorFacts<'a> {
     pub(crate) status: Option<&'a str>,
     /// A numeric `error.code` (`429`, `"429"`) or numeric `status`.
     pub(crate) number: Option<u16>,
+    /// A numeric `error.code` of any size: a provider's own code (Z.AI's
+    /// `1113`), which the rules name but `number` (a status) does not take.
+    pub(crate) code_number: Option<u64>,
     /// Bedrock's `originalStatusCode` of a model error.
     pub(crate) original_status: Option<u16>,
     /// The message; for a body that is not JSON, the whole readable text.
@@ -156,7 +161,14 @@ fn from_json<'a>(body: &'a Body<'_>) -> ErrorFacts<'a> {
 
     match &err.code {
         Leaf::Str(s) if !is_number(s) => f.code = nonempty(Some(s)),
-        c => f.number = number(c),
+        c => {
+            f.number = number(c);
+            f.code_number = match c {
+                Leaf::Num(n) => Some(*n),
+                Leaf::Str(s) => s.parse().ok(),
+                Leaf::Other => None,
+            };
+        }
     }
     f.kind = nonempty(err.ty.as_str()).filter(|&t| t != "error");
     match &err.status {
@@ -298,6 +310,7 @@ fn scan(text: &str) -> ErrorFacts<'_> {
         kind: field(text, needle!("\"type\""), |t| t != "error" && !t.is_empty()),
         status: field(text, needle!("\"status\""), |s| !is_number(s)),
         number: code.filter(|c| is_number(c)).and_then(to_u16),
+        code_number: code.filter(|c| is_number(c)).and_then(|c| c.parse().ok()),
         original_status: field(text, needle!("\"originalStatusCode\""), is_number).and_then(to_u16),
         message: field(text, needle!("\"message\""), any).unwrap_or(text),
         upstream: field(text, needle!("\"raw\""), |r| !r.is_empty()),

@@ -33,7 +33,8 @@ use http::HeaderMap;
 
 use super::parse::{delay_seconds, go_duration, rfc3339};
 use super::{LazyTime, until};
-use crate::classify::dialect::{self, Dialect};
+use crate::classify::dialect::Dialect;
+use crate::classify::headers;
 
 /// Resets further away than this are not believed (a month and a day).
 pub const MAX_RESET: Duration = Duration::from_secs(31 * 24 * 3600);
@@ -177,7 +178,7 @@ impl RateLimits {
         let mut azure = false;
         for (name, value) in headers {
             let Some((key, field)) = header_key(name.as_str()) else {
-                azure |= dialect::marker(name.as_str()) == Some(Dialect::Azure);
+                azure |= headers::marker(name.as_str()) == Some(Dialect::Azure);
                 continue;
             };
             let Ok(value) = value.to_str() else {

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::super::body::{self, ErrorFacts, field, value_after_bytes};
 use super::super::dialect::Dialect;
-use super::super::provider::Limits;
+use super::super::provider::{ProviderClassifier, Seen};
 use super::super::rules::{self, Why};
 use super::super::text::needle;
 use super::super::verdict::{Classification, Verdict};
@@ -34,9 +34,13 @@ pub(super) enum Signal {
 /// response's `Date`, and whether a non-error finish reason was seen.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Ctx {
-    pub(super) limits: Limits,
+    /// Its bounds and the user's rules.
+    pub(super) classifier: ProviderClassifier,
     pub(super) dialect: Option<Dialect>,
     pub(super) date: Option<SystemTime>,
+    /// The response's status (a 2xx): what a user's rule matches an
+    /// in-band error's status against.
+    pub(super) status: u16,
     /// The model finished (a `finish_reason`/`stop_reason`) though no
     /// terminal event came yet: an end of stream after this is not a cut.
     pub(super) finished: bool,
@@ -62,12 +66,18 @@ impl Ctx {
         }
     }
 
-    fn in_band(&self, facts: &ErrorFacts<'_>, aws: Option<&str>) -> Classification {
+    /// An error event's classification; `event` is the bytes it was read from.
+    fn in_band(&self, facts: &ErrorFacts<'_>, aws: Option<&str>, event: &[u8]) -> Classification {
         let dialect = self.dialect.or(aws.map(|_| Dialect::Bedrock));
         let reference = &|| self.date.unwrap_or_else(SystemTime::now);
-        let quota_after = self.limits.quota_after();
-        self.limits
-            .classify_facts(facts, None, None, reference, dialect, |lower, wait| {
+        let quota_after = self.classifier.quota_after();
+        let seen = Seen {
+            status: self.status,
+            headers: None,
+            body: event,
+        };
+        self.classifier
+            .classify_facts(facts, seen, None, reference, dialect, |lower, wait| {
                 rules::decide_in_band(facts, aws, lower, wait, quota_after)
             })
     }
@@ -156,7 +166,7 @@ pub(super) fn json_doc(ctx: &mut Ctx, doc: &[u8]) -> Signal {
 /// event that is an error by name).
 fn error_in(ctx: &Ctx, data: &[u8], forced: bool) -> Option<Classification> {
     body::read(data, |facts| {
-        (facts.has_error || forced).then(|| ctx.in_band(facts, facts.aws_type))
+        (facts.has_error || forced).then(|| ctx.in_band(facts, facts.aws_type, data))
     })
 }
 
@@ -269,7 +279,7 @@ fn aws_frame(ctx: &mut Ctx, doc: &[u8], t: &str) -> Signal {
             return Signal::Nothing;
         }
         let name = field(t, needle!("\":exception-type\""), |_| true).or(Some(MODEL_STREAM_ERROR));
-        return Signal::Error(body::read(doc, |facts| ctx.in_band(facts, name)));
+        return Signal::Error(body::read(doc, |facts| ctx.in_band(facts, name, doc)));
     };
     let frame = &v["eventstream_frame"];
     let header = |n: &str| frame["headers"][n].as_str();
@@ -311,7 +321,7 @@ pub(super) fn aws_message(ctx: &mut Ctx, m: &AwsMessage<'_>) -> Signal {
             .exception_type
             .or(m.error_code)
             .or(Some(MODEL_STREAM_ERROR));
-        return Signal::Error(body::read(m.payload, |facts| ctx.in_band(facts, name)));
+        return Signal::Error(body::read(m.payload, |facts| ctx.in_band(facts, name, m.payload)));
     }
     ctx.note_content(|| {
         m.event_type

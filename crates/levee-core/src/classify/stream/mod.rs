@@ -30,7 +30,8 @@ use self::eventstream::Frames;
 #[cfg(test)]
 pub(crate) use self::eventstream::tests as eventstream_tests;
 use self::framing::{Depth, Docs, Lines, MAX_PIECE, push_capped};
-use super::dialect::{self, Dialect};
+use super::dialect::Dialect;
+use super::headers;
 use super::hints;
 use super::provider::ProviderClassifier;
 use super::verdict::{Classification, Verdict};
@@ -140,7 +141,10 @@ impl StreamScanner {
     pub fn new(format: StreamFormat) -> Self {
         StreamScanner {
             format,
-            ctx: Ctx::default(),
+            ctx: Ctx {
+                status: 200,
+                ..Ctx::default()
+            },
             lines: Lines::default(),
             sse: Sse::default(),
             docs: Docs::default(),
@@ -162,14 +166,19 @@ impl StreamScanner {
             return None;
         }
         let content_type = headers.get(header::CONTENT_TYPE)?;
-        Self::for_content_type(content_type, headers)
+        Self::for_content_type(status, content_type, headers)
     }
 
     #[inline(never)]
-    fn for_content_type(content_type: &http::HeaderValue, headers: &HeaderMap) -> Option<Self> {
+    fn for_content_type(
+        status: StatusCode,
+        content_type: &http::HeaderValue,
+        headers: &HeaderMap,
+    ) -> Option<Self> {
         let format = StreamFormat::from_content_type(content_type.to_str().ok()?)?;
         let mut s = StreamScanner::new(format);
-        s.ctx.dialect = dialect::from_headers(headers);
+        s.ctx.status = status.as_u16();
+        s.ctx.dialect = headers::from_headers(headers);
         s.ctx.date = headers
             .get(header::DATE)
             .and_then(|v| hints::http_date(v.to_str().ok()?));
@@ -184,7 +193,7 @@ impl StreamScanner {
 
     /// Applies `classifier`'s bounds (`max_wait`, `quota_after`) to in-band errors.
     pub fn with_classifier(mut self, classifier: &ProviderClassifier) -> Self {
-        self.ctx.limits = classifier.limits;
+        self.ctx.classifier = classifier.clone();
         self
     }
 
