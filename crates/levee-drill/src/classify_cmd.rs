@@ -19,12 +19,28 @@
 //! "reason":"openai:rate_limit_exceeded"}` (`wait_ms` is `null` when there
 //! is no hint), or `{"error":"line 3: <what>"}` for a line that is not a
 //! case; the other lines still run. Blank lines are skipped.
+//!
+//! A 2xx body that is not a stream is read for an error object in its
+//! place, as a classifier with `peek_success` reads it (the answers of
+//! providers that answer `200` with their errors); for any other provider
+//! a 2xx is a success whatever its body.
+//!
+//! With `--rules FILE` (a rules file, see `levee_core::classify::Rules`)
+//! the user's rules are checked first, and each line says which decided:
+//! `"rule":"acme-balance"`, or `"rule":null` when the built-in rules did.
+//!
+//! With `--jsonl FILE` (`-` for stdin) the cases are counted instead of
+//! printed: per verdict, per reason, per rule, and the answers no rule
+//! recognised (the verdict came from the status alone: a `status:<n>`
+//! reason), with their line numbers, so a day of logged answers shows
+//! what Levee would have done with them. See [`Report`].
 
+use std::collections::BTreeMap;
 use std::io::{self, BufRead, Write};
 
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use levee_core::classify::{
-    Classification, Classify, Dialect, ProviderClassifier, ResponseView, StreamFormat,
+    Classification, Classify, Dialect, ProviderClassifier, ResponseView, Rules, StreamFormat,
     StreamScanner, TransportFailure,
 };
 use serde::Serialize;
@@ -59,17 +75,33 @@ pub struct Verdict {
     pub wait_ms: Option<u64>,
     /// The reason.
     pub reason: String,
+    /// With user rules: the name of the rule that decided, `None` (`null`)
+    /// when the built-in rules did. Left out without user rules.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<Option<String>>,
 }
 
-impl From<Classification> for Verdict {
-    fn from(c: Classification) -> Self {
+impl Verdict {
+    /// The output line of `c`, naming its rule when `rules` are in use.
+    pub fn of(c: &Classification, rules: Option<&Rules>) -> Self {
         Verdict {
             verdict: c.verdict.as_str(),
             wait_ms: c
                 .wait
                 .map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
             reason: c.reason.as_str().to_owned(),
+            rule: rules.map(|r| {
+                c.rule
+                    .and_then(|i| r.get(i))
+                    .map(|rule| rule.name().to_owned())
+            }),
         }
+    }
+}
+
+impl From<Classification> for Verdict {
+    fn from(c: Classification) -> Self {
+        Verdict::of(&c, None)
     }
 }
 
@@ -200,30 +232,55 @@ impl Case {
     }
 }
 
-/// Reads cases from `input` and writes one result line per case to
-/// `output`. Fails only if reading or writing fails.
-pub fn run(input: impl BufRead, mut output: impl Write) -> io::Result<()> {
-    let classifier = ProviderClassifier::default();
+/// The classifier `classify` uses: the default, reading 2xx bodies, with
+/// the user's `rules` first.
+pub fn classifier(rules: Option<Rules>) -> ProviderClassifier {
+    let builder = ProviderClassifier::builder().peek_success(true);
+    match rules {
+        Some(rules) => builder.rules(rules),
+        None => builder,
+    }
+    .build()
+}
+
+/// Each line of `input`, numbered from 1: a case, or what is wrong with it.
+/// Blank lines are skipped.
+fn cases(input: impl BufRead) -> impl Iterator<Item = io::Result<(usize, Result<Case, String>)>> {
     let mut input = input;
     let mut line = Vec::new();
     let mut n = 0;
-    loop {
-        line.clear();
-        if input.read_until(b'\n', &mut line)? == 0 {
-            break;
+    std::iter::from_fn(move || {
+        loop {
+            line.clear();
+            match input.read_until(b'\n', &mut line) {
+                Err(e) => return Some(Err(e)),
+                Ok(0) => return None,
+                Ok(_) => {}
+            }
+            n += 1;
+            let case = match std::str::from_utf8(&line).map(str::trim) {
+                Ok("") => continue,
+                Ok(text) => Case::parse(text),
+                Err(e) => Err(format!("not UTF-8: {e}")),
+            };
+            return Some(Ok((n, case)));
         }
-        n += 1;
-        let result = std::str::from_utf8(&line)
-            .map_err(|e| format!("not UTF-8: {e}"))
-            .map(str::trim);
-        let json = match result {
-            Ok("") => continue,
-            Ok(text) => match Case::parse(text) {
-                Ok(case) => serde_json::to_string(&Verdict::from(case.classify(&classifier))),
-                Err(what) => serde_json::to_string(&LineError {
-                    error: format!("line {n}: {what}"),
-                }),
-            },
+    })
+}
+
+/// Reads cases from `input` and writes one result line per case to
+/// `output`, classified with `rules` first when given. Fails only if
+/// reading or writing fails.
+pub fn run(input: impl BufRead, mut output: impl Write, rules: Option<Rules>) -> io::Result<()> {
+    let named = rules.is_some();
+    let classifier = classifier(rules);
+    // An empty rules file is still rules in use: every line names its rule.
+    let empty = Rules::default();
+    let rules = named.then(|| classifier.rules().unwrap_or(&empty));
+    for item in cases(input) {
+        let (n, case) = item?;
+        let json = match case {
+            Ok(case) => serde_json::to_string(&Verdict::of(&case.classify(&classifier), rules)),
             Err(what) => serde_json::to_string(&LineError {
                 error: format!("line {n}: {what}"),
             }),
@@ -231,4 +288,125 @@ pub fn run(input: impl BufRead, mut output: impl Write) -> io::Result<()> {
         writeln!(output, "{}", json.map_err(io::Error::other)?)?;
     }
     output.flush()
+}
+
+/// What `--jsonl` reports of a file of answers.
+#[derive(Debug, Default, Serialize, PartialEq, Eq)]
+pub struct Report {
+    /// Cases classified.
+    pub answers: u64,
+    /// Lines that were not a case.
+    pub bad_lines: Vec<String>,
+    /// Answers per verdict.
+    pub verdicts: BTreeMap<&'static str, u64>,
+    /// Answers per reason.
+    pub reasons: BTreeMap<String, u64>,
+    /// Answers per user rule (with `--rules`).
+    pub rules: BTreeMap<String, u64>,
+    /// Answers no rule recognised: their verdict came from the status
+    /// alone (`status:<n>`). At most [`Report::UNRECOGNISED_KEPT`] listed.
+    pub unrecognised: Vec<Unrecognised>,
+    /// How many answers were unrecognised in all.
+    pub unrecognised_count: u64,
+}
+
+/// One answer no rule recognised.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct Unrecognised {
+    /// Its line in the input.
+    pub line: usize,
+    /// Its status.
+    pub status: u16,
+    /// The verdict the status gave.
+    pub verdict: &'static str,
+    /// The start of its body (at most 160 characters).
+    pub body: String,
+}
+
+impl Report {
+    /// How many unrecognised answers are listed.
+    pub const UNRECOGNISED_KEPT: usize = 50;
+
+    /// Counts every case of `input`, classified with `rules` first.
+    pub fn of(input: impl BufRead, rules: Option<Rules>) -> io::Result<Report> {
+        let classifier = classifier(rules);
+        let mut report = Report::default();
+        for item in cases(input) {
+            let (n, case) = item?;
+            let case = match case {
+                Ok(case) => case,
+                Err(what) => {
+                    report.bad_lines.push(format!("line {n}: {what}"));
+                    continue;
+                }
+            };
+            let c = case.classify(&classifier);
+            report.answers += 1;
+            *report.verdicts.entry(c.verdict.as_str()).or_default() += 1;
+            *report.reasons.entry(c.reason.as_str().to_owned()).or_default() += 1;
+            if let Some(rule) = c.rule.and_then(|i| classifier.rules()?.get(i)) {
+                *report.rules.entry(rule.name().to_owned()).or_default() += 1;
+            }
+            if let (Some(status), true) = (case.status, c.reason.as_str().starts_with("status:")) {
+                report.unrecognised_count += 1;
+                if report.unrecognised.len() < Report::UNRECOGNISED_KEPT {
+                    let body = String::from_utf8_lossy(&case.body);
+                    report.unrecognised.push(Unrecognised {
+                        line: n,
+                        status: status.as_u16(),
+                        verdict: c.verdict.as_str(),
+                        body: body.chars().take(160).collect(),
+                    });
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// The report as text, for a terminal.
+    pub fn text(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let pct = |n: u64| 100.0 * n as f64 / self.answers.max(1) as f64;
+        let _ = writeln!(out, "{} answers", self.answers);
+        let mut section = |title: &str, rows: Vec<(String, u64)>| {
+            if rows.is_empty() {
+                return;
+            }
+            let _ = writeln!(out, "\n{title}");
+            let mut rows = rows;
+            rows.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            for (name, n) in rows {
+                let _ = writeln!(out, "  {n:>8}  {:>5.1}%  {name}", pct(n));
+            }
+        };
+        section(
+            "by verdict",
+            self.verdicts.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect(),
+        );
+        section(
+            "by reason",
+            self.reasons.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+        );
+        section(
+            "by your rules",
+            self.rules.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+        );
+        let _ = writeln!(
+            out,
+            "\nrecognised by no rule (verdict from the status alone): {} ({:.1}%)",
+            self.unrecognised_count,
+            pct(self.unrecognised_count)
+        );
+        for u in &self.unrecognised {
+            let _ = writeln!(out, "  line {}: {} -> {}: {}", u.line, u.status, u.verdict, u.body);
+        }
+        if self.unrecognised_count > self.unrecognised.len() as u64 {
+            let _ = writeln!(out, "  … and {} more", self.unrecognised_count - self.unrecognised.len() as u64);
+        }
+        for bad in &self.bad_lines {
+            let _ = writeln!(out, "skipped {bad}");
+        }
+        out
+    }
 }

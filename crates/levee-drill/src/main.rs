@@ -33,7 +33,9 @@ Examples:
   levee-drill run my.toml --json report.json     one scenario, its report as JSON
   levee-drill run my.toml --live --time-scale 4  the same over real HTTP on 127.0.0.1
   levee-drill tune my.toml --budget 100          search its [levee] settings
-  levee-drill classify < responses.jsonl         one verdict per JSON line";
+  levee-drill classify < responses.jsonl         one verdict per JSON line
+  levee-drill classify --rules mine.toml --jsonl day.jsonl
+                                                 what your rules and Levee's make of a day of answers";
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -59,7 +61,7 @@ enum Command {
     ///
     /// Input: {"status":429|null,"headers":{..},"body":"..","stream":false}
     /// Output: {"verdict":"throttled","wait_ms":9816,"reason":".."}
-    Classify,
+    Classify(ClassifyArgs),
     /// Classify a built-in set of real provider responses.
     Samples,
 }
@@ -96,6 +98,22 @@ struct RunArgs {
         value_delimiter = ','
     )]
     through: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct ClassifyArgs {
+    /// Your rules (TOML `[[rule]]` tables), checked before the built-in
+    /// ones; each output line names the rule that decided (`"rule"`).
+    #[arg(long, value_name = "FILE.toml")]
+    rules: Option<PathBuf>,
+    /// Count the answers of FILE (JSON lines; `-` for stdin) instead of
+    /// printing a verdict per line: per verdict, per reason, per rule, and
+    /// the answers no rule recognised.
+    #[arg(long, value_name = "FILE")]
+    jsonl: Option<PathBuf>,
+    /// With --jsonl: print the counts as JSON.
+    #[arg(long, requires = "jsonl")]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -337,9 +355,35 @@ fn parse_percent(s: &str) -> Result<u32, String> {
     }
 }
 
-fn classify() -> Result<(), Failure> {
-    classify_cmd::run(io::stdin().lock(), io::stdout().lock())
-        .map_err(|e| Failure::run(format!("classify: {e}")))
+fn classify(args: &ClassifyArgs) -> Result<(), Failure> {
+    let rules = match &args.rules {
+        None => None,
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| Failure::usage(format!("{}: {e}", file.display())))?;
+            let rules = tower_levee::config::from_toml::<levee_core::classify::Rules>(&text)
+                .map_err(|e| Failure::usage(format!("{}: {e}", file.display())))?;
+            Some(rules)
+        }
+    };
+    let fail = |e: io::Error| Failure::run(format!("classify: {e}"));
+    let Some(file) = &args.jsonl else {
+        return classify_cmd::run(io::stdin().lock(), io::stdout().lock(), rules).map_err(fail);
+    };
+    let report = if file.as_os_str() == "-" {
+        classify_cmd::Report::of(io::stdin().lock(), rules)
+    } else {
+        let f = std::fs::File::open(file)
+            .map_err(|e| Failure::usage(format!("{}: {e}", file.display())))?;
+        classify_cmd::Report::of(io::BufReader::new(f), rules)
+    }
+    .map_err(fail)?;
+    let text = if args.json {
+        serde_json::to_string_pretty(&report).map_err(|e| fail(io::Error::other(e)))? + "\n"
+    } else {
+        report.text()
+    };
+    io::stdout().write_all(text.as_bytes()).map_err(fail)
 }
 
 fn show_samples() {
@@ -359,7 +403,7 @@ fn main() -> ExitCode {
         Some(Command::Run(args)) => run_file(args),
         Some(Command::Suite(args)) => run_suite(args),
         Some(Command::Tune(args)) => tune(args),
-        Some(Command::Classify) => classify(),
+        Some(Command::Classify(args)) => classify(args),
         Some(Command::Samples) => {
             show_samples();
             Ok(())

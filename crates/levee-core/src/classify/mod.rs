@@ -141,7 +141,7 @@ mod verdict;
 
 pub use self::custom::{Rule, RuleBuilder, Rules};
 pub use self::dialect::Dialect;
-pub use self::provider::{ProviderClassifier, ProviderClassifierBuilder};
+pub use self::provider::{ProviderClassifier, ProviderClassifierBuilder, answers_errors_with_200};
 pub use self::response::{Classify, HeadDecision, ResponseView};
 pub use self::stream::{StreamFormat, StreamScanner};
 pub use self::verdict::{Classification, Reason, TransportFailure, Verdict};

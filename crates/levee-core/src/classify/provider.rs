@@ -31,6 +31,8 @@ pub struct ProviderClassifier {
     /// The user's rules, checked first; shared, since every breaker call
     /// carries a copy of its classifier.
     pub(crate) rules: Option<Arc<Rules>>,
+    /// Read 2xx bodies for an error object.
+    pub(crate) peek_success: bool,
 }
 
 /// The two bounds a classification applies to waits, in nanoseconds
@@ -90,6 +92,7 @@ impl ProviderClassifier {
         ProviderClassifierBuilder {
             limits: Limits::default(),
             rules: None,
+            peek_success: false,
         }
     }
 
@@ -135,19 +138,14 @@ impl ProviderClassifier {
         if let Some(rules) = &self.rules {
             let answer = Answer {
                 status: seen.status,
-                error: true,
+                error: seen.error,
                 headers: seen.headers,
                 body: seen.body,
                 facts,
                 lower: &lower,
             };
-            if let Some((rule, wait)) = rules.first_match(&answer) {
-                return Classification {
-                    verdict: rule.verdict(),
-                    wait: wait.or_else(hint).map(|w| self.limits.finish_wait(w)),
-                    should_retry: None,
-                    reason: rule.reason().clone(),
-                };
+            if let Some(c) = rules.classify(&answer, hint, |w| self.limits.finish_wait(w)) {
+                return c;
             }
         }
         let wait = hint().map(|w| self.limits.finish_wait(w));
@@ -158,6 +156,7 @@ impl ProviderClassifier {
             wait,
             should_retry: None,
             reason: d.why.reason(dialect),
+            rule: None,
         }
     }
 }
@@ -167,9 +166,43 @@ impl ProviderClassifier {
 pub(crate) struct Seen<'a> {
     /// The HTTP status (a stream's own, `200`, for an error inside it).
     pub(crate) status: u16,
+    /// Whether the answer is an error (a rule without a status matches
+    /// errors only).
+    pub(crate) error: bool,
     pub(crate) headers: Option<&'a HeaderMap>,
     /// The body, or the stream event, the facts were read from.
     pub(crate) body: &'a [u8],
+}
+
+/// Whether the provider at `host` is known to answer `200` with an error
+/// object in place of a completion, so its classifier should
+/// [`peek_success`](ProviderClassifierBuilder::peek_success): Baidu Qianfan
+/// (`*.baidubce.com`, [error codes](https://cloud.baidu.com/doc/qianfan-api/s/3m9b5lqft)),
+/// MiniMax (`api.minimax.chat`, `api.minimaxi.com`, `api.minimax.io`,
+/// [error codes](https://platform.minimax.io/docs/api-reference/errorcode)),
+/// Tencent Cloud (`*.tencentcloudapi.com`,
+/// [API 3.0 errors](https://cloud.tencentcloud.com/document/api/1729/101838)),
+/// iFlytek Spark (`*.xf-yun.com`) and Sber's GigaChat
+/// (`gigachat.devices.sberbank.ru`).
+///
+/// ```
+/// assert!(levee_core::classify::answers_errors_with_200("aip.baidubce.com"));
+/// assert!(!levee_core::classify::answers_errors_with_200("api.openai.com"));
+/// ```
+pub fn answers_errors_with_200(host: &str) -> bool {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    let under = |domain: &str| host == domain || host.ends_with(&format!(".{domain}"));
+    [
+        "baidubce.com",
+        "minimax.chat",
+        "minimaxi.com",
+        "minimax.io",
+        "tencentcloudapi.com",
+        "xf-yun.com",
+        "gigachat.devices.sberbank.ru",
+    ]
+    .into_iter()
+    .any(under)
 }
 
 /// Configures a [`ProviderClassifier`].
@@ -177,6 +210,7 @@ pub(crate) struct Seen<'a> {
 pub struct ProviderClassifierBuilder {
     limits: Limits,
     rules: Option<Arc<Rules>>,
+    peek_success: bool,
 }
 
 impl ProviderClassifierBuilder {
@@ -203,11 +237,27 @@ impl ProviderClassifierBuilder {
         self
     }
 
+    /// Reads the first bytes of every 2xx answer that is not a stream for
+    /// an error object in place of the completion (default off). Some
+    /// providers answer `200` with their errors: Baidu Qianfan
+    /// (`error_code`/`error_msg`), MiniMax (a non-zero
+    /// `base_resp.status_code`), Tencent Cloud (`Response.Error`), see
+    /// [`answers_errors_with_200`]. It costs every success a bounded read
+    /// of its body before the caller gets it, so turn it on for those
+    /// providers only. (A stream's first event is read anyway.)
+    ///
+    /// [`answers_errors_with_200`]: super::answers_errors_with_200
+    pub fn peek_success(mut self, on: bool) -> Self {
+        self.peek_success = on;
+        self
+    }
+
     /// The classifier.
     pub fn build(self) -> ProviderClassifier {
         ProviderClassifier {
             limits: self.limits,
             rules: self.rules,
+            peek_success: self.peek_success,
         }
     }
 }

@@ -177,6 +177,7 @@ impl ProviderClassifier {
         let quota_after = self.limits.quota_after();
         let seen = Seen {
             status,
+            error: true,
             headers: Some(headers),
             body: response.body,
         };
@@ -195,39 +196,58 @@ impl ProviderClassifier {
         })
     }
 
-    /// Whether a rule reads the bodies of answers with this 2xx status.
+    /// Whether the bodies of answers with this 2xx status are read: asked
+    /// for with `peek_success`, or by a rule for the status.
     #[inline]
     fn reads_success(&self, status: StatusCode) -> bool {
-        self.rules
-            .as_ref()
-            .is_some_and(|r| r.reads_success(status.as_u16()))
+        (self.peek_success && status.as_u16() < 300)
+            || self
+                .rules
+                .as_ref()
+                .is_some_and(|r| r.reads_success(status.as_u16()))
     }
 
-    /// A 2xx body a rule asked to read: a success unless a rule matches.
+    /// A 2xx body that was read (a rule or [`peek_success`] asked for it):
+    /// a success, unless it carries an error
+    /// object in place of the completion (Baidu's `error_code`, MiniMax's
+    /// non-zero `base_resp.status_code`, Tencent Cloud's `Response.Error`,
+    /// a bare `{"error": ..}`), which is classified as an error inside a
+    /// stream is, or a user's rule for this status matches.
+    ///
+    /// [`peek_success`]: super::ProviderClassifierBuilder::peek_success
     #[inline(never)]
     fn classify_success_body(&self, response: &ResponseView<'_>) -> Classification {
-        let Some(rules) = &self.rules else {
-            return Classification::success();
-        };
+        let status = response.status.as_u16();
         body::read(response.body, |facts| {
+            if facts.has_error {
+                let reference = &|| response.now.unwrap_or_else(SystemTime::now);
+                let quota_after = self.limits.quota_after();
+                let seen = Seen {
+                    status,
+                    error: true,
+                    headers: Some(response.headers),
+                    body: response.body,
+                };
+                let aws = facts.aws_type;
+                return self.classify_facts(facts, seen, None, reference, response.dialect, |lower, wait| {
+                    rules::decide_in_band(facts, aws, lower, wait, quota_after)
+                });
+            }
+            let Some(rules) = &self.rules else {
+                return Classification::success();
+            };
             let lower = custom::lowercase(facts.message);
             let answer = Answer {
-                status: response.status.as_u16(),
+                status,
                 error: false,
                 headers: Some(response.headers),
                 body: response.body,
                 facts,
                 lower: &lower,
             };
-            match rules.first_match(&answer) {
-                Some((rule, wait)) => Classification {
-                    verdict: rule.verdict(),
-                    wait: wait.map(|w| self.limits.finish_wait(w)),
-                    should_retry: None,
-                    reason: rule.reason().clone(),
-                },
-                None => Classification::success(),
-            }
+            rules
+                .classify(&answer, || None, |w| self.limits.finish_wait(w))
+                .unwrap_or_else(Classification::success)
         })
     }
 }

@@ -132,6 +132,10 @@ pub struct Classification {
     pub should_retry: Option<bool>,
     /// A short stable reason, e.g. `openai:insufficient_quota`.
     pub reason: Reason,
+    /// When one of the user's [`Rules`](super::Rules) decided: its position
+    /// in the classifier's set ([`ProviderClassifier::rules`](super::ProviderClassifier::rules)).
+    /// `None` when the built-in rules did.
+    pub rule: Option<u16>,
 }
 
 impl Classification {
@@ -142,6 +146,7 @@ impl Classification {
             wait: None,
             should_retry: None,
             reason: reason.into(),
+            rule: None,
         }
     }
 
@@ -152,6 +157,7 @@ impl Classification {
             wait: None,
             should_retry: None,
             reason: Reason::new_static("success"),
+            rule: None,
         }
     }
 

@@ -42,5 +42,6 @@ pub(crate) fn from_body(shape: Shape, lower: &str) -> Dialect {
         Shape::OpenRouter => marked(Dialect::OpenRouter),
         Shape::OpenAi => marked(Dialect::OpenAi),
         Shape::Message | Shape::Text => marked(Dialect::Generic),
+        Shape::Baidu | Shape::MiniMax | Shape::Spark => Dialect::Generic,
     }
 }

@@ -55,6 +55,18 @@ pub(super) enum Key {
     QuotaId,
     Metadata,
     Raw,
+    /// Baidu's and iFlytek's text, MiniMax's `status_msg`, FastAPI's `detail`.
+    AltMessage,
+    /// MiniMax's `base_resp`.
+    BaseResp,
+    /// MiniMax's `status_code`.
+    StatusCode,
+    /// iFlytek Spark's frame `header`.
+    Header,
+    /// A wait of its own, in seconds: `retry_after`, Hugging Face's `estimated_time`.
+    WaitSeconds,
+    /// A wait of its own, in milliseconds: `retry_after_ms`.
+    WaitMillis,
     Other,
 }
 
@@ -78,10 +90,74 @@ member_names!(Key {
     "quotaId" => Key::QuotaId,
     "metadata" => Key::Metadata,
     "raw" => Key::Raw,
+    // Tencent Cloud API 3.0: `{"Response": {"Error": {"Code", "Message"}}}`.
+    "Response" => Key::Response,
+    "Error" => Key::Error,
+    "Code" => Key::Code,
+    "Message" => Key::Message,
+    "error_msg" => Key::AltMessage,
+    "errmsg" => Key::AltMessage,
+    "status_msg" => Key::AltMessage,
+    "msg" => Key::AltMessage,
+    "detail" => Key::AltMessage,
+    "base_resp" => Key::BaseResp,
+    "status_code" => Key::StatusCode,
+    "header" => Key::Header,
+    "retry_after" => Key::WaitSeconds,
+    "retryAfter" => Key::WaitSeconds,
+    "retry_after_seconds" => Key::WaitSeconds,
+    "estimated_time" => Key::WaitSeconds,
+    "retry_after_ms" => Key::WaitMillis,
+    "retryAfterMs" => Key::WaitMillis,
     _ => Key::Other,
 });
 
 // === leaves ===
+
+/// A number of some unit, as a provider writes it: an integer, a fraction
+/// (`20.5`) or a numeric string.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Number(pub(super) Option<f64>);
+
+impl<'de> Deserialize<'de> for Number {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Number;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number")
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Number, E> {
+                Ok(Number(None))
+            }
+            fn visit_unit<E>(self) -> Result<Number, E> {
+                Ok(Number(None))
+            }
+            fn visit_none<E>(self) -> Result<Number, E> {
+                Ok(Number(None))
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<Number, E> {
+                Ok(Number(Some(n as f64)))
+            }
+            fn visit_i64<E>(self, n: i64) -> Result<Number, E> {
+                Ok(Number(Some(n as f64)))
+            }
+            fn visit_f64<E>(self, n: f64) -> Result<Number, E> {
+                Ok(Number(Some(n)))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Number, E> {
+                Ok(Number(s.trim().parse().ok()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Number, A::Error> {
+                drain_map(m)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, s: A) -> Result<Number, A::Error> {
+                drain_seq(s)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
 
 impl<'de> Deserialize<'de> for Leaf<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -46,6 +46,12 @@ pub(crate) enum Shape {
     GoogleArray,
     /// `{"object": "error", "type", "code"}`.
     Mistral,
+    /// Baidu Qianfan's `{"error_code": 18, "error_msg"}`, under a `200`.
+    Baidu,
+    /// MiniMax's `{"base_resp": {"status_code": 1002, "status_msg"}}`.
+    MiniMax,
+    /// iFlytek Spark's `{"header": {"code": 11202, "message"}}`.
+    Spark,
 }
 
 /// What an error body says, borrowed from the parsed JSON or the raw text.
@@ -103,6 +109,7 @@ impl<'a> ErrorFacts<'a> {
 /// Reads `body` and hands its facts to `f` (they borrow from a parse that
 /// lives only for the call).
 pub(crate) fn read<R>(body: &[u8], f: impl FnOnce(&ErrorFacts<'_>) -> R) -> R {
+    let body = sse_data(body).unwrap_or(body);
     // Cheap byte test first: only something that starts like JSON is parsed.
     if matches!(body.trim_ascii_start().first(), Some(b'{' | b'[')) {
         let mut de = serde_json::Deserializer::from_slice(body);
@@ -112,6 +119,23 @@ pub(crate) fn read<R>(body: &[u8], f: impl FnOnce(&ErrorFacts<'_>) -> R) -> R {
     }
     let text = String::from_utf8_lossy(body);
     f(&scan(&text))
+}
+
+/// An error body framed as a server-sent event (Alibaba Model Studio's
+/// native API answers `id:1\nevent:error\n:HTTP_STATUS/400\ndata:{..}`
+/// under an error status): the first `data:` line's value.
+fn sse_data(body: &[u8]) -> Option<&[u8]> {
+    let start = body.trim_ascii_start();
+    let framed = [&b"data:"[..], b"event:", b"id:", b":"]
+        .iter()
+        .any(|p| start.starts_with(p));
+    if !framed {
+        return None;
+    }
+    start
+        .split(|&c| c == b'\n')
+        .find_map(|line| line.strip_prefix(b"data:"))
+        .map(|data| data.trim_ascii())
 }
 
 // === JSON ===
@@ -138,6 +162,18 @@ fn from_json<'a>(body: &'a Body<'_>) -> ErrorFacts<'a> {
     };
     let top_type = top.ty.as_str();
     let mistral = top.object.as_str() == Some("error");
+    // Envelopes whose error is a non-zero code beside the payload: MiniMax's
+    // `base_resp.status_code`, iFlytek Spark's `header.code`, Baidu's
+    // top-level `error_code` (each answers `200` with them).
+    let coded = |o: &Obj<'_>| code_of(o).is_some_and(|c| !matches!(c, Leaf::Num(0)) && !is_zero(c));
+    let envelope = top
+        .base_resp
+        .as_deref()
+        .filter(|o| coded(o))
+        .or(top.header.as_deref().filter(|o| coded(o)))
+        .or(top.status_obj.as_deref().filter(|o| {
+            o.code.as_str().is_some_and(|c| !c.starts_with('2'))
+        }));
     let err: &Obj<'_> = match &top.error {
         Some(ErrorField::Obj(e)) => e,
         // `{"error": "…"}`: a gateway's plain form.
@@ -150,16 +186,30 @@ fn from_json<'a>(body: &'a Body<'_>) -> ErrorFacts<'a> {
                 Some(ErrorField::Obj(e)) => e,
                 _ => top,
             },
-            _ => top,
+            // Tencent Cloud API 3.0: `{"Response": {"Error": {..}}}`.
+            (None, Some(r)) if matches!(r.error, Some(ErrorField::Obj(_))) => match &r.error {
+                Some(ErrorField::Obj(e)) => e,
+                _ => top,
+            },
+            _ => envelope.unwrap_or(top),
         },
     };
+    let tencent = top_type.is_none()
+        && top
+            .response
+            .as_ref()
+            .is_some_and(|r| matches!(r.error, Some(ErrorField::Obj(_))));
     // `"type": "error"` is the envelope's (Anthropic, Responses events);
     // Mistral's envelope is `"object": "error"`.
     f.has_error = matches!(top.error, Some(ErrorField::Obj(_) | ErrorField::Str(_)))
         || matches!(top_type, Some("error" | "response.failed"))
-        || mistral;
+        || mistral
+        || tencent
+        || envelope.is_some()
+        || coded(top);
 
-    match &err.code {
+    let code = code_of(err).unwrap_or(&Leaf::Other);
+    match code {
         Leaf::Str(s) if !is_number(s) => f.code = nonempty(Some(s)),
         c => {
             f.number = number(c);
@@ -175,8 +225,14 @@ fn from_json<'a>(body: &'a Body<'_>) -> ErrorFacts<'a> {
         Leaf::Str(s) => f.status = nonempty(Some(s)),
         n => f.number = f.number.or(number(n)),
     }
+    // A bare `{"status": 429, "message": ..}` (GigaChat answers it under a
+    // `200`) names its status.
+    f.has_error |= f.number.is_some_and(|n| n >= 400) && err.message.as_str().is_some();
     if f.message.is_empty() {
-        f.message = err.message.as_str().unwrap_or_default();
+        f.message = [&err.message, &err.alt_message, &top.alt_message]
+            .into_iter()
+            .find_map(|m| nonempty(m.as_str()))
+            .unwrap_or_default();
     }
     let d = &err.details;
     f.detail = nonempty(d.error_code.as_str())
@@ -184,15 +240,30 @@ fn from_json<'a>(body: &'a Body<'_>) -> ErrorFacts<'a> {
     f.info_reason = nonempty(d.info_reason.as_str());
     f.upstream = nonempty(err.upstream.as_deref().and_then(Leaf::as_str));
     f.per_day = d.per_day;
-    f.retry_delay = d.retry_delay.as_str().and_then(proto_duration);
+    f.retry_delay = d
+        .retry_delay
+        .as_str()
+        .and_then(proto_duration)
+        .or_else(|| own_wait(err))
+        .or_else(|| own_wait(top));
     f.aws_type = nonempty(top.aws_type.as_str());
     f.original_status = number(&top.original_status).or(number(&err.original_status));
 
     let google_status = f
         .status
         .is_some_and(|s| s.bytes().all(|c| c.is_ascii_uppercase() || c == b'_'));
+    let minimax = top.base_resp.as_deref().is_some_and(|o| coded(o));
+    let spark = top.header.as_deref().is_some_and(|o| coded(o));
     f.shape = if mistral {
         Shape::Mistral
+    } else if minimax {
+        Shape::MiniMax
+    } else if spark {
+        Shape::Spark
+    } else if top.error.is_none() && coded(top) && matches!(top.error_code, Leaf::Num(_)) {
+        Shape::Baidu
+    } else if tencent || envelope.is_some() || (top.error.is_none() && top_type.is_none() && f.has_error) {
+        Shape::Message
     } else if !f.has_error {
         if f.message.is_empty() {
             Shape::Text
@@ -215,6 +286,33 @@ fn from_json<'a>(body: &'a Body<'_>) -> ErrorFacts<'a> {
         Shape::OpenAi
     };
     f
+}
+
+/// The code of an error object: `code`, else Baidu's `error_code`, else
+/// MiniMax's `status_code`.
+fn code_of<'o, 'de>(o: &'o Obj<'de>) -> Option<&'o Leaf<'de>> {
+    [&o.code, &o.error_code, &o.status_code]
+        .into_iter()
+        .find(|c| !matches!(c, Leaf::Other))
+}
+
+fn is_zero(code: &Leaf<'_>) -> bool {
+    match code {
+        Leaf::Num(n) => *n == 0,
+        Leaf::Str(s) => s.trim() == "0",
+        Leaf::Other => true,
+    }
+}
+
+/// A wait an object gives in a field of its own (`retry_after`,
+/// `estimated_time`, `retry_after_ms`); zero, negative and absurd values
+/// are none.
+fn own_wait(o: &Obj<'_>) -> Option<Duration> {
+    let secs = o
+        .wait_seconds
+        .0
+        .or(o.wait_millis.0.map(|ms| ms / 1000.0))?;
+    Duration::try_from_secs_f64(secs).ok().filter(|d| !d.is_zero())
 }
 
 // === text fallback ===

@@ -7,7 +7,7 @@ use std::fmt;
 use serde_core::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use super::details::Details;
-use super::json::{Key, Leaf, container, drain_seq, skip, tolerant};
+use super::json::{Key, Leaf, Number, container, drain_seq, skip, tolerant};
 
 /// The `error` member: an object, or the plain string some gateways send.
 #[derive(Debug)]
@@ -30,8 +30,25 @@ pub(super) struct Obj<'de> {
     pub(super) object: Leaf<'de>,
     pub(super) aws_type: Leaf<'de>,
     pub(super) message: Leaf<'de>,
+    /// The first of `error_msg`, `status_msg`, `msg`, `detail`: read when
+    /// `message` says nothing.
+    pub(super) alt_message: Leaf<'de>,
     pub(super) code: Leaf<'de>,
     pub(super) status: Leaf<'de>,
+    /// `status` as an object (Naver CLOVA Studio's `{"code", "message"}`).
+    pub(super) status_obj: Option<Box<Obj<'de>>>,
+    /// Baidu's top-level `error_code`.
+    pub(super) error_code: Leaf<'de>,
+    /// MiniMax's `status_code`.
+    pub(super) status_code: Leaf<'de>,
+    /// MiniMax's `base_resp`.
+    pub(super) base_resp: Option<Box<Obj<'de>>>,
+    /// iFlytek Spark's frame `header`.
+    pub(super) header: Option<Box<Obj<'de>>>,
+    /// A wait in a field of its own, in seconds.
+    pub(super) wait_seconds: Number,
+    /// A wait in a field of its own, in milliseconds.
+    pub(super) wait_millis: Number,
     pub(super) original_status: Leaf<'de>,
     pub(super) details: Details<'de>,
     /// A gateway's `metadata.raw`: the upstream provider's own error,
@@ -92,9 +109,19 @@ fn read_obj<'de, A: MapAccess<'de>>(mut m: A, obj: &mut Obj<'de>) -> Result<(), 
             Key::Type => obj.ty = m.next_value()?,
             Key::Object => obj.object = m.next_value()?,
             Key::AwsType => obj.aws_type = m.next_value()?,
-            Key::Message => obj.message = m.next_value()?,
+            Key::Message => first(&mut obj.message, m.next_value()?),
+            Key::AltMessage => first(&mut obj.alt_message, m.next_value()?),
             Key::Code => obj.code = m.next_value()?,
-            Key::Status => obj.status = m.next_value()?,
+            Key::Status => match m.next_value::<StatusField<'de>>()? {
+                StatusField::Leaf(leaf) => obj.status = leaf,
+                StatusField::Obj(o) => obj.status_obj = Some(o),
+            },
+            Key::ErrorCode => obj.error_code = m.next_value()?,
+            Key::StatusCode => obj.status_code = m.next_value()?,
+            Key::BaseResp => obj.base_resp = m.next_value::<Nested<'de>>()?.0,
+            Key::Header => obj.header = m.next_value::<Nested<'de>>()?.0,
+            Key::WaitSeconds => obj.wait_seconds = m.next_value()?,
+            Key::WaitMillis => obj.wait_millis = m.next_value()?,
             Key::OriginalStatus => obj.original_status = m.next_value()?,
             Key::Details => obj.details = m.next_value()?,
             Key::Metadata => {
@@ -105,6 +132,50 @@ fn read_obj<'de, A: MapAccess<'de>>(mut m: A, obj: &mut Obj<'de>) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// Keeps the first string a member gave: `{"message": .., "Message": ..}`
+/// or `{"msg": .., "detail": ..}` read the first.
+fn first<'de>(slot: &mut Leaf<'de>, value: Leaf<'de>) {
+    if slot.as_str().is_none_or(str::is_empty) {
+        *slot = value;
+    }
+}
+
+/// `status`: a word or number (Google's `RESOURCE_EXHAUSTED`, `429`), or an
+/// object with the error in it.
+enum StatusField<'de> {
+    Leaf(Leaf<'de>),
+    Obj(Box<Obj<'de>>),
+}
+
+impl<'de> Deserialize<'de> for StatusField<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = StatusField<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a status")
+            }
+            tolerant!(StatusField::Leaf(Leaf::Other));
+            fn visit_u64<E>(self, n: u64) -> Result<StatusField<'de>, E> {
+                Ok(StatusField::Leaf(Leaf::Num(n)))
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<StatusField<'de>, E> {
+                Ok(StatusField::Leaf(Leaf::Str(Cow::Borrowed(s))))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<StatusField<'de>, E> {
+                Ok(StatusField::Leaf(Leaf::Str(Cow::Owned(s.to_owned()))))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<StatusField<'de>, A::Error> {
+                boxed_obj(m).map(StatusField::Obj)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, s: A) -> Result<StatusField<'de>, A::Error> {
+                drain_seq::<_, ()>(s).map(|()| StatusField::Leaf(Leaf::Other))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// A boxed object, read in place.

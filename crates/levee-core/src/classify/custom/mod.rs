@@ -96,7 +96,7 @@ use memchr::memmem::Finder;
 use self::pointer::{Found, Tree};
 use super::body::ErrorFacts;
 use super::hints;
-use super::verdict::{Reason, Verdict};
+use super::verdict::{Classification, Reason, Verdict};
 use crate::config_error::ConfigError;
 
 /// An ordered set of [`Rule`]s, checked before the built-in rules; the first
@@ -110,10 +110,20 @@ pub struct Rules {
 }
 
 impl Rules {
-    /// A set of `rules`, checked in order. Fails when two share a name.
+    /// The most rules a set holds.
+    pub const MAX_RULES: usize = 10_000;
+
+    /// A set of `rules`, checked in order. Fails when two share a name, or
+    /// past [`MAX_RULES`](Self::MAX_RULES).
     pub fn new(rules: impl IntoIterator<Item = Rule>) -> Result<Rules, ConfigError> {
         let mut set = Rules::default();
         for mut rule in rules {
+            if set.rules.len() == Rules::MAX_RULES {
+                return Err(ConfigError::new(
+                    "rule",
+                    format!("at most {} rules, checked one by one on every error", Rules::MAX_RULES),
+                ));
+            }
             if set.rules.iter().any(|r| r.name == rule.name) {
                 return Err(ConfigError::new(
                     "rule.name",
@@ -145,6 +155,11 @@ impl Rules {
         self.rules.is_empty()
     }
 
+    /// The rule at `index` ([`Classification::rule`]).
+    pub fn get(&self, index: u16) -> Option<&Rule> {
+        self.rules.get(usize::from(index))
+    }
+
     /// Whether some rule reads the bodies of answers with this 2xx status.
     pub(crate) fn reads_success(&self, status: u16) -> bool {
         self.rules
@@ -152,11 +167,30 @@ impl Rules {
             .any(|r| r.status.as_ref().is_some_and(|s| s.contains(status)))
     }
 
-    /// The first rule that matches `answer`, and its wait if it reads one.
-    pub(crate) fn first_match(&self, answer: &Answer<'_>) -> Option<(&Rule, Option<Duration>)> {
+    /// The classification of the first rule that matches `answer`: its
+    /// wait, else `hint`'s, each passed through `finish` (rounding, cap).
+    pub(crate) fn classify(
+        &self,
+        answer: &Answer<'_>,
+        hint: impl FnOnce() -> Option<Duration>,
+        finish: impl Fn(Duration) -> Duration,
+    ) -> Option<Classification> {
+        let (index, rule, wait) = self.first_match(answer)?;
+        Some(Classification {
+            verdict: rule.verdict,
+            wait: wait.or_else(hint).map(finish),
+            should_retry: None,
+            reason: rule.reason.clone(),
+            rule: u16::try_from(index).ok(),
+        })
+    }
+
+    /// The first rule that matches `answer`, its position, and its wait if
+    /// it reads one.
+    fn first_match(&self, answer: &Answer<'_>) -> Option<(usize, &Rule, Option<Duration>)> {
         // Read the fields once, on the first rule that needs them.
         let mut found: Option<Vec<Found>> = None;
-        for rule in &self.rules {
+        for (index, rule) in self.rules.iter().enumerate() {
             if !rule.matches_cheaply(answer) {
                 continue;
             }
@@ -174,7 +208,7 @@ impl Rules {
                 Some(Wait::Fixed(d)) => Some(*d),
                 Some(Wait::Field { slot, unit, .. }) => unit.read(&fields[*slot]),
             };
-            return Some((rule, wait));
+            return Some((index, rule, wait));
         }
         None
     }
@@ -542,6 +576,7 @@ impl Statuses {
     }
 
     /// `429`, `"4xx"` or `"400-403"`.
+    #[cfg(any(feature = "serde", test))]
     fn parse_one(text: &str) -> Result<(u16, u16), String> {
         let text = text.trim();
         let num = |s: &str| {

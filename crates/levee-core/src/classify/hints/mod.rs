@@ -113,11 +113,25 @@ static DURATION_LEADS: [Needle; 8] = [
     Needle::new("replenished in "),
 ];
 /// Phrases that introduce the date access resumes.
-static DATE_LEADS: [Needle; 3] = [
+static DATE_LEADS: [Needle; 5] = [
     Needle::new("regain access on "),
     Needle::new("resets on "),
     Needle::new("reset on "),
+    // "5-hour usage limit reached …, resets at 2026-05-15T15:00:00Z"
+    // (MiniMax), "It will reset at 2026-08-29 23:59:59 +0800 CST" (Volcengine Ark).
+    Needle::new("resets at "),
+    Needle::new("reset at "),
 ];
+
+/// A duration with its hedge dropped: "resets in ~5s", "in about 30
+/// seconds", "in approximately 2 minutes".
+fn hedged(rest: &str) -> &str {
+    let mut rest = rest;
+    for hedge in ["~", "about ", "approximately ", "approx. ", "around ", "roughly ", "≈"] {
+        rest = rest.strip_prefix(hedge).unwrap_or(rest).trim_start();
+    }
+    rest
+}
 
 /// A wait named in free text, matched ASCII case-insensitively: `Please try
 /// again in 9.816s`, `Try again in 1 seconds`, `Please retry after 60
@@ -137,7 +151,7 @@ pub fn text_wait(text: &str, reference: SystemTime) -> Option<Duration> {
 pub(crate) fn text_wait_lower(lower: &str, reference: LazyTime<'_>) -> Option<Duration> {
     for lead in &DURATION_LEADS {
         for at in lead.find_all(lower) {
-            let rest = &lower[at + lead.len()..];
+            let rest = hedged(&lower[at + lead.len()..]);
             if let Some(d) = positive(text_duration(rest).map(|(d, _)| d)) {
                 return Some(d);
             }

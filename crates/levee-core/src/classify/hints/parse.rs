@@ -325,8 +325,10 @@ pub fn rfc3339(s: &str) -> Option<SystemTime> {
 
 /// A date in free text, as in Anthropic's `You will regain access on
 /// 2026-09-01 at 00:00 UTC`: `YYYY-MM-DD`, then optionally ` at HH:MM[:SS]`
-/// and ` UTC`/` GMT`/`Z`, or an RFC 3339 timestamp. A bare date means
-/// midnight UTC; any other time zone name is refused rather than guessed.
+/// and ` UTC`/` GMT`/`Z` or a numeric offset (`+0800`, `-05:00`; Volcengine
+/// Ark's "reset at 2026-08-29 23:59:59 +0800 CST"), or an RFC 3339
+/// timestamp. A bare date means midnight UTC; a time with no zone, or any
+/// other zone name, is refused rather than guessed.
 pub fn text_date(s: &str) -> Option<SystemTime> {
     let token = s.split_ascii_whitespace().next()?;
     let token = token.trim_end_matches(['.', ',', ';', ')']);
@@ -341,18 +343,35 @@ pub fn text_date(s: &str) -> Option<SystemTime> {
         rest.strip_prefix(b" ")
             .filter(|r| r.first().is_some_and(u8::is_ascii_digit))
     });
+    let timed = at.is_some();
     if let Some(r) = at {
         let (s, len) = clock(r)?;
         secs = s;
         rest = &r[len..];
     }
     let tz = rest.trim_ascii_start();
+    if let Some(offset) = numeric_offset(tz) {
+        return at_unix(days * 86_400 + secs - offset, 0);
+    }
     let tz = &tz[..tz.iter().take_while(|c| c.is_ascii_alphabetic()).count()];
-    let utc = [&b""[..], b"utc", b"gmt", b"z"];
-    if !utc.iter().any(|name| tz.eq_ignore_ascii_case(name)) {
+    let utc = [&b"utc"[..], b"gmt", b"z"];
+    if !(utc.iter().any(|name| tz.eq_ignore_ascii_case(name)) || (tz.is_empty() && !timed)) {
         return None;
     }
     at_unix(days * 86_400 + secs, 0)
+}
+
+/// A numeric UTC offset at the front of `b` (`+0800`, `-05:00`), in seconds.
+fn numeric_offset(b: &[u8]) -> Option<i64> {
+    let (sign, rest) = match b.first()? {
+        b'+' => (1, &b[1..]),
+        b'-' => (-1, &b[1..]),
+        _ => return None,
+    };
+    let h = i64::from(digits(rest, 0, 2)?);
+    let m_at = if rest.get(2) == Some(&b':') { 3 } else { 2 };
+    let m = i64::from(digits(rest, m_at, 2)?);
+    (h < 24 && m < 60).then_some(sign * (h * 3600 + m * 60))
 }
 
 /// An HTTP-date (`Sun, 23 Aug 2026 12:00:00 GMT`, and the obsolete forms).

@@ -5,6 +5,7 @@
 //! `organization_usage_limit_exceeded` are caps because they contain
 //! `spend_limit`/`usage_limit`, whatever the next provider prefixes them with.
 
+use super::super::body::Shape;
 use super::super::text::{Word, pairs};
 use super::super::verdict::Verdict;
 
@@ -45,6 +46,13 @@ const CODE_WORDS: [(Verdict, &[Word]); 5] = [
             "quota_exceeded",
             "daily_limit",
             "dailylimit",
+            "user_quota",
+            "arrear",
+            "overdue",
+            "pastdue",
+            "past_due",
+            "resourcepack",
+            "chargeresource",
         ],
     ),
     (
@@ -205,6 +213,38 @@ pub(crate) fn aws_exception(name: &str, original_status: Option<u16>) -> Option<
         Verdict::Request
     } else {
         return code_kind(name);
+    };
+    Some(v)
+}
+
+/// What the numeric codes of the providers that answer `200` with an error
+/// mean, where their words alone would mislead or say nothing: Baidu
+/// Qianfan's ([error codes](https://cloud.baidu.com/doc/WENXINWORKSHOP/s/tlmyncueh):
+/// `4` is the whole cluster's limit, not the key's; `17` daily and `19`
+/// total allowances; `18` the QPS limit), MiniMax's
+/// ([error codes](https://platform.minimax.io/docs/api-reference/errorcode):
+/// `1002` RPM and `1039` TPM limits, `1008` the balance) and iFlytek
+/// Spark's ([error codes](https://www.xfyun.cn/doc/spark/Web.html):
+/// `11201` daily, `11202` QPS, `11203` concurrency). `11200` is left to
+/// its words: Spark says both a missing entitlement and a spent token
+/// allowance with it.
+pub(crate) fn numbered(shape: Shape, n: u64) -> Option<Verdict> {
+    use Verdict::{Availability, Credential, Quota, Request, Throttled};
+    let v = match (shape, n) {
+        (Shape::Baidu, 2 | 4 | 336_000 | 336_100) => Availability,
+        (Shape::Baidu, 6 | 14 | 100 | 110 | 111) => Credential,
+        (Shape::Baidu, 17 | 19) => Quota,
+        (Shape::Baidu, 18 | 336_501 | 336_502) => Throttled,
+        (Shape::Baidu, 336_001..=336_006) => Request,
+        (Shape::MiniMax, 1000 | 1001 | 1013) => Availability,
+        (Shape::MiniMax, 1002 | 1039 | 1041) => Throttled,
+        (Shape::MiniMax, 1004 | 2049) => Credential,
+        (Shape::MiniMax, 1008) => Quota,
+        (Shape::MiniMax, 1026 | 1027 | 2013) => Request,
+        (Shape::Spark, 10013 | 10014 | 10019) => Request,
+        (Shape::Spark, 11201) => Quota,
+        (Shape::Spark, 11202 | 11203) => Throttled,
+        _ => return None,
     };
     Some(v)
 }

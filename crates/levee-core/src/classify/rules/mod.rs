@@ -12,12 +12,14 @@ mod phrases;
 
 use self::codes::is_slow_down_code;
 pub(crate) use self::codes::{aws_exception, code_kind, status_verdict};
+use self::codes::numbered;
 use self::phrases::{
-    allowance_text, credential_text, long_window_text, overload_text, quota_text, slow_down_text,
+    allowance_text, credential_text, long_window_text, overload_text, quota_text, request_text,
+    short_window_text, slow_down_text, throttle_text,
 };
 use super::body::ErrorFacts;
 use super::dialect::Dialect;
-use super::text::{contains_any, needles};
+use super::text::{contains_any, needle, needles};
 use super::verdict::{Reason, Verdict};
 
 /// Why a verdict was reached; becomes the [`Reason`].
@@ -25,8 +27,10 @@ use super::verdict::{Reason, Verdict};
 pub(crate) enum Why<'a> {
     /// A provider code decided: `<dialect>:<code>`.
     Code(&'a str),
-    /// A numeric code inside a stream: `<dialect>:<n>`.
+    /// A numeric code inside a stream or a `200`: `<dialect>:<n>`.
     InBand(u16),
+    /// A provider's own numeric code (Baidu's `18`, MiniMax's `1008`): `<dialect>:<n>`.
+    Number(u64),
     /// A Levee rule over the message or the wait: `<dialect>:<rule>`.
     Rule(&'static str),
     /// Only the status: `status:<n>`.
@@ -36,6 +40,14 @@ pub(crate) enum Why<'a> {
 }
 
 impl Why<'_> {
+    /// The Levee rule, when one decided.
+    fn rule(self) -> Option<&'static str> {
+        match self {
+            Why::Rule(rule) => Some(rule),
+            _ => None,
+        }
+    }
+
     pub(crate) fn reason(self, dialect: Dialect) -> Reason {
         // `<dialect>:` in a string with room for the rest.
         let prefixed = |rest: &str| {
@@ -66,6 +78,7 @@ impl Why<'_> {
                 Reason::new_owned(r)
             }
             Why::InBand(n) => Reason::new_owned(format!("{dialect}:{n}")),
+            Why::Number(n) => Reason::new_owned(format!("{dialect}:{n}")),
             Why::Status(n) => Reason::new_owned(format!("status:{n}")),
             Why::Fixed(s) => Reason::new_static(s),
         }
@@ -145,6 +158,22 @@ pub(crate) fn decide<'a>(
                 quota_after,
             );
         }
+        // A reseller's rate limit under a plain `500` (`"code":
+        // "rate_limit"`): resellers answer everything they do not map with
+        // `500`, so the code names what happened. A `502`/`503`/`504` says
+        // itself that the service failed.
+        if status == 500
+            && let Some((Verdict::Throttled, code)) = known
+            && is_rate_limit_code(code)
+        {
+            return refine_throttle(
+                decision(Verdict::Throttled, Why::Code(code)),
+                facts,
+                lower,
+                wait,
+                quota_after,
+            );
+        }
         // Otherwise the body names the reason of a 5xx but never turns it
         // into something else.
         return decision(
@@ -153,6 +182,18 @@ pub(crate) fn decide<'a>(
         );
     }
     if let Some((Verdict::Quota, code)) = known {
+        // The period the message names beats the code: a cap's code on a
+        // per-minute limit ("Your rate limit is 60 queries per minute" under
+        // `credit_limit`) is a throttle.
+        if per_minute(lower, wait, quota_after) {
+            return refine_throttle(
+                decision(Verdict::Throttled, Why::Code(code)),
+                facts,
+                lower,
+                wait,
+                quota_after,
+            );
+        }
         return decision(Verdict::Quota, Why::Code(code));
     }
     let throttle = status == 429 || matches!(known, Some((Verdict::Throttled, _)));
@@ -164,7 +205,10 @@ pub(crate) fn decide<'a>(
     }
     // "Quota exceeded" is a per-minute limit under a 429 (Google says it
     // of those), but an exhausted allowance under any other status.
-    if !throttle && let Some(rule) = allowance_text(lower) {
+    if !throttle
+        && !per_minute(lower, wait, quota_after)
+        && let Some(rule) = allowance_text(lower)
+    {
         return decision(Verdict::Quota, Why::Rule(rule));
     }
     if let Some((Verdict::Credential, code)) = known {
@@ -180,8 +224,12 @@ pub(crate) fn decide<'a>(
     if !matches!(known, Some((Verdict::Availability, _))) && overload_text(lower) {
         return decision(Verdict::Availability, Why::Rule("overloaded"));
     }
-    // A 429 for a request bigger than the whole window: waiting cannot help.
-    if throttle && contains_any(lower, needles!["request too large", "must be reduced"]) {
+    // A 429 for a request bigger than the whole window: waiting cannot help
+    // ("Request too large", or "Limit 7000, Used 0, Requested ~12903").
+    if throttle
+        && (contains_any(lower, needles!["request too large", "must be reduced"])
+            || requested_beyond_limit(lower))
+    {
         return decision(Verdict::Request, Why::Rule("request_too_large"));
     }
     // A moderation refusal says nothing about the key.
@@ -198,6 +246,45 @@ pub(crate) fn decide<'a>(
         }
     };
     refine_throttle(d, facts, lower, wait, quota_after)
+}
+
+/// Whether the message says the request alone asks for more than the
+/// window's whole limit: `Limit 7000, Used 0, Requested ~12903` (OpenAI's
+/// and Groq's rate-limit messages). A request that fits (`Limit 10000,
+/// Used 8554, Requested 3082`) is a throttle.
+fn requested_beyond_limit(lower: &str) -> bool {
+    // The first `<lead> <number>`: "rate limit reached" is not one.
+    let number_after = |lead: &'static crate::classify::text::Needle| -> Option<u64> {
+        lead.find_all(lower).find_map(|at| {
+            let rest = lower[at + lead.len()..].trim_start_matches([' ', '~', ':']);
+            let digits = rest
+                .bytes()
+                .take_while(|c| c.is_ascii_digit() || *c == b',')
+                .count();
+            rest[..digits].replace(',', "").parse().ok()
+        })
+    };
+    match (number_after(needle!("limit ")), number_after(needle!("requested "))) {
+        (Some(limit), Some(requested)) => requested > limit,
+        _ => false,
+    }
+}
+
+/// Whether the message names a limit over a second or a minute (or on
+/// concurrency) and no longer window, and no wait beyond `quota_after`.
+fn per_minute(lower: &str, wait: Option<Duration>, quota_after: Duration) -> bool {
+    !wait.is_some_and(|w| w > quota_after)
+        && short_window_text(lower)
+        && long_window_text(lower).is_none()
+}
+
+/// A code that names a rate limit itself (`rate_limit`, `too_many_requests`,
+/// `throttling`), not a resource running out.
+fn is_rate_limit_code(code: &str) -> bool {
+    let code = code.to_ascii_lowercase();
+    ["rate_limit", "ratelimit", "too_many_requests", "toomanyrequests", "throttl"]
+        .iter()
+        .any(|w| code.contains(w))
 }
 
 /// Why a response asks its caller to slow down, if it does: a code built
@@ -252,6 +339,66 @@ fn refine_throttle<'a>(
     d
 }
 
+/// The verdict of an error that names no status and no code Levee knows
+/// (one inside a `200`: Baidu's `error_code`, MiniMax's `base_resp`): its
+/// words decide. Load shedding, then a rate limit (a daily one is a cap),
+/// then a cap, a rejected credential, a request the provider refuses;
+/// otherwise the provider failed mid-response.
+fn decide_by_words<'a>(
+    facts: &ErrorFacts<'a>,
+    lower: &str,
+    wait: Option<Duration>,
+    quota_after: Duration,
+) -> Decision<'a> {
+    let why = |rule| match (facts.codes().next(), facts.code_number) {
+        (Some(code), _) => Why::Code(code),
+        (None, Some(n)) => Why::Number(n),
+        (None, None) => Why::Rule(rule),
+    };
+    if let Some(n) = facts.code_number
+        && let Some(v) = numbered(facts.shape, n)
+    {
+        return refine_throttle(
+            decision(v, Why::Number(n)),
+            facts,
+            lower,
+            wait,
+            quota_after,
+        );
+    }
+    if overload_text(lower) {
+        return decision(Verdict::Availability, why("overloaded"));
+    }
+    if let Some(rule) = quota_text(lower) {
+        return decision(Verdict::Quota, why(rule));
+    }
+    if throttle_text(lower) {
+        let d = refine_throttle(
+            decision(Verdict::Throttled, why("rate_limit")),
+            facts,
+            lower,
+            wait,
+            quota_after,
+        );
+        return decision(d.verdict, why(d.why.rule().unwrap_or("rate_limit")));
+    }
+    if let Some(rule) = allowance_text(lower) {
+        return decision(Verdict::Quota, why(rule));
+    }
+    if let Some(rule) = credential_text(lower) {
+        return decision(Verdict::Credential, why(rule));
+    }
+    if request_text(lower) {
+        return decision(Verdict::Request, why("request"));
+    }
+    let why = match (facts.codes().next(), facts.code_number) {
+        (Some(code), _) => Why::Code(code),
+        (None, Some(n)) => Why::Number(n),
+        (None, None) => Why::Fixed("stream:error"),
+    };
+    decision(Verdict::Availability, why)
+}
+
 /// The verdict for an error that arrived inside a 2xx stream: the rules of
 /// [`decide`] under the status the error's code or number implies. With
 /// neither, an error after a 200 is the provider failing mid-response
@@ -273,16 +420,7 @@ pub(crate) fn decide_in_band<'a>(
             _ => 500,
         },
         (None, None, Some(n)) if n >= 400 => n,
-        (None, None, _) => {
-            if let Some(rule) = quota_text(lower) {
-                return decision(Verdict::Quota, Why::Rule(rule));
-            }
-            let why = facts
-                .codes()
-                .next()
-                .map_or(Why::Fixed("stream:error"), Why::Code);
-            return decision(Verdict::Availability, why);
-        }
+        (None, None, _) => return decide_by_words(facts, lower, wait, quota_after),
     };
     let mut d = decide(status, facts, aws, lower, wait, quota_after);
     if let Why::Status(n) = d.why {

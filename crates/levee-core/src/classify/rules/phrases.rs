@@ -30,6 +30,22 @@ pub(super) fn quota_text(lower: &str) -> Option<&'static str> {
     {
         // "Key limit exceeded (monthly limit)": a limit over a day or a month.
         Some(window)
+    } else if contains_any(
+        lower,
+        needles![
+            "arrear",
+            "overdue",
+            "past due",
+            "past-due",
+            "past invoices",
+            "unpaid",
+            "good standing",
+        ],
+    ) {
+        // An unpaid bill: "your account has an overdue balance" (Volcengine
+        // Ark), "Arrearage … make sure your account is in good standing"
+        // (Alibaba Model Studio), "failure to pay past invoices" (Fireworks).
+        Some("billing_overdue")
     } else if near(
         lower,
         needle!("credit"),
@@ -45,13 +61,77 @@ pub(super) fn quota_text(lower: &str) -> Option<&'static str> {
             "purchase",
         ],
         24,
-    ) || near(lower, needle!("balance"), &["insufficient", "too low"], 16)
-        || needle!("insufficient fund").is_in(lower)
+    ) || near(
+        lower,
+        needle!("balance"),
+        &["insufficient", "too low", "not enough", "exhausted", "run out"],
+        16,
+    ) || contains_any(
+        lower,
+        needles![
+            "insufficient fund",
+            "recharge",
+            "top up your",
+            "top-up your",
+            "please top up",
+            "used all your",
+            "used up all",
+            "not enough quota",
+            "quota is not enough",
+            "quota not enough",
+            // iFlytek Spark's `11200 … tokens.total`: the token allowance is spent.
+            "tokens.total",
+        ],
+    ) || money_words(lower)
     {
         Some("credits_exhausted")
     } else {
         None
     }
+}
+
+/// "Balance insufficient, please top up", "quota used up", "arrears" in
+/// the languages providers answer in: Chinese (余额不足, 请充值, 欠费,
+/// 资源包已用尽, 额度已用完), Japanese (残高不足, クレジット不足), Korean (잔액
+/// 부족, 충전), Russian (недостаточно средств), Spanish and Portuguese
+/// (saldo insuficiente), French (solde insuffisant), German (Guthaben).
+/// Matched on the message lowercased in any script.
+fn money_words(lower: &str) -> bool {
+    // Every phrase has a non-ASCII letter: an ASCII message skips them all.
+    !lower.is_ascii()
+        && contains_any(
+            lower,
+            needles![
+                "余额不足",
+                "余额已用",
+                "欠费",
+                "充值",
+                "资源包",
+                "额度已用",
+                "额度不足",
+                "额度用尽",
+                "配额已用",
+                "配额不足",
+                "残高不足",
+                "残高がありません",
+                "クレジットが不足",
+                "クレジット残高",
+                "잔액",
+                "충전",
+                "크레딧 부족",
+                "недостаточно средств",
+                "недостаточный баланс",
+                "пополните баланс",
+                "баланс исчерпан",
+                "saldo insuficiente",
+                "créditos insuficientes",
+                "crédito insuficiente",
+                "solde insuffisant",
+                "crédit insuffisant",
+                "crédits insuffisants",
+                "guthaben",
+            ],
+        )
 }
 
 /// An allowance exhausted in words ("Out of call volume quota", "exceeded
@@ -89,7 +169,156 @@ pub(super) fn overload_text(lower: &str) -> bool {
             "out of capacity",
             "high demand",
         ],
-    )
+    ) || (!lower.is_ascii()
+        && contains_any(
+            lower,
+            needles![
+                // Zhipu's 1305 "该模型当前访问量过大", one-api's "上游负载已饱和",
+                // DeepSeek's "服务器繁忙".
+                "访问量过大",
+                "负载已饱和",
+                "负载过高",
+                "繁忙",
+                "过载",
+                "混雑",
+                "混み合",
+                "과부하",
+                "혼잡",
+                "перегруж",
+                "sobrecarg",
+                "surcharg",
+                "überlast",
+            ],
+        ))
+}
+
+/// A rate limit in words, for an error with no status to say so (one
+/// inside a `200`): "rate limit", "too many requests", "qps", a
+/// concurrency cap, and the same in the languages providers answer in.
+pub(super) fn throttle_text(lower: &str) -> bool {
+    contains_any(
+        lower,
+        needles![
+            "rate limit",
+            "ratelimit",
+            "too many requests",
+            "request limit",
+            "requests limit",
+            "qps",
+            "concurren",
+            "too frequent",
+        ],
+    ) || short_window_text(lower)
+        || (!lower.is_ascii()
+            && contains_any(
+                lower,
+                needles![
+                    "频繁",
+                    "频率",
+                    "并发",
+                    "请求过多",
+                    "限流",
+                    "リクエストが多すぎ",
+                    "レート制限",
+                    "요청이 너무 많",
+                    "속도 제한",
+                    "слишком много запросов",
+                    "превышен лимит запросов",
+                    "demasiadas solicitudes",
+                    "muitas requisições",
+                    "muitas solicitações",
+                    "trop de requêtes",
+                    "zu viele anfragen",
+                ],
+            ))
+}
+
+/// A limit counted over a second or a minute, or on concurrent requests:
+/// a code that sounds like a cap (`credit_limit`, `token_quota_exceeded`,
+/// `insufficient_quota`) on such a limit is a throttle, as the providers'
+/// rate-limit pages say ("60 queries per minute", "Tokens per minute limit
+/// exceeded").
+pub(super) fn short_window_text(lower: &str) -> bool {
+    contains_any(
+        lower,
+        needles![
+            "per minute",
+            "per-minute",
+            "per second",
+            "per-second",
+            "per min ",
+            "/min",
+            "a minute",
+            "requests per min",
+            "tokens per min",
+            "concurrency",
+            "concurrent request",
+            // A link to the provider's rate-limit documentation (Alibaba Model
+            // Studio's `error-code#token-limit` behind OpenAI's cap sentence).
+            "#token-limit",
+            "#rate-limit",
+        ],
+    ) || ["rpm", "tpm", "rps", "qps"].iter().any(|w| has_word(lower, w))
+        || (!lower.is_ascii()
+            && contains_any(
+                lower,
+                needles![
+                    "每秒",
+                    "每分钟",
+                    "分钟",
+                    "并发",
+                    "毎分",
+                    "毎秒",
+                    "분당",
+                    "초당",
+                    "в минуту",
+                    "в секунду",
+                    "por minuto",
+                    "por segundo",
+                    "par minute",
+                    "par seconde",
+                    "pro minute",
+                    "pro sekunde",
+                ],
+            ))
+}
+
+/// Whether `word` (ASCII) occurs in `lower` with no letter on either side.
+fn has_word(lower: &str, word: &str) -> bool {
+    let b = lower.as_bytes();
+    let mut from = 0;
+    while let Some(i) = lower[from..].find(word) {
+        let at = from + i;
+        let end = at + word.len();
+        let before = at.checked_sub(1).map(|j| b[j]);
+        let after = b.get(end).copied();
+        if !before.is_some_and(|c| c.is_ascii_alphabetic())
+            && !after.is_some_and(|c| c.is_ascii_alphabetic())
+        {
+            return true;
+        }
+        from = end;
+    }
+    false
+}
+
+/// A request the provider will not serve as written, for an error with no
+/// status to say so: content moderation, invalid parameters.
+pub(super) fn request_text(lower: &str) -> bool {
+    contains_any(
+        lower,
+        needles![
+            "sensitive",
+            "moderation",
+            "content filter",
+            "inappropriate",
+            "invalid param",
+            "invalid argument",
+            "invalid request",
+            "context length",
+            "too long",
+        ],
+    ) || (!lower.is_ascii() && contains_any(lower, needles!["敏感", "违规", "参数错误", "参数无效"]))
 }
 
 /// A provider asking its caller to lower its request rate (OpenAI's `503
@@ -128,7 +357,41 @@ pub(super) fn credential_text(lower: &str) -> Option<&'static str> {
         needle!("api key"),
         &["not valid", "invalid", "incorrect", "expired"],
         12,
-    ) {
+    ) || near(
+        lower,
+        needle!("access token"),
+        &["invalid", "expired", "no longer valid"],
+        12,
+    ) || contains_any(
+        lower,
+        needles![
+            "token seems invalid",
+            "token is invalid",
+            "token has expired",
+            "token is expired",
+            "invalid token",
+            "login fail",
+            "authentication fail",
+            "authorization fail",
+            "noauth",
+        ],
+    ) || (!lower.is_ascii()
+        && contains_any(
+            lower,
+            needles![
+                "密钥不存在",
+                "密钥无效",
+                "无效的密钥",
+                "鉴权失败",
+                "认证失败",
+                "令牌无效",
+                "認証に失敗",
+                "인증 실패",
+                "неверный ключ",
+                "ошибка авторизации",
+            ],
+        ))
+    {
         Some("invalid_api_key")
     } else {
         None
@@ -140,13 +403,48 @@ pub(super) fn long_window_text(lower: &str) -> Option<&'static str> {
     if contains_any(
         lower,
         needles!["per day", "per-day", "daily", "(rpd)", "(tpd)"],
-    ) {
+    ) || window_seconds(lower).is_some_and(|s| s >= 86_400)
+        || (!lower.is_ascii()
+            && contains_any(
+                lower,
+                needles![
+                    "每日", "每天", "当日", "今日", "日限额", "일일", "в день", "в сутки",
+                    "por día", "por dia", "par jour", "pro tag", "täglich",
+                ],
+            ))
+    {
         Some("per_day")
     } else if preceded_by(lower, needle!("month"), &["per ", "/ ", "/"])
-        || needle!("monthly").is_in(lower)
+        || contains_any(lower, needles!["monthly", "month allocated"])
+        || (!lower.is_ascii()
+            && contains_any(
+                lower,
+                needles!["每月", "本月", "月度", "月間", "월간", "в месяц", "mensual", "mensal", "mensuel", "monatlich"],
+            ))
     {
         Some("per_month")
+    } else if preceded_by(lower, needle!("week"), &["per ", "/ ", "/"])
+        || contains_any(lower, needles!["weekly", "week allocated", "7-day"])
+        || (!lower.is_ascii() && contains_any(lower, needles!["每周", "本周"]))
+    {
+        Some("per_week")
+    } else if contains_any(
+        lower,
+        needles!["5-hour", "5 hour", "five-hour", "hour allocated"],
+    ) || window_seconds(lower).is_some_and(|s| s > 3_600)
+    {
+        // A plan's allowance over hours (a coding plan's "5-hour" window).
+        Some("per_hours")
     } else {
         None
     }
+}
+
+/// A window given as a number of seconds: SambaNova's `Violated
+/// duration_s: 86400`.
+fn window_seconds(lower: &str) -> Option<u64> {
+    let at = needle!("duration_s:").find(lower.as_bytes())?;
+    let rest = lower[at + "duration_s:".len()..].trim_start();
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    rest[..digits].parse().ok()
 }

@@ -73,6 +73,7 @@ impl Ctx {
         let quota_after = self.classifier.quota_after();
         let seen = Seen {
             status: self.status,
+            error: true,
             headers: None,
             body: event,
         };
@@ -109,7 +110,7 @@ pub(super) fn sse_event(ctx: &mut Ctx, name: &[u8], data: &[u8]) -> Signal {
     // The common event says nothing: tell so from the raw bytes, without
     // validating them as UTF-8 first (see `Payload::is_quiet`). What is
     // not plainly quiet is read again, from its valid UTF-8 only.
-    if quiet(name, data) {
+    if quiet(name, data) && !first_event_error(ctx, data) {
         return Signal::Nothing;
     }
     read_sse_event(ctx, name, data)
@@ -123,11 +124,25 @@ fn quiet(name: &[u8], data: &[u8]) -> bool {
         && Payload::read(data).is_quiet()
 }
 
+/// Whether the first event may be an error written without the word
+/// `error`: a provider that answers `200` with its error in place of the
+/// completion (Tencent Cloud's `"Error"`, MiniMax's non-zero
+/// `base_resp.status_code`, Baidu's `error_code`, whose `error` the
+/// plain test finds). Only the first event is tested, so a healthy
+/// stream's cost per event is unchanged.
+fn first_event_error(ctx: &Ctx, data: &[u8]) -> bool {
+    ctx.events <= 1
+        && (needle!("\"Error\"").find(data).is_some()
+            || needle!("\"base_resp\"").find(data).is_some()
+            || needle!("\"status\":4").find(data).is_some()
+            || needle!("\"status\":5").find(data).is_some())
+}
+
 /// [`sse_event`] from the event's valid UTF-8.
 fn read_sse_event(ctx: &mut Ctx, name: &[u8], data: &[u8]) -> Signal {
     let error_event = matches!(name, b"error" | b"response.failed");
     let t = text(data);
-    if (error_event || needle!("error").is_in(t))
+    if (error_event || needle!("error").is_in(t) || first_event_error(ctx, data))
         && let Some(c) = error_in(ctx, data, error_event)
     {
         return Signal::Error(c);
@@ -146,7 +161,7 @@ pub(super) fn json_doc(ctx: &mut Ctx, doc: &[u8]) -> Signal {
         return aws_frame(ctx, doc, t);
     }
     ctx.note_content(|| content::is_content(b"", doc));
-    if needle!("error").is_in(t)
+    if (needle!("error").is_in(t) || first_event_error(ctx, doc))
         && let Some(c) = error_in(ctx, doc, false)
     {
         return Signal::Error(c);
