@@ -10,7 +10,7 @@ use super::custom::{self, Answer, Rules};
 use super::dialect::Dialect;
 use super::hints::{self, LazyTime};
 use super::rules::Decision;
-use super::verdict::Classification;
+use super::verdict::{Classification, Verdict};
 
 /// The default classifier: knows the error dialects of the major LLM
 /// providers (see the [module docs](super) for the rules).
@@ -150,6 +150,9 @@ impl ProviderClassifier {
         }
         let wait = hint().map(|w| self.limits.finish_wait(w));
         let d = decide(&lower, wait);
+        // A request waiting cannot help (one larger than the window) keeps
+        // no wait.
+        let wait = wait.filter(|_| d.verdict != Verdict::Request);
         let dialect = dialect.unwrap_or_else(|| body::dialect_of(facts.shape, &lower));
         Classification {
             verdict: d.verdict,
