@@ -343,7 +343,10 @@ impl Report {
             let c = case.classify(&classifier);
             report.answers += 1;
             *report.verdicts.entry(c.verdict.as_str()).or_default() += 1;
-            *report.reasons.entry(c.reason.as_str().to_owned()).or_default() += 1;
+            *report
+                .reasons
+                .entry(c.reason.as_str().to_owned())
+                .or_default() += 1;
             if let Some(rule) = c.rule.and_then(|i| classifier.rules()?.get(i)) {
                 *report.rules.entry(rule.name().to_owned()).or_default() += 1;
             }
@@ -382,7 +385,10 @@ impl Report {
         };
         section(
             "by verdict",
-            self.verdicts.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect(),
+            self.verdicts
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), *v))
+                .collect(),
         );
         section(
             "by reason",
@@ -399,10 +405,18 @@ impl Report {
             pct(self.unrecognised_count)
         );
         for u in &self.unrecognised {
-            let _ = writeln!(out, "  line {}: {} -> {}: {}", u.line, u.status, u.verdict, u.body);
+            let _ = writeln!(
+                out,
+                "  line {}: {} -> {}: {}",
+                u.line, u.status, u.verdict, u.body
+            );
         }
         if self.unrecognised_count > self.unrecognised.len() as u64 {
-            let _ = writeln!(out, "  … and {} more", self.unrecognised_count - self.unrecognised.len() as u64);
+            let _ = writeln!(
+                out,
+                "  … and {} more",
+                self.unrecognised_count - self.unrecognised.len() as u64
+            );
         }
         for bad in &self.bad_lines {
             let _ = writeln!(out, "skipped {bad}");

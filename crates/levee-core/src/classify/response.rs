@@ -229,9 +229,14 @@ impl ProviderClassifier {
                     body: response.body,
                 };
                 let aws = facts.aws_type;
-                return self.classify_facts(facts, seen, None, reference, response.dialect, |lower, wait| {
-                    rules::decide_in_band(facts, aws, lower, wait, quota_after)
-                });
+                return self.classify_facts(
+                    facts,
+                    seen,
+                    None,
+                    reference,
+                    response.dialect,
+                    |lower, wait| rules::decide_in_band(facts, aws, lower, wait, quota_after),
+                );
             }
             let Some(rules) = &self.rules else {
                 return Classification::success();

@@ -171,9 +171,10 @@ fn from_json<'a>(body: &'a Body<'_>) -> ErrorFacts<'a> {
         .as_deref()
         .filter(|o| coded(o))
         .or(top.header.as_deref().filter(|o| coded(o)))
-        .or(top.status_obj.as_deref().filter(|o| {
-            o.code.as_str().is_some_and(|c| !c.starts_with('2'))
-        }));
+        .or(top
+            .status_obj
+            .as_deref()
+            .filter(|o| o.code.as_str().is_some_and(|c| !c.starts_with('2'))));
     let err: &Obj<'_> = match &top.error {
         Some(ErrorField::Obj(e)) => e,
         // `{"error": "…"}`: a gateway's plain form.
@@ -262,7 +263,10 @@ fn from_json<'a>(body: &'a Body<'_>) -> ErrorFacts<'a> {
         Shape::Spark
     } else if top.error.is_none() && coded(top) && matches!(top.error_code, Leaf::Num(_)) {
         Shape::Baidu
-    } else if tencent || envelope.is_some() || (top.error.is_none() && top_type.is_none() && f.has_error) {
+    } else if tencent
+        || envelope.is_some()
+        || (top.error.is_none() && top_type.is_none() && f.has_error)
+    {
         Shape::Message
     } else if !f.has_error {
         if f.message.is_empty() {
@@ -308,11 +312,10 @@ fn is_zero(code: &Leaf<'_>) -> bool {
 /// `estimated_time`, `retry_after_ms`); zero, negative and absurd values
 /// are none.
 fn own_wait(o: &Obj<'_>) -> Option<Duration> {
-    let secs = o
-        .wait_seconds
-        .0
-        .or(o.wait_millis.0.map(|ms| ms / 1000.0))?;
-    Duration::try_from_secs_f64(secs).ok().filter(|d| !d.is_zero())
+    let secs = o.wait_seconds.0.or(o.wait_millis.0.map(|ms| ms / 1000.0))?;
+    Duration::try_from_secs_f64(secs)
+        .ok()
+        .filter(|d| !d.is_zero())
 }
 
 // === text fallback ===

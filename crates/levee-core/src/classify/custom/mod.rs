@@ -121,13 +121,19 @@ impl Rules {
             if set.rules.len() == Rules::MAX_RULES {
                 return Err(ConfigError::new(
                     "rule",
-                    format!("at most {} rules, checked one by one on every error", Rules::MAX_RULES),
+                    format!(
+                        "at most {} rules, checked one by one on every error",
+                        Rules::MAX_RULES
+                    ),
                 ));
             }
             if set.rules.iter().any(|r| r.name == rule.name) {
                 return Err(ConfigError::new(
                     "rule.name",
-                    format!("two rules are named {:?}: a name says which rule decided, so each must be unique", rule.name),
+                    format!(
+                        "two rules are named {:?}: a name says which rule decided, so each must be unique",
+                        rule.name
+                    ),
                 ));
             }
             for (tokens, slot) in rule.pointer_slots() {
@@ -194,7 +200,8 @@ impl Rules {
             if !rule.matches_cheaply(answer) {
                 continue;
             }
-            let needs_fields = !rule.fields.is_empty() || matches!(rule.wait, Some(Wait::Field { .. }));
+            let needs_fields =
+                !rule.fields.is_empty() || matches!(rule.wait, Some(Wait::Field { .. }));
             let fields: &[Found] = if needs_fields {
                 found.get_or_insert_with(|| self.tree.read(answer.body, self.pointers))
             } else {
@@ -359,7 +366,10 @@ impl RuleBuilder {
     pub fn statuses(mut self, low: u16, high: u16) -> Self {
         match Statuses::range(low, high) {
             Ok(range) => {
-                self.status.get_or_insert_with(Statuses::default).0.push(range);
+                self.status
+                    .get_or_insert_with(Statuses::default)
+                    .0
+                    .push(range);
                 self
             }
             Err(message) => self.fail("rule.status", message),
@@ -400,8 +410,15 @@ impl RuleBuilder {
     /// Matches an answer whose body's value at the JSON `pointer` equals one
     /// of `values`: strings ignoring ASCII case, numbers by value (`"1008"`
     /// equals `1008`), `true`/`false`.
-    pub fn field_equals<S: AsRef<str>>(self, pointer: &str, values: impl IntoIterator<Item = S>) -> Self {
-        let values: Vec<Scalar> = values.into_iter().map(|v| Scalar::parse(v.as_ref())).collect();
+    pub fn field_equals<S: AsRef<str>>(
+        self,
+        pointer: &str,
+        values: impl IntoIterator<Item = S>,
+    ) -> Self {
+        let values: Vec<Scalar> = values
+            .into_iter()
+            .map(|v| Scalar::parse(v.as_ref()))
+            .collect();
         if values.is_empty() {
             return self.fail("rule.field.equals", "needs at least one value".into());
         }
@@ -438,12 +455,18 @@ impl RuleBuilder {
 
     /// Matches an answer whose header `name` equals `value`, ignoring ASCII case.
     pub fn header_equals(self, name: &str, value: &str) -> Self {
-        self.header(name, Some(HeaderValueTest::Equals(value.to_ascii_lowercase())))
+        self.header(
+            name,
+            Some(HeaderValueTest::Equals(value.to_ascii_lowercase())),
+        )
     }
 
     /// Matches an answer whose header `name` contains `value`, ignoring ASCII case.
     pub fn header_contains(self, name: &str, value: &str) -> Self {
-        self.header(name, Some(HeaderValueTest::Contains(value.to_ascii_lowercase())))
+        self.header(
+            name,
+            Some(HeaderValueTest::Contains(value.to_ascii_lowercase())),
+        )
     }
 
     fn header(mut self, name: &str, value: Option<HeaderValueTest>) -> Self {
@@ -507,7 +530,9 @@ impl RuleBuilder {
         let reason = self.reason.as_deref().map_or(name, str::trim);
         label("rule.reason", reason)
             .map_err(|e| ConfigError::new(e.field, format!("rule {name:?}: {}", e.message)))?;
-        let err = |field, message: &str| Err(ConfigError::new(field, format!("rule {name:?}: {message}")));
+        let err = |field, message: &str| {
+            Err(ConfigError::new(field, format!("rule {name:?}: {message}")))
+        };
         if self.status.is_none()
             && self.codes.is_empty()
             && self.phrases.is_empty()
@@ -580,9 +605,9 @@ impl Statuses {
     fn parse_one(text: &str) -> Result<(u16, u16), String> {
         let text = text.trim();
         let num = |s: &str| {
-            s.trim()
-                .parse::<u16>()
-                .map_err(|_| format!("expected a status such as 429, \"4xx\" or \"400-403\", got {text:?}"))
+            s.trim().parse::<u16>().map_err(|_| {
+                format!("expected a status such as 429, \"4xx\" or \"400-403\", got {text:?}")
+            })
         };
         if let Some(class) = text.strip_suffix("xx").or_else(|| text.strip_suffix("XX"))
             && class.len() == 1
@@ -600,7 +625,9 @@ impl Statuses {
     }
 
     fn contains(&self, status: u16) -> bool {
-        self.0.iter().any(|&(low, high)| (low..=high).contains(&status))
+        self.0
+            .iter()
+            .any(|&(low, high)| (low..=high).contains(&status))
     }
 }
 

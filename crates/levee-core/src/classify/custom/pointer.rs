@@ -75,8 +75,7 @@ impl Tree {
                 let i = match self.children.iter().position(|(k, _)| **k == **first) {
                     Some(i) => i,
                     None => {
-                        self.children
-                            .push((first.as_str().into(), Tree::default()));
+                        self.children.push((first.as_str().into(), Tree::default()));
                         self.children.len() - 1
                     }
                 };

@@ -6,8 +6,8 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
 
 use super::{Rule, RuleBuilder, Rules, Statuses};
 use crate::classify::verdict::Verdict;
@@ -118,7 +118,9 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for OneOrMany<T> {
                     items.push(item);
                 }
                 if items.is_empty() {
-                    return Err(de::Error::custom("an empty list matches nothing: leave the key out"));
+                    return Err(de::Error::custom(
+                        "an empty list matches nothing: leave the key out",
+                    ));
                 }
                 Ok(OneOrMany(items))
             }
@@ -130,7 +132,6 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for OneOrMany<T> {
         d.deserialize_any(V(PhantomData))
     }
 }
-
 
 /// A status, a class or a range, checked where it is written.
 struct StatusSpec((u16, u16));
@@ -144,7 +145,8 @@ impl<'de> Deserialize<'de> for StatusSpec {
                 f.write_str("a status such as 429, \"4xx\" or \"400-403\"")
             }
             fn visit_i64<E: de::Error>(self, n: i64) -> Result<StatusSpec, E> {
-                let n = u16::try_from(n).map_err(|_| E::custom(format!("a status is 100 to 999, got {n}")))?;
+                let n = u16::try_from(n)
+                    .map_err(|_| E::custom(format!("a status is 100 to 999, got {n}")))?;
                 Statuses::range(n, n).map(StatusSpec).map_err(E::custom)
             }
             fn visit_u64<E: de::Error>(self, n: u64) -> Result<StatusSpec, E> {
@@ -314,7 +316,8 @@ impl<'de> Deserialize<'de> for WaitSpec {
                     .map_err(E::custom)
             }
             fn visit_map<A: de::MapAccess<'de>>(self, m: A) -> Result<WaitSpec, A::Error> {
-                WaitFieldSpec::deserialize(de::value::MapAccessDeserializer::new(m)).map(WaitSpec::Field)
+                WaitFieldSpec::deserialize(de::value::MapAccessDeserializer::new(m))
+                    .map(WaitSpec::Field)
             }
         }
         d.deserialize_any(V)

@@ -127,7 +127,15 @@ static DATE_LEADS: [Needle; 5] = [
 /// seconds", "in approximately 2 minutes".
 fn hedged(rest: &str) -> &str {
     let mut rest = rest;
-    for hedge in ["~", "about ", "approximately ", "approx. ", "around ", "roughly ", "≈"] {
+    for hedge in [
+        "~",
+        "about ",
+        "approximately ",
+        "approx. ",
+        "around ",
+        "roughly ",
+        "≈",
+    ] {
         rest = rest.strip_prefix(hedge).unwrap_or(rest).trim_start();
     }
     rest

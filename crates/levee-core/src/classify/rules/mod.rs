@@ -11,8 +11,8 @@ mod codes;
 mod phrases;
 
 use self::codes::is_slow_down_code;
-pub(crate) use self::codes::{aws_exception, code_kind, status_verdict};
 use self::codes::numbered;
+pub(crate) use self::codes::{aws_exception, code_kind, status_verdict};
 use self::phrases::{
     allowance_text, credential_text, long_window_text, overload_text, quota_text, request_text,
     short_window_text, slow_down_text, throttle_text,
@@ -264,8 +264,13 @@ fn requested_beyond_limit(lower: &str) -> bool {
             rest[..digits].replace(',', "").parse().ok()
         })
     };
-    match (number_after(needle!("limit ")), number_after(needle!("requested "))) {
-        (Some(limit), Some(requested)) => requested > limit,
+    match (
+        number_after(needle!("limit ")),
+        number_after(needle!("requested ")),
+    ) {
+        // A zero limit is an account with no allowance for this model,
+        // not a request too large.
+        (Some(limit), Some(requested)) => limit > 0 && requested > limit,
         _ => false,
     }
 }
@@ -282,9 +287,15 @@ fn per_minute(lower: &str, wait: Option<Duration>, quota_after: Duration) -> boo
 /// `throttling`), not a resource running out.
 fn is_rate_limit_code(code: &str) -> bool {
     let code = code.to_ascii_lowercase();
-    ["rate_limit", "ratelimit", "too_many_requests", "toomanyrequests", "throttl"]
-        .iter()
-        .any(|w| code.contains(w))
+    [
+        "rate_limit",
+        "ratelimit",
+        "too_many_requests",
+        "toomanyrequests",
+        "throttl",
+    ]
+    .iter()
+    .any(|w| code.contains(w))
 }
 
 /// Why a response asks its caller to slow down, if it does: a code built
@@ -358,13 +369,7 @@ fn decide_by_words<'a>(
     if let Some(n) = facts.code_number
         && let Some(v) = numbered(facts.shape, n)
     {
-        return refine_throttle(
-            decision(v, Why::Number(n)),
-            facts,
-            lower,
-            wait,
-            quota_after,
-        );
+        return refine_throttle(decision(v, Why::Number(n)), facts, lower, wait, quota_after);
     }
     if overload_text(lower) {
         return decision(Verdict::Availability, why("overloaded"));

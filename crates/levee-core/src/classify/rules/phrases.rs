@@ -64,7 +64,13 @@ pub(super) fn quota_text(lower: &str) -> Option<&'static str> {
     ) || near(
         lower,
         needle!("balance"),
-        &["insufficient", "too low", "not enough", "exhausted", "run out"],
+        &[
+            "insufficient",
+            "too low",
+            "not enough",
+            "exhausted",
+            "run out",
+        ],
         16,
     ) || contains_any(
         lower,
@@ -258,7 +264,9 @@ pub(super) fn short_window_text(lower: &str) -> bool {
             "#token-limit",
             "#rate-limit",
         ],
-    ) || ["rpm", "tpm", "rps", "qps"].iter().any(|w| has_word(lower, w))
+    ) || ["rpm", "tpm", "rps", "qps"]
+        .iter()
+        .any(|w| has_word(lower, w))
         || (!lower.is_ascii()
             && contains_any(
                 lower,
@@ -318,7 +326,8 @@ pub(super) fn request_text(lower: &str) -> bool {
             "context length",
             "too long",
         ],
-    ) || (!lower.is_ascii() && contains_any(lower, needles!["敏感", "违规", "参数错误", "参数无效"]))
+    ) || (!lower.is_ascii()
+        && contains_any(lower, needles!["敏感", "违规", "参数错误", "参数无效"]))
 }
 
 /// A provider asking its caller to lower its request rate (OpenAI's `503
@@ -408,8 +417,19 @@ pub(super) fn long_window_text(lower: &str) -> Option<&'static str> {
             && contains_any(
                 lower,
                 needles![
-                    "每日", "每天", "当日", "今日", "日限额", "일일", "в день", "в сутки",
-                    "por día", "por dia", "par jour", "pro tag", "täglich",
+                    "每日",
+                    "每天",
+                    "当日",
+                    "今日",
+                    "日限额",
+                    "일일",
+                    "в день",
+                    "в сутки",
+                    "por día",
+                    "por dia",
+                    "par jour",
+                    "pro tag",
+                    "täglich",
                 ],
             ))
     {
@@ -419,7 +439,18 @@ pub(super) fn long_window_text(lower: &str) -> Option<&'static str> {
         || (!lower.is_ascii()
             && contains_any(
                 lower,
-                needles!["每月", "本月", "月度", "月間", "월간", "в месяц", "mensual", "mensal", "mensuel", "monatlich"],
+                needles![
+                    "每月",
+                    "本月",
+                    "月度",
+                    "月間",
+                    "월간",
+                    "в месяц",
+                    "mensual",
+                    "mensal",
+                    "mensuel",
+                    "monatlich"
+                ],
             ))
     {
         Some("per_month")

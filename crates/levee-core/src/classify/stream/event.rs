@@ -336,7 +336,9 @@ pub(super) fn aws_message(ctx: &mut Ctx, m: &AwsMessage<'_>) -> Signal {
             .exception_type
             .or(m.error_code)
             .or(Some(MODEL_STREAM_ERROR));
-        return Signal::Error(body::read(m.payload, |facts| ctx.in_band(facts, name, m.payload)));
+        return Signal::Error(body::read(m.payload, |facts| {
+            ctx.in_band(facts, name, m.payload)
+        }));
     }
     ctx.note_content(|| {
         m.event_type
