@@ -430,6 +430,11 @@ pub fn server_error(dialect: &str, overload: bool, status: Option<u16>) -> Respo
     }
 }
 
+/// A scripted answer: `status` with `body` as JSON.
+pub fn scripted(status: u16, body: &str) -> Response<SimBody> {
+    respond(status, &[json()], body.to_owned())
+}
+
 /// A rejected credential (the key was revoked).
 pub fn revoked(dialect: &str) -> Response<SimBody> {
     match dialect {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::Request;
 use http_body_util::BodyExt;
-use levee_core::classify::{StreamScanner, Verdict};
+use levee_core::classify::{ProviderClassifier, StreamScanner, Verdict};
 use tokio::time::Instant;
 use tower::{Layer, ServiceExt};
 use tower_levee::breaker::{Scope, TokenCost};
@@ -89,9 +89,13 @@ impl LeveeStack {
             .iter()
             .map(|t| (t.name.clone(), t.account.clone()))
             .collect();
+        let classifier = ProviderClassifier::builder()
+            .rules(sc.rules.clone())
+            .build();
         let breaker = cfg
             .breaker_layer()
             .map_err(|e| format!("[levee] {e}"))?
+            .classifier(classifier)
             .seed(sc.seed)
             .on_event(move |ev| {
                 let scope = ev.scope();

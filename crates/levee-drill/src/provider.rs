@@ -208,6 +208,10 @@ impl Provider {
                 "hang" => Some(Answer::Hang),
                 "connect_error" => Some(Answer::Fail(connect_error(), Duration::from_millis(5))),
                 "revoke_key" => Some(Answer::Respond(dialect::revoked(d), quick)),
+                "answer" => Some(Answer::Respond(
+                    dialect::scripted(f.status.unwrap_or(500), f.body.as_deref().unwrap_or("")),
+                    quick,
+                )),
                 "spend_cap" => {
                     capped = true;
                     Some(Answer::Respond(dialect::spend_cap(d), quick))

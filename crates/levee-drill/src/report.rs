@@ -273,6 +273,7 @@ fn timings(sc: &Scenario, run: &StackRun) -> (Option<Duration>, Option<Duration>
         factor: 1.0,
         period: Duration::from_secs(1),
         delay: Duration::ZERO,
+        body: None,
     };
     let on_target = |name: &str| fault.target == "*" || fault.target == name;
     let from_ms = fault.from.as_millis() as u64;

@@ -23,6 +23,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use levee_core::classify::{Rule, Rules};
 use serde::Deserialize;
 use tower_levee::config::{LeveeConfig, RetryConfig};
 
@@ -56,7 +57,7 @@ const BASELINES_AND_PEERS: [&str; 5] = [
 ];
 
 /// The fault kinds a scenario can script.
-pub const FAULT_KINDS: [&str; 12] = [
+pub const FAULT_KINDS: [&str; 13] = [
     "outage",
     "overload",
     "hang",
@@ -69,6 +70,9 @@ pub const FAULT_KINDS: [&str; 12] = [
     "flap",
     "slow_first_token",
     "store_outage",
+    // A scripted answer: `status` and `body` as written (an unknown
+    // provider's error, to teach Levee with a `[[rule]]`).
+    "answer",
 ];
 
 /// The dialects the simulated provider speaks.
@@ -97,6 +101,9 @@ pub struct Scenario {
     pub levee: LeveeConfig,
     /// Replicas of the service sharing the load, if more than one process.
     pub fleet: Option<FleetSpec>,
+    /// Classification rules the Levee stacks check before the built-in
+    /// ones: the scenario's `[[rule]]` tables.
+    pub rules: Rules,
 }
 
 /// A fleet of replicas: each runs its own copy of every stack over the same
@@ -190,6 +197,8 @@ pub struct Fault {
     pub period: Duration,
     /// How long after the head a slow first token comes.
     pub delay: Duration,
+    /// The body of an `answer` (JSON, sent as `application/json`).
+    pub body: Option<String>,
 }
 
 impl Fault {
@@ -238,6 +247,8 @@ struct RawScenario {
     #[serde(default)]
     levee: LeveeConfig,
     fleet: Option<RawFleet>,
+    #[serde(default)]
+    rule: Vec<Rule>,
 }
 
 #[derive(Deserialize)]
@@ -297,6 +308,7 @@ struct RawFault {
     factor: Option<f64>,
     period: Option<String>,
     delay: Option<String>,
+    body: Option<String>,
 }
 
 fn dur(field: &str, s: &str) -> Result<Duration, ScenarioError> {
@@ -429,6 +441,15 @@ impl Scenario {
                     format!("unknown kind {:?}; expected one of {FAULT_KINDS:?}", f.kind),
                 ));
             }
+            if f.kind == "answer" && f.status.is_none() {
+                return Err(err(
+                    &field("status"),
+                    "an answer needs the status to answer with (and a body)",
+                ));
+            }
+            if f.body.is_some() && f.kind != "answer" {
+                return Err(err(&field("body"), "only an `answer` fault has a body"));
+            }
             if f.kind == "store_outage" && (fleet.is_none() || f.target != "*") {
                 return Err(err(
                     &field("kind"),
@@ -480,6 +501,7 @@ impl Scenario {
                 factor,
                 period,
                 delay,
+                body: f.body,
             });
         }
         let mut levee = raw.levee;
@@ -502,6 +524,7 @@ impl Scenario {
             faults,
             levee,
             fleet,
+            rules: Rules::new(raw.rule).map_err(|e| err("rule", e))?,
         })
     }
 }

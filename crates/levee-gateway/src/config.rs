@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use http::Uri;
+use levee_core::classify::{Rule, Rules};
 use levee_core::config::duration;
 use levee_redis::FleetConfig;
 use serde::Deserialize;
@@ -44,6 +45,9 @@ pub struct GatewayConfig {
     pub routes: Vec<RouteConfig>,
     /// The callers; none means no key is asked for (loopback only).
     pub clients: Vec<ClientConfig>,
+    /// Classification rules checked before the built-in ones, for every
+    /// target: the `[[rule]]` tables, then those of `rules_file`.
+    pub rules: Rules,
 }
 
 /// `[tls]`: serve HTTPS.
@@ -246,6 +250,9 @@ struct Raw {
     routes: Vec<RawRoute>,
     #[serde(default, rename = "client")]
     clients: Vec<RawClient>,
+    #[serde(default, rename = "rule")]
+    rules: Vec<Rule>,
+    rules_file: Option<Spanned<PathBuf>>,
 }
 
 #[derive(Deserialize)]
@@ -638,6 +645,20 @@ impl GatewayConfig {
             }
         }
 
+        // Rules: the file's own, then those of `rules_file`.
+        let mut rules = raw.rules;
+        if let Some(file) = &raw.rules_file {
+            let path = dir.join(file.get_ref());
+            let read = std::fs::read_to_string(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|text| {
+                    from_toml::<Rules>(&text).map_err(|e| format!("{}: {e}", path.display()))
+                })
+                .map_err(|e| at(file.span(), "rules_file".into(), e))?;
+            rules.extend(read.iter().cloned());
+        }
+        let rules = Rules::new(rules).map_err(|e| FileError::at(text, None, "rule", e.to_string()))?;
+
         Ok(GatewayConfig {
             listen,
             tls: raw.tls,
@@ -649,6 +670,7 @@ impl GatewayConfig {
             targets,
             routes,
             clients,
+            rules,
         })
     }
 

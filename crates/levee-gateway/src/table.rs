@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::body::Incoming;
+use levee_core::classify::{self, ProviderClassifier, Rules};
 use levee_redis::FleetHandle;
 use tower::Layer;
 use tower_levee::BoxError;
@@ -165,14 +166,20 @@ impl Table {
                 let upstream = Upstream::new(levee.retry.attempt_timeout);
                 let mut failover = Failover::<Payload, Incoming, Upstream>::builder();
                 for target in targets {
-                    let identity = identity(target, levee)?;
+                    let identity = identity(target, levee, &config.rules)?;
                     let state = match states.get(&identity) {
                         Some(state) => state.clone(),
                         None => {
                             let state = match kept.get(identity.as_str()) {
                                 Some(state) => Arc::clone(state),
                                 None => {
-                                    Arc::new(new_state(target, levee, identity.clone(), events)?)
+                                    Arc::new(new_state(
+                                        target,
+                                        levee,
+                                        &config.rules,
+                                        identity.clone(),
+                                        events,
+                                    )?)
                                 }
                             };
                             states.insert(identity, state.clone());
@@ -299,6 +306,17 @@ fn serves(dialect: TargetDialect) -> ApiDialect {
     }
 }
 
+/// The classifier of `target`'s breaker: the user's rules first, and the
+/// bodies of 2xx answers read where its provider is known to answer `200`
+/// with an error.
+fn classifier(target: &TargetConfig, rules: &Rules) -> ProviderClassifier {
+    let host = target.base_url.host().unwrap_or_default();
+    ProviderClassifier::builder()
+        .rules(rules.clone())
+        .peek_success(classify::answers_errors_with_200(host))
+        .build()
+}
+
 /// A target state's name in metrics and the fleet: the target's, with
 /// `#n` for its second setting on.
 fn state_label(name: &str, i: usize) -> String {
@@ -309,11 +327,12 @@ fn state_label(name: &str, i: usize) -> String {
     }
 }
 
-/// What `target`'s state depends on: its endpoint, its scopes, and the
-/// settings of its breaker layer and bulkhead (never its key: a rotated
-/// key keeps the state).
-fn identity(target: &TargetConfig, levee: &LeveeConfig) -> Result<String, BoxError> {
+/// What `target`'s state depends on: its endpoint, its scopes, the
+/// settings of its breaker layer and bulkhead, and the classification
+/// rules (never its key: a rotated key keeps the state).
+fn identity(target: &TargetConfig, levee: &LeveeConfig, rules: &Rules) -> Result<String, BoxError> {
     let settings = serde_json::json!({
+        "rules": format!("{rules:?}"),
         "name": target.name,
         "base_url": target.base_url.to_string(),
         "dialect": format!("{:?}", target.dialect),
@@ -331,6 +350,7 @@ fn identity(target: &TargetConfig, levee: &LeveeConfig) -> Result<String, BoxErr
 fn new_state(
     target: &TargetConfig,
     levee: &LeveeConfig,
+    rules: &Rules,
     identity: String,
     events: &Arc<Events>,
 ) -> Result<TargetState, BoxError> {
@@ -338,6 +358,7 @@ fn new_state(
     let name = target.name.clone();
     let breaker = levee
         .breaker_layer()?
+        .classifier(classifier(target, rules))
         .on_event(move |event| events.record(&name, event))
         .build()?;
     let mut bulkhead = BulkheadLayer::named(target.name.as_str(), levee.bulkhead.max_concurrent);
