@@ -157,3 +157,116 @@ fn help_prints_usage_and_unknown_arguments_fail() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8(bad.stderr).unwrap().contains("Usage:"));
 }
+
+fn rules_file(text: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!(
+        "levee-drill-rules-{}-{}.toml",
+        std::process::id(),
+        text.len()
+    ));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn classify_with_rules_names_the_rule_that_decided_each_line() {
+    let rules = rules_file(
+        "[[rule]]\nname = \"acme-frozen\"\nstatus = 503\nphrase = \"account frozen\"\nverdict = \"quota\"\n",
+    );
+    let input = [
+        json!({"status": 503, "body": "{\"error\":{\"message\":\"Account frozen\"}}"}),
+        json!({"status": 503, "body": "{\"error\":{\"message\":\"busy\"}}"}),
+    ]
+    .map(|v| v.to_string())
+    .join("\n");
+    let out = drill(&["classify", "--rules", rules.to_str().unwrap()], &input);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            json!({"verdict": "quota", "wait_ms": null, "reason": "acme-frozen", "rule": "acme-frozen"}),
+            json!({"verdict": "availability", "wait_ms": null, "reason": "status:503", "rule": null}),
+        ]
+    );
+}
+
+#[test]
+fn classify_refuses_a_rules_file_with_a_mistake_naming_its_line() {
+    let rules = rules_file("[[rule]]\nname = \"x\"\nverdict = \"quota\"\nstatus = \"5x\"\n");
+    let out = drill(&["classify", "--rules", rules.to_str().unwrap()], "");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("rule[0].status") && err.contains("line 4"),
+        "{err}"
+    );
+}
+
+#[test]
+fn classify_jsonl_counts_a_day_of_answers_and_lists_what_no_rule_recognised() {
+    let rules = rules_file(
+        "[[rule]]\nname = \"acme-frozen\"\nphrase = \"account frozen\"\nverdict = \"quota\"\n",
+    );
+    let day = [
+        json!({"status": 429, "body": "{\"error\":{\"code\":\"rate_limit_exceeded\",\"message\":\"Please try again in 2s.\"}}"}),
+        json!({"status": 429, "body": "{\"error\":{\"code\":\"rate_limit_exceeded\",\"message\":\"Please try again in 3s.\"}}"}),
+        json!({"status": 403, "body": "{\"error\":{\"message\":\"Account frozen\"}}"}),
+        json!({"status": 418, "body": "I'm a teapot"}),
+        json!({"status": 200, "body": "{\"base_resp\":{\"status_code\":1008,\"status_msg\":\"insufficient balance\"}}"}),
+    ]
+    .map(|v| v.to_string())
+    .join("\n")
+        + "\nnot json\n";
+    let file = rules_file(&day);
+    let out = drill(
+        &[
+            "classify",
+            "--rules",
+            rules.to_str().unwrap(),
+            "--jsonl",
+            file.to_str().unwrap(),
+            "--json",
+        ],
+        "",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["answers"], 5);
+    assert_eq!(
+        report["verdicts"],
+        json!({"throttled": 2, "quota": 2, "request": 1})
+    );
+    assert_eq!(report["reasons"]["openai:rate_limit_exceeded"], 2);
+    assert_eq!(
+        report["reasons"]["generic:1008"], 1,
+        "an error inside a 200"
+    );
+    assert_eq!(report["rules"], json!({"acme-frozen": 1}));
+    assert_eq!(report["unrecognised_count"], 1);
+    assert_eq!(report["unrecognised"][0]["line"], 4);
+    assert_eq!(report["unrecognised"][0]["status"], 418);
+    assert_eq!(report["bad_lines"].as_array().unwrap().len(), 1);
+
+    // As text, from stdin, without the rules: the frozen account is a
+    // 403 no rule recognises too.
+    let out = drill(&["classify", "--jsonl", "-"], &day);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("5 answers"), "{text}");
+    assert!(
+        text.contains("recognised by no rule (verdict from the status alone): 2"),
+        "{text}"
+    );
+}

@@ -71,9 +71,8 @@ fn a_rule_turns_an_unknown_providers_answer_from_an_outage_into_a_parked_account
         calls(with),
         calls(without)
     );
-    let parked = |s: &levee_drill::report::StackResult| {
-        s.transitions.iter().any(|t| t.mechanism == "park")
-    };
+    let parked =
+        |s: &levee_drill::report::StackResult| s.transitions.iter().any(|t| t.mechanism == "park");
     assert!(parked(with), "the rule parks the account");
     assert!(!parked(without), "the built-in rules read an outage");
     assert_eq!(with.success_rate(), 1.0);

@@ -657,7 +657,8 @@ impl GatewayConfig {
                 .map_err(|e| at(file.span(), "rules_file".into(), e))?;
             rules.extend(read.iter().cloned());
         }
-        let rules = Rules::new(rules).map_err(|e| FileError::at(text, None, "rule", e.to_string()))?;
+        let rules =
+            Rules::new(rules).map_err(|e| FileError::at(text, None, "rule", e.to_string()))?;
 
         Ok(GatewayConfig {
             listen,
@@ -761,6 +762,39 @@ mod tests {
             Path::new("."),
             &env(),
         )
+    }
+
+    #[test]
+    fn rules_come_from_the_file_then_its_rules_file_and_a_mistake_names_its_key() {
+        let dir = std::env::temp_dir().join(format!("levee-gw-rules-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("rules.toml"),
+            "[[rule]]\nname = \"from-file\"\nphrase = \"余额不足\"\nverdict = \"quota\"\n",
+        )
+        .unwrap();
+        let text = format!(
+            "listen = \"127.0.0.1:4000\"\nrules_file = \"rules.toml\"\n{TARGET}\
+             [[route]]\nmodel = \"m\"\ntargets = [\"a\"]\n\
+             [[rule]]\nname = \"inline\"\nstatus = 418\nverdict = \"throttled\"\n"
+        );
+        let config = GatewayConfig::parse(&text, &dir, &env()).unwrap();
+        let names: Vec<_> = config.rules.iter().map(|r| r.name()).collect();
+        assert_eq!(names, ["inline", "from-file"]);
+
+        let err = parse(&format!(
+            "{TARGET}[[route]]\nmodel = \"m\"\ntargets = [\"a\"]\n\
+             [[rule]]\nname = \"x\"\nstatus = \"4x\"\nverdict = \"quota\"\n"
+        ))
+        .unwrap_err();
+        assert_eq!(err.key(), "rule[0].status");
+        assert_eq!(err.line(), Some(11));
+        assert!(err.message().contains("expected a status"), "{err}");
+
+        let missing = GatewayConfig::parse(&text.replace("rules.toml", "nope.toml"), &dir, &env())
+            .unwrap_err();
+        assert_eq!(missing.key(), "rules_file");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

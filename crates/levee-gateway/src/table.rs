@@ -172,15 +172,13 @@ impl Table {
                         None => {
                             let state = match kept.get(identity.as_str()) {
                                 Some(state) => Arc::clone(state),
-                                None => {
-                                    Arc::new(new_state(
-                                        target,
-                                        levee,
-                                        &config.rules,
-                                        identity.clone(),
-                                        events,
-                                    )?)
-                                }
+                                None => Arc::new(new_state(
+                                    target,
+                                    levee,
+                                    &config.rules,
+                                    identity.clone(),
+                                    events,
+                                )?),
                             };
                             states.insert(identity, state.clone());
                             state

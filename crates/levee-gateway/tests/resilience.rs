@@ -240,3 +240,43 @@ async fn refusals_to_anthropic_callers_take_anthropics_shape() {
     assert_eq!(json["error"]["type"], "levee_refusal");
     assert_eq!(provider.calls(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_users_rule_parks_an_unknown_providers_frozen_account_the_built_in_rules_read_as_an_outage()
+ {
+    let frozen = Reply::json(
+        503,
+        r#"{"error":{"message":"Account frozen: settle the outstanding invoice to resume service.","type":"server_error","code":"acct_frozen"}}"#,
+    );
+    let rule = "[[rule]]\nname = \"acme-frozen\"\nstatus = 503\ncode = \"acct_frozen\"\nverdict = \"quota\"\nreason = \"acme:frozen\"\n";
+
+    // Without the rule: an outage, retried and left for the breaker.
+    let provider = Provider::always(frozen.clone()).await;
+    let gw = Gateway::start(
+        &config(&[provider.url()], "[levee.retry]\nmax_attempts = 1\n"),
+        &env(),
+    );
+    let first = post(&gw.url("/v1/chat/completions"), KEY, CHAT).await;
+    assert_eq!(first.status, 503);
+    let second = post(&gw.url("/v1/chat/completions"), KEY, CHAT).await;
+    assert_eq!(second.header("x-levee-refusal"), None, "sent again");
+    assert_eq!(provider.calls(), 2);
+
+    // With it: a quota, so the account is parked and nothing more is sent.
+    let provider = Provider::always(frozen).await;
+    let gw = Gateway::start(&(config(&[provider.url()], "") + rule), &env());
+    let first = post(&gw.url("/v1/chat/completions"), KEY, CHAT).await;
+    assert_eq!(first.status, 503);
+    assert_eq!(
+        first.json()["error"]["code"],
+        "acct_frozen",
+        "the provider's own answer"
+    );
+    assert_eq!(provider.calls(), 1, "a quota is not retried");
+    let second = post(&gw.url("/v1/chat/completions"), KEY, CHAT).await;
+    assert_eq!(second.header("x-levee-refusal"), Some("parked"));
+    assert_eq!(provider.calls(), 1);
+    let health = support::send("GET", &gw.url("/levee/health"), &[], "").await;
+    let text = health.text();
+    assert!(text.contains("acme:frozen"), "{text}");
+}
