@@ -18,6 +18,10 @@ pub(crate) struct EventRecord {
     pub(crate) at_ms: u64,
     pub(crate) target: String,
     pub(crate) scope: String,
+    /// The model of the call that caused the change (on a breaker shared
+    /// by several models, which one tripped it); none for timed and manual
+    /// changes.
+    pub(crate) model: Option<String>,
     pub(crate) mechanism: &'static str,
     pub(crate) from: &'static str,
     pub(crate) to: &'static str,
@@ -42,6 +46,7 @@ impl Events {
                 .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             target: target.to_owned(),
             scope: event.scope().to_owned(),
+            model: event.model().map(str::to_owned),
             mechanism: event.mechanism().as_str(),
             from: event.from(),
             to: event.to(),
@@ -55,6 +60,7 @@ impl Events {
             target: "levee_gateway::events",
             target_name = %record.target,
             scope = %record.scope,
+            model = record.model.as_deref(),
             mechanism = record.mechanism,
             from = record.from,
             to = record.to,

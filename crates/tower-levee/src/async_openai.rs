@@ -78,6 +78,7 @@ use tower::ServiceExt;
 use tower_service::Service;
 
 use crate::BoxError;
+use crate::breaker::scope::model_of_json;
 use crate::breaker::{Scope, TokenCost};
 
 /// async-openai's HTTP service, over a Levee stack of
@@ -173,7 +174,7 @@ async fn to_http(request: ::reqwest::Request) -> Result<http::Request<Bytes>, Bo
         .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
     if json {
         if parts.extensions.get::<Scope>().is_none()
-            && let Some(model) = model_of(&body)
+            && let Some(model) = model_of_json(&parts.headers, &body)
         {
             parts.extensions.insert(Scope::new().model(model));
         }
@@ -184,29 +185,24 @@ async fn to_http(request: ::reqwest::Request) -> Result<http::Request<Bytes>, Bo
     Ok(http::Request::from_parts(parts, body))
 }
 
-/// The top-level `model` of a JSON request body, if it names one (a key of
-/// that name nested deeper, in a tool's schema say, is not it).
-fn model_of(body: &[u8]) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Named {
-        model: Option<String>,
-    }
-    serde_json::from_slice::<Named>(body)
-        .ok()?
-        .model
-        .filter(|m| !m.is_empty())
-}
-
 #[cfg(test)]
 mod tests {
-    use super::model_of;
+    use super::model_of_json;
 
     #[test]
     fn the_model_is_the_top_level_one() {
+        let mut headers = http::HeaderMap::new();
+        headers.insert("content-type", "application/json".parse().unwrap());
+        let model_of = |body: &[u8]| model_of_json(&headers, body);
         let body = br#"{"messages":[{"role":"user","content":"\"model\": \"x\""}],"tools":[{"type":"function","function":{"name":"f","parameters":{"properties":{"model":{"type":"string"}}}}}],"model":"gpt-4o"}"#;
         assert_eq!(model_of(body).as_deref(), Some("gpt-4o"));
         assert_eq!(model_of(br#"{"input":"x"}"#), None);
         assert_eq!(model_of(br#"{"model":""}"#), None);
         assert_eq!(model_of(b"not json"), None);
+        assert_eq!(
+            model_of_json(&http::HeaderMap::new(), br#"{"model":"m"}"#),
+            None,
+            "not JSON by its type"
+        );
     }
 }

@@ -50,7 +50,8 @@ use tower::{Layer, ServiceExt};
 use tower_service::Service;
 
 use crate::BoxError;
-use crate::breaker::{BreakerHandle, BreakerLayer, CircuitOpen, Parked, Throttled};
+use crate::breaker::scope::model_of_json;
+use crate::breaker::{BreakerHandle, BreakerLayer, CircuitOpen, Parked, Scope, Throttled};
 
 /// The breaker, gate and park of one [`BreakerLayer`] as a reqwest
 /// middleware. See the [module docs](self).
@@ -86,7 +87,19 @@ impl Middleware for LeveeMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> Result<reqwest::Response> {
-        let req: http::Request<reqwest::Body> = req.try_into()?;
+        let mut req: http::Request<reqwest::Body> = req.try_into()?;
+        // The scopes: a `Scope` the caller put in the chain's extensions,
+        // else the model a JSON body names (an event then names it, and a
+        // 429 gates that model's quota scope).
+        if req.extensions().get::<Scope>().is_none() {
+            let scope = extensions.get::<Scope>().cloned().or_else(|| {
+                let body = req.body().as_bytes()?;
+                Some(Scope::new().model(model_of_json(req.headers(), body)?))
+            });
+            if let Some(scope) = scope {
+                req.extensions_mut().insert(scope);
+            }
+        }
         let rest = Rest {
             chain: Some((next, extensions)),
         };

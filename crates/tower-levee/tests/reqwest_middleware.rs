@@ -165,3 +165,49 @@ async fn an_error_of_the_rest_of_the_chain_comes_back_as_it_was() {
         .unwrap_err();
     assert!(matches!(err, Error::Reqwest(_)), "{err:?}");
 }
+
+#[tokio::test]
+async fn the_event_of_a_breaker_shared_by_several_models_names_the_model_that_tripped_it() {
+    let (addr, _) = provider().await;
+    let models = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = models.clone();
+    let layer = BreakerLayer::builder()
+        .on_event(move |e| {
+            if e.to() == "open" {
+                seen.lock().unwrap().push(e.model().map(str::to_owned));
+            }
+        })
+        .build()
+        .unwrap();
+    let client = ClientBuilder::new(reqwest::Client::new())
+        .with(LeveeMiddleware::new(layer))
+        .build();
+    // One account (the host), two models: healthy calls for one, the
+    // failures that open the account's breaker for the other.
+    let call = |path: &'static str, model: &'static str| {
+        let client = client.clone();
+        async move {
+            client
+                .post(format!("http://{addr}{path}"))
+                .header("content-type", "application/json")
+                .body(format!(r#"{{"model":"{model}","messages":[]}}"#))
+                .send()
+                .await
+        }
+    };
+    call("/ok", "gpt-4o-mini")
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        call("/outage", "gpt-4o")
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+    }
+    assert_eq!(*models.lock().unwrap(), [Some("gpt-4o".to_owned())]);
+}

@@ -98,6 +98,23 @@ pub struct ScopeKeys<'a> {
     pub billing: Option<&'a str>,
 }
 
+/// The model a JSON request body names at its top level (a key of that
+/// name nested deeper, in a tool's schema say, is not it), for the front
+/// doors that hold the body (async-openai, reqwest-middleware): the quota
+/// scope is then that model's, and an event names it.
+#[cfg(any(feature = "async-openai", feature = "reqwest-middleware"))]
+pub(crate) fn model_of_json(headers: &http::HeaderMap, body: &[u8]) -> Option<String> {
+    let json = headers
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    let fields = levee_core::request::RequestFields::peek(body)
+        .ok()
+        .filter(|_| json)?;
+    Some(fields.model())
+        .filter(|m| !m.is_empty())
+        .map(str::to_owned)
+}
+
 /// A user function that names a request's scopes.
 pub type ScopeFn = Arc<dyn for<'a> Fn(&RequestHead<'a>) -> ScopeKeys<'a> + Send + Sync>;
 
