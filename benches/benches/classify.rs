@@ -1,8 +1,11 @@
 //! What classification costs: an OpenAI 429 with a ~1 KiB JSON error body,
 //! an Anthropic 429 decided by its headers, a 2xx (no body peek), and one
-//! SSE event through the stream scanner.
+//! SSE event through the stream scanner; the same 1 KiB body past 50 user
+//! rules (none matching, so every one is checked, or the last one), and a
+//! 1 KiB 2xx completion read for an error object (`peek_success`).
 //!
-//! Targets: < 2 µs for the 1 KiB error body, < 100 ns for the 2xx.
+//! Targets: < 2 µs for the 1 KiB error body, < 100 ns for the 2xx; 50 user
+//! rules add at most 2 µs to the 1 KiB error body.
 //! Run: `cargo bench -p benches --bench classify -- --warm-up-time 1 --measurement-time 3`
 #![allow(missing_docs)]
 
@@ -11,7 +14,7 @@ use std::hint::black_box;
 use criterion::{Criterion, criterion_group, criterion_main};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use levee_core::classify::{
-    Classify, ProviderClassifier, ResponseView, StreamFormat, StreamScanner, Verdict,
+    Classify, ProviderClassifier, ResponseView, Rule, Rules, StreamFormat, StreamScanner, Verdict,
 };
 
 fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
@@ -135,5 +138,76 @@ fn classify(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, classify);
+/// Fifty rules as a user with many providers writes them: a status and a
+/// code, a phrase (some in other scripts), a field at a JSON pointer, a
+/// header; none matches the OpenAI 429 unless `last_matches`.
+fn fifty_rules(last_matches: bool) -> Rules {
+    let mut rules = Vec::new();
+    for i in 0..50 {
+        let name = format!("rule-{i}");
+        let b = Rule::builder(&name, Verdict::Quota);
+        let b = match i % 5 {
+            0 => b.status(402).code(&format!("acme_code_{i}")),
+            1 => b.phrase(&format!("account {i} frozen")).phrase("余额不足"),
+            2 => b
+                .status(429)
+                .field_equals(&format!("/error/acme_{i}"), ["1008"]),
+            3 => b
+                .statuses(400, 499)
+                .header_equals("x-acme-error", &format!("quota-{i}")),
+            _ => b
+                .code(&format!("vendor.quota.{i}"))
+                .phrase("сервис перегружен"),
+        };
+        let b = if last_matches && i == 49 {
+            Rule::builder(&name, Verdict::Throttled)
+                .status(429)
+                .field_equals("/error/code", ["rate_limit_exceeded"])
+        } else {
+            b
+        };
+        rules.push(b.build().unwrap());
+    }
+    Rules::new(rules).unwrap()
+}
+
+fn user_rules(c: &mut Criterion) {
+    let (h, body) = openai_429();
+    let view = ResponseView::new(StatusCode::TOO_MANY_REQUESTS, &h, &body);
+    for (name, last) in [("none_match", false), ("last_matches", true)] {
+        let classifier = ProviderClassifier::builder()
+            .rules(fifty_rules(last))
+            .build();
+        let c429 = classifier.classify_response(&view);
+        assert_eq!(c429.rule.is_some(), last, "{c429:?}");
+        c.bench_function(
+            &format!("classify/openai_429_1kib_body_50_rules_{name}"),
+            |b| b.iter(|| classifier.classify_response(black_box(&view))),
+        );
+    }
+
+    // A 2xx completion read for an error in its place (the providers that
+    // answer 200 with one): the cost `peek_success` adds to each success.
+    let classifier = ProviderClassifier::builder().peek_success(true).build();
+    let h = headers(&[("content-type", "application/json")]);
+    let content = "The quick brown fox jumps over the lazy dog. ".repeat(18);
+    let completion = format!(
+        r#"{{"id":"chatcmpl-1","object":"chat.completion","created":1753357673,"model":"gpt-4.1","choices":[{{"index":0,"message":{{"role":"assistant","content":"{content}"}},"finish_reason":"stop"}}],"usage":{{"prompt_tokens":12,"completion_tokens":180,"total_tokens":192}}}}"#
+    );
+    assert!(
+        (900..=1300).contains(&completion.len()),
+        "{}",
+        completion.len()
+    );
+    let view = ResponseView::new(StatusCode::OK, &h, completion.as_bytes());
+    assert_eq!(
+        classifier.classify_response(&view).verdict,
+        Verdict::Success
+    );
+    c.bench_function("classify/200_1kib_body_peek_success", |b| {
+        b.iter(|| classifier.classify_response(black_box(&view)))
+    });
+}
+
+criterion_group!(benches, classify, user_rules);
 criterion_main!(benches);

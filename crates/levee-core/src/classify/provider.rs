@@ -6,10 +6,11 @@ use std::time::Duration;
 use http::HeaderMap;
 
 use super::body::{self, ErrorFacts};
-use super::custom::{self, Answer, Rules};
+use super::custom::{Answer, Rules};
 use super::dialect::Dialect;
 use super::hints::{self, LazyTime};
 use super::rules::Decision;
+use super::text::Lower;
 use super::verdict::{Classification, Verdict};
 
 /// The default classifier: knows the error dialects of the major LLM
@@ -122,13 +123,9 @@ impl ProviderClassifier {
         header_wait: Option<Duration>,
         reference: LazyTime<'_>,
         dialect: Option<Dialect>,
-        decide: impl FnOnce(&str, Option<Duration>) -> Decision<'a>,
+        decide: impl FnOnce(&Lower, Option<Duration>) -> Decision<'a>,
     ) -> Classification {
-        let mut lower = custom::lowercase(facts.message);
-        if let Some(upstream) = facts.upstream {
-            lower.push('\n');
-            lower.push_str(&custom::lowercase(upstream));
-        }
+        let lower = Lower::new(facts.message, facts.upstream);
         let hint = || {
             header_wait
                 .or(facts.retry_delay.filter(|d| !d.is_zero()))

@@ -9,13 +9,14 @@ use std::time::SystemTime;
 use http::{HeaderMap, StatusCode};
 
 use super::body;
-use super::custom::{self, Answer};
+use super::custom::Answer;
 use super::dialect::Dialect;
 use super::headers::HeaderFacts;
 use super::hints;
 use super::provider::{ProviderClassifier, Seen};
 use super::rules;
 use super::stream::StreamScanner;
+use super::text::Lower;
 use super::verdict::{Classification, TransportFailure, Verdict};
 
 /// A response as the classifier sees it: status, headers and a bounded peek of
@@ -241,7 +242,7 @@ impl ProviderClassifier {
             let Some(rules) = &self.rules else {
                 return Classification::success();
             };
-            let lower = custom::lowercase(facts.message);
+            let lower = Lower::new(facts.message, facts.upstream);
             let answer = Answer {
                 status,
                 error: false,

@@ -10,6 +10,60 @@ use std::sync::OnceLock;
 
 use memchr::memmem::Finder;
 
+/// An error's words lowercased for matching (the message, and an upstream
+/// copy of one), and whether they are all ASCII: most are, and then the
+/// phrases in other scripts are skipped without a scan each.
+#[derive(Debug)]
+pub(crate) struct Lower {
+    text: String,
+    ascii: bool,
+}
+
+impl Lower {
+    /// `message`, then `upstream` on a line of its own: ASCII letters the
+    /// cheap way, any other script by Unicode's rules (`СЛИШКОМ` →
+    /// `слишком`, `ÜBERSCHRITTEN` → `überschritten`).
+    pub(crate) fn new(message: &str, upstream: Option<&str>) -> Lower {
+        let ascii = message.is_ascii() && upstream.is_none_or(str::is_ascii);
+        let lower = |s: &str| {
+            if ascii {
+                s.to_ascii_lowercase()
+            } else {
+                lowercase(s)
+            }
+        };
+        let mut text = lower(message);
+        if let Some(upstream) = upstream {
+            text.push('\n');
+            text.push_str(&lower(upstream));
+        }
+        Lower { text, ascii }
+    }
+
+    /// Whether every character is ASCII.
+    pub(crate) fn ascii(&self) -> bool {
+        self.ascii
+    }
+}
+
+/// Text lowercased for matching: ASCII the cheap way, any other script by
+/// Unicode's rules.
+pub(crate) fn lowercase(text: &str) -> String {
+    if text.is_ascii() {
+        text.to_ascii_lowercase()
+    } else {
+        text.to_lowercase()
+    }
+}
+
+impl std::ops::Deref for Lower {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.text
+    }
+}
+
 /// A needle whose searcher is built on first use and kept.
 #[derive(Debug)]
 pub(crate) struct Needle {
@@ -152,6 +206,7 @@ impl Word {
     }
 
     /// Whether the word occurs in `code` (lowercase), whose pair set is `code_pairs`.
+    #[inline]
     pub(crate) fn in_code(&self, code: &[u8], code_pairs: u64) -> bool {
         self.pairs & code_pairs == self.pairs && small_find(code, self.text.as_bytes())
     }

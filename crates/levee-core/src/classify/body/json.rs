@@ -59,8 +59,6 @@ pub(super) enum Key {
     AltMessage,
     /// MiniMax's `base_resp`.
     BaseResp,
-    /// MiniMax's `status_code`.
-    StatusCode,
     /// iFlytek Spark's frame `header`.
     Header,
     /// A wait of its own, in seconds: `retry_after`, Hugging Face's `estimated_time`.
@@ -101,7 +99,7 @@ member_names!(Key {
     "msg" => Key::AltMessage,
     "detail" => Key::AltMessage,
     "base_resp" => Key::BaseResp,
-    "status_code" => Key::StatusCode,
+    "status_code" => Key::ErrorCode,
     "header" => Key::Header,
     "retry_after" => Key::WaitSeconds,
     "retryAfter" => Key::WaitSeconds,

@@ -20,7 +20,7 @@ use serde_core::Deserialize;
 
 pub(crate) use self::dialect::from_body as dialect_of;
 use self::json::Leaf;
-use self::object::{Body, ErrorField, Obj};
+use self::object::{Body, Envelope, ErrorField, Obj};
 use super::hints::proto_duration;
 use super::text::{Needle, needle};
 
@@ -165,16 +165,15 @@ fn from_json<'a>(body: &'a Body<'_>) -> ErrorFacts<'a> {
     // Envelopes whose error is a non-zero code beside the payload: MiniMax's
     // `base_resp.status_code`, iFlytek Spark's `header.code`, Baidu's
     // top-level `error_code` (each answers `200` with them).
-    let coded = |o: &Obj<'_>| code_of(o).is_some_and(|c| !matches!(c, Leaf::Num(0)) && !is_zero(c));
-    let envelope = top
-        .base_resp
-        .as_deref()
-        .filter(|o| coded(o))
-        .or(top.header.as_deref().filter(|o| coded(o)))
-        .or(top
-            .status_obj
-            .as_deref()
-            .filter(|o| o.code.as_str().is_some_and(|c| !c.starts_with('2'))));
+    let coded = |o: &Obj<'_>| code_of(o).is_some_and(|c| !is_zero(c));
+    let envelope = top.envelope.as_ref().and_then(|(kind, o)| {
+        let error = match kind {
+            Envelope::BaseResp | Envelope::Header => coded(o),
+            // CLOVA's codes are the HTTP status and two digits: `20000` is OK.
+            Envelope::Status => o.code.as_str().is_some_and(|c| !c.starts_with('2')),
+        };
+        error.then_some((*kind, &**o))
+    });
     let err: &Obj<'_> = match &top.error {
         Some(ErrorField::Obj(e)) => e,
         // `{"error": "…"}`: a gateway's plain form.
@@ -192,7 +191,7 @@ fn from_json<'a>(body: &'a Body<'_>) -> ErrorFacts<'a> {
                 Some(ErrorField::Obj(e)) => e,
                 _ => top,
             },
-            _ => envelope.unwrap_or(top),
+            _ => envelope.map_or(top, |(_, o)| o),
         },
     };
     let tencent = top_type.is_none()
@@ -253,13 +252,11 @@ fn from_json<'a>(body: &'a Body<'_>) -> ErrorFacts<'a> {
     let google_status = f
         .status
         .is_some_and(|s| s.bytes().all(|c| c.is_ascii_uppercase() || c == b'_'));
-    let minimax = top.base_resp.as_deref().is_some_and(|o| coded(o));
-    let spark = top.header.as_deref().is_some_and(|o| coded(o));
     f.shape = if mistral {
         Shape::Mistral
-    } else if minimax {
+    } else if let Some((Envelope::BaseResp, _)) = envelope {
         Shape::MiniMax
-    } else if spark {
+    } else if let Some((Envelope::Header, _)) = envelope {
         Shape::Spark
     } else if top.error.is_none() && coded(top) && matches!(top.error_code, Leaf::Num(_)) {
         Shape::Baidu
@@ -292,10 +289,10 @@ fn from_json<'a>(body: &'a Body<'_>) -> ErrorFacts<'a> {
     f
 }
 
-/// The code of an error object: `code`, else Baidu's `error_code`, else
+/// The code of an error object: `code`, else Baidu's `error_code` or
 /// MiniMax's `status_code`.
 fn code_of<'o, 'de>(o: &'o Obj<'de>) -> Option<&'o Leaf<'de>> {
-    [&o.code, &o.error_code, &o.status_code]
+    [&o.code, &o.error_code]
         .into_iter()
         .find(|c| !matches!(c, Leaf::Other))
 }
@@ -312,8 +309,7 @@ fn is_zero(code: &Leaf<'_>) -> bool {
 /// `estimated_time`, `retry_after_ms`); zero, negative and absurd values
 /// are none.
 fn own_wait(o: &Obj<'_>) -> Option<Duration> {
-    let secs = o.wait_seconds.0.or(o.wait_millis.0.map(|ms| ms / 1000.0))?;
-    Duration::try_from_secs_f64(secs)
+    Duration::try_from_secs_f64(o.own_wait?)
         .ok()
         .filter(|d| !d.is_zero())
 }

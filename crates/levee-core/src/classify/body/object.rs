@@ -35,20 +35,13 @@ pub(super) struct Obj<'de> {
     pub(super) alt_message: Leaf<'de>,
     pub(super) code: Leaf<'de>,
     pub(super) status: Leaf<'de>,
-    /// `status` as an object (Naver CLOVA Studio's `{"code", "message"}`).
-    pub(super) status_obj: Option<Box<Obj<'de>>>,
-    /// Baidu's top-level `error_code`.
+    /// Baidu's top-level `error_code`, MiniMax's `status_code`.
     pub(super) error_code: Leaf<'de>,
-    /// MiniMax's `status_code`.
-    pub(super) status_code: Leaf<'de>,
-    /// MiniMax's `base_resp`.
-    pub(super) base_resp: Option<Box<Obj<'de>>>,
-    /// iFlytek Spark's frame `header`.
-    pub(super) header: Option<Box<Obj<'de>>>,
+    /// An object beside the payload that holds the error: MiniMax's
+    /// `base_resp`, iFlytek Spark's `header`, Naver CLOVA Studio's `status`.
+    pub(super) envelope: Option<(Envelope, Box<Obj<'de>>)>,
     /// A wait in a field of its own, in seconds.
-    pub(super) wait_seconds: Number,
-    /// A wait in a field of its own, in milliseconds.
-    pub(super) wait_millis: Number,
+    pub(super) own_wait: Option<f64>,
     pub(super) original_status: Leaf<'de>,
     pub(super) details: Details<'de>,
     /// A gateway's `metadata.raw`: the upstream provider's own error,
@@ -56,6 +49,17 @@ pub(super) struct Obj<'de> {
     pub(super) upstream: Option<Box<Leaf<'de>>>,
     /// `raw`, read only inside `metadata`.
     pub(super) raw: Leaf<'de>,
+}
+
+/// Which envelope beside the payload an error came in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Envelope {
+    /// MiniMax's `base_resp`.
+    BaseResp,
+    /// iFlytek Spark's `header`.
+    Header,
+    /// Naver CLOVA Studio's `status` object.
+    Status,
 }
 
 /// A whole body: an object, or Vertex's array whose first item is one.
@@ -114,14 +118,16 @@ fn read_obj<'de, A: MapAccess<'de>>(mut m: A, obj: &mut Obj<'de>) -> Result<(), 
             Key::Code => obj.code = m.next_value()?,
             Key::Status => match m.next_value::<StatusField<'de>>()? {
                 StatusField::Leaf(leaf) => obj.status = leaf,
-                StatusField::Obj(o) => obj.status_obj = Some(o),
+                StatusField::Obj(o) => envelope(obj, Envelope::Status, Some(o)),
             },
             Key::ErrorCode => obj.error_code = m.next_value()?,
-            Key::StatusCode => obj.status_code = m.next_value()?,
-            Key::BaseResp => obj.base_resp = m.next_value::<Nested<'de>>()?.0,
-            Key::Header => obj.header = m.next_value::<Nested<'de>>()?.0,
-            Key::WaitSeconds => obj.wait_seconds = m.next_value()?,
-            Key::WaitMillis => obj.wait_millis = m.next_value()?,
+            Key::BaseResp => envelope(obj, Envelope::BaseResp, m.next_value::<Nested<'de>>()?.0),
+            Key::Header => envelope(obj, Envelope::Header, m.next_value::<Nested<'de>>()?.0),
+            Key::WaitSeconds => obj.own_wait = obj.own_wait.or(m.next_value::<Number>()?.0),
+            Key::WaitMillis => {
+                let ms = m.next_value::<Number>()?.0;
+                obj.own_wait = obj.own_wait.or(ms.map(|ms| ms / 1000.0));
+            }
             Key::OriginalStatus => obj.original_status = m.next_value()?,
             Key::Details => obj.details = m.next_value()?,
             Key::Metadata => {
@@ -132,6 +138,15 @@ fn read_obj<'de, A: MapAccess<'de>>(mut m: A, obj: &mut Obj<'de>) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// Keeps the first envelope an object gave.
+fn envelope<'de>(obj: &mut Obj<'de>, kind: Envelope, nested: Option<Box<Obj<'de>>>) {
+    if obj.envelope.is_none()
+        && let Some(nested) = nested
+    {
+        obj.envelope = Some((kind, nested));
+    }
 }
 
 /// Keeps the first string a member gave: `{"message": .., "Message": ..}`

@@ -90,24 +90,41 @@ mod spec;
 
 use std::time::Duration;
 
+use aho_corasick::{AhoCorasick, MatchKind};
 use http::{HeaderMap, HeaderName};
 use memchr::memmem::Finder;
 
 use self::pointer::{Found, Tree};
 use super::body::ErrorFacts;
 use super::hints;
+use super::text::lowercase;
 use super::verdict::{Classification, Reason, Verdict};
 use crate::config_error::ConfigError;
 
 /// An ordered set of [`Rule`]s, checked before the built-in rules; the first
 /// that matches decides. See the [module docs](self).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct Rules {
     rules: Vec<Rule>,
     /// Every rule's pointers, read in one pass.
     tree: Tree,
     pointers: usize,
+    /// Every rule's phrases, found in one pass; a rule's `phrase_ids` are
+    /// its patterns' ids.
+    phrases: Option<AhoCorasick>,
+    phrase_count: usize,
+    /// Every header a rule reads, once; a header test's `slot` is its place.
+    header_names: Vec<HeaderName>,
 }
+
+impl PartialEq for Rules {
+    fn eq(&self, other: &Self) -> bool {
+        // The automaton and the tree follow from the rules.
+        self.rules == other.rules
+    }
+}
+
+impl Eq for Rules {}
 
 impl Rules {
     /// The most rules a set holds.
@@ -141,9 +158,59 @@ impl Rules {
                 set.tree.insert(tokens, set.pointers);
                 set.pointers += 1;
             }
+            for test in &mut rule.headers {
+                test.slot = match set.header_names.iter().position(|n| *n == test.name) {
+                    Some(slot) => slot,
+                    None => {
+                        set.header_names.push(test.name.clone());
+                        set.header_names.len() - 1
+                    }
+                };
+            }
+            rule.phrase_ids = (set.phrase_count..set.phrase_count + rule.phrases.len()).collect();
+            set.phrase_count += rule.phrases.len();
             set.rules.push(rule);
         }
+        if set.phrase_count > 0 {
+            let patterns = set
+                .rules
+                .iter()
+                .flat_map(|r| r.phrases.iter().map(|p| p.text.as_bytes()));
+            let automaton = AhoCorasick::builder()
+                .match_kind(MatchKind::Standard)
+                .build(patterns)
+                .map_err(|e| {
+                    ConfigError::new(
+                        "rule.phrase",
+                        format!("the phrases do not build a matcher: {e}"),
+                    )
+                })?;
+            set.phrases = Some(automaton);
+        }
         Ok(set)
+    }
+
+    /// The values of the headers the rules read, by slot: one walk over
+    /// the answer's headers, however many rules read them.
+    fn header_values<'h>(&self, headers: Option<&'h HeaderMap>) -> Vec<Vec<&'h [u8]>> {
+        let mut values = vec![Vec::new(); self.header_names.len()];
+        for (name, value) in headers.into_iter().flatten() {
+            if let Some(slot) = self.header_names.iter().position(|n| n == name) {
+                values[slot].push(value.as_bytes());
+            }
+        }
+        values
+    }
+
+    /// Which phrases of the set `lower` contains, by pattern id.
+    fn phrases_in(&self, lower: &str) -> Vec<bool> {
+        let mut present = vec![false; self.phrase_count];
+        if let Some(automaton) = &self.phrases {
+            for m in automaton.find_overlapping_iter(lower.as_bytes()) {
+                present[m.pattern().as_usize()] = true;
+            }
+        }
+        present
     }
 
     /// The rules, in order.
@@ -194,11 +261,26 @@ impl Rules {
     /// The first rule that matches `answer`, its position, and its wait if
     /// it reads one.
     fn first_match(&self, answer: &Answer<'_>) -> Option<(usize, &Rule, Option<Duration>)> {
-        // Read the fields once, on the first rule that needs them.
+        // Read the fields and find the phrases once, on the first rule
+        // that needs them.
         let mut found: Option<Vec<Found>> = None;
+        let mut phrases: Option<Vec<bool>> = None;
+        let mut headers: Option<Vec<Vec<&[u8]>>> = None;
         for (index, rule) in self.rules.iter().enumerate() {
             if !rule.matches_cheaply(answer) {
                 continue;
+            }
+            if !rule.headers.is_empty() {
+                let values = headers.get_or_insert_with(|| self.header_values(answer.headers));
+                if !rule.headers.iter().all(|h| h.holds(&values[h.slot])) {
+                    continue;
+                }
+            }
+            if !rule.phrase_ids.is_empty() {
+                let present = phrases.get_or_insert_with(|| self.phrases_in(answer.lower));
+                if !rule.phrase_ids.iter().any(|&id| present[id]) {
+                    continue;
+                }
             }
             let needs_fields =
                 !rule.fields.is_empty() || matches!(rule.wait, Some(Wait::Field { .. }));
@@ -239,8 +321,10 @@ pub(crate) struct Answer<'a> {
 pub struct Rule {
     name: Box<str>,
     status: Option<Statuses>,
-    codes: Vec<Box<str>>,
+    codes: Vec<Code>,
     phrases: Vec<Phrase>,
+    /// The phrases' ids in the set's automaton.
+    phrase_ids: Vec<usize>,
     fields: Vec<Field>,
     headers: Vec<HeaderTest>,
     verdict: Verdict,
@@ -297,32 +381,36 @@ impl Rule {
         fields.chain(wait)
     }
 
-    /// Every condition but the fields (which need the body read).
+    /// The status and the codes: what costs no search.
     fn matches_cheaply(&self, a: &Answer<'_>) -> bool {
         match &self.status {
             Some(s) if !s.contains(a.status) => return false,
             None if !a.error => return false,
             _ => {}
         }
-        if !self.headers.iter().all(|h| h.holds(a.headers)) {
-            return false;
-        }
-        if !self.codes.is_empty() && !self.codes.iter().any(|c| has_code(a.facts, c)) {
-            return false;
-        }
-        self.phrases.is_empty() || self.phrases.iter().any(|p| p.is_in(a.lower))
+        self.codes.is_empty() || self.codes.iter().any(|c| c.is_in(a.facts))
     }
 }
 
-/// Whether any of the answer's codes is `code`, ignoring ASCII case.
-fn has_code(facts: &ErrorFacts<'_>, code: &str) -> bool {
-    facts
-        .codes()
-        .chain(facts.aws_type)
-        .any(|c| c.eq_ignore_ascii_case(code) || aws_name(c).eq_ignore_ascii_case(code))
-        || code.parse::<u64>().is_ok_and(|c| {
-            facts.code_number == Some(c) || facts.number.is_some_and(|n| u64::from(n) == c)
-        })
+/// A code a rule names, and its number when it is one (`1113`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Code {
+    text: Box<str>,
+    number: Option<u64>,
+}
+
+impl Code {
+    /// Whether any of the answer's codes is this one, ignoring ASCII case.
+    fn is_in(&self, facts: &ErrorFacts<'_>) -> bool {
+        let code = &*self.text;
+        facts.codes().any(|c| c.eq_ignore_ascii_case(code))
+            || facts.aws_type.is_some_and(|t| {
+                t.eq_ignore_ascii_case(code) || aws_name(t).eq_ignore_ascii_case(code)
+            })
+            || self.number.is_some_and(|n| {
+                facts.code_number == Some(n) || facts.number.is_some_and(|s| u64::from(s) == n)
+            })
+    }
 }
 
 /// An AWS error type's name: `ThrottlingException` of
@@ -339,7 +427,7 @@ pub struct RuleBuilder {
     name: String,
     verdict: Verdict,
     status: Option<Statuses>,
-    codes: Vec<Box<str>>,
+    codes: Vec<Code>,
     phrases: Vec<Phrase>,
     fields: Vec<Field>,
     headers: Vec<HeaderTest>,
@@ -381,7 +469,11 @@ impl RuleBuilder {
         if code.trim().is_empty() {
             return self.fail("rule.code", "a code must not be empty".into());
         }
-        self.codes.push(code.trim().into());
+        let text = code.trim();
+        self.codes.push(Code {
+            text: text.into(),
+            number: text.parse().ok(),
+        });
         self
     }
 
@@ -463,6 +555,12 @@ impl RuleBuilder {
 
     /// Matches an answer whose header `name` contains `value`, ignoring ASCII case.
     pub fn header_contains(self, name: &str, value: &str) -> Self {
+        if value.trim().is_empty() {
+            return self.fail(
+                "rule.header",
+                format!("header {name:?}: a text to contain must not be empty"),
+            );
+        }
         self.header(
             name,
             Some(HeaderValueTest::Contains(value.to_ascii_lowercase())),
@@ -472,7 +570,11 @@ impl RuleBuilder {
     fn header(mut self, name: &str, value: Option<HeaderValueTest>) -> Self {
         match HeaderName::from_bytes(name.trim().as_bytes()) {
             Ok(name) => {
-                self.headers.push(HeaderTest { name, value });
+                self.headers.push(HeaderTest {
+                    name,
+                    value,
+                    slot: 0,
+                });
                 self
             }
             Err(_) => self.fail("rule.header", format!("{name:?} is not a header name")),
@@ -558,6 +660,7 @@ impl RuleBuilder {
             status: self.status,
             codes: self.codes,
             phrases: self.phrases,
+            phrase_ids: Vec::new(),
             fields: self.fields,
             headers: self.headers,
             verdict: self.verdict,
@@ -664,16 +767,6 @@ impl Phrase {
     }
 }
 
-/// Text lowercased for matching: ASCII the cheap way, any other script by
-/// Unicode's rules (`СЛИШКОМ` → `слишком`, `ÜBERSCHRITTEN` → `überschritten`).
-pub(crate) fn lowercase(text: &str) -> String {
-    if text.is_ascii() {
-        text.to_ascii_lowercase()
-    } else {
-        text.to_lowercase()
-    }
-}
-
 /// A value a field is compared with.
 #[derive(Clone, Debug, PartialEq)]
 enum Scalar {
@@ -746,21 +839,23 @@ enum HeaderValueTest {
 struct HeaderTest {
     name: HeaderName,
     value: Option<HeaderValueTest>,
+    /// Where the set's one walk over the headers puts its values.
+    slot: usize,
 }
 
 impl HeaderTest {
-    fn holds(&self, headers: Option<&HeaderMap>) -> bool {
-        let Some(headers) = headers else {
-            return false;
-        };
-        headers.get_all(&self.name).iter().any(|v| {
+    /// Whether any of the header's `values` passes the test.
+    fn holds(&self, values: &[&[u8]]) -> bool {
+        values.iter().any(|v| {
             let Some(test) = &self.value else {
                 return true;
             };
-            let v = v.to_str().unwrap_or_default().trim().to_ascii_lowercase();
+            let v = v.trim_ascii();
             match test {
-                HeaderValueTest::Equals(want) => v == *want,
-                HeaderValueTest::Contains(want) => v.contains(want.as_str()),
+                HeaderValueTest::Equals(want) => v.eq_ignore_ascii_case(want.as_bytes()),
+                HeaderValueTest::Contains(want) => v
+                    .windows(want.len().max(1))
+                    .any(|w| w.eq_ignore_ascii_case(want.as_bytes())),
             }
         })
     }

@@ -6,7 +6,6 @@
 //! one walk of the body, not fifty, and nothing is built for what no rule
 //! reads.
 
-use std::borrow::Cow;
 use std::fmt;
 
 use serde_core::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -179,8 +178,8 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
 
     fn visit_map<A: MapAccess<'de>>(mut self, mut m: A) -> Result<(), A::Error> {
         self.record(Found::Container);
-        while let Some(key) = m.next_key::<Cow<'de, str>>()? {
-            match self.tree.child(&key) {
+        while let Some(child) = m.next_key_seed(Member(self.tree))? {
+            match child {
                 Some(tree) => m.next_value_seed(Walk {
                     tree,
                     found: self.found,
@@ -212,6 +211,30 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
             }
             index += 1;
         }
+    }
+}
+
+/// A member's name, matched against a node's children as it is read,
+/// without copying it.
+struct Member<'t>(&'t Tree);
+
+impl<'de, 't> DeserializeSeed<'de> for Member<'t> {
+    type Value = Option<&'t Tree>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'t> Visitor<'_> for Member<'t> {
+    type Value = Option<&'t Tree>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a member name")
+    }
+
+    fn visit_str<E>(self, key: &str) -> Result<Self::Value, E> {
+        Ok(self.0.child(key))
     }
 }
 

@@ -19,7 +19,7 @@ use self::phrases::{
 };
 use super::body::ErrorFacts;
 use super::dialect::Dialect;
-use super::text::{contains_any, needle, needles};
+use super::text::{Lower, contains_any, needle, needles};
 use super::verdict::{Reason, Verdict};
 
 /// Why a verdict was reached; becomes the [`Reason`].
@@ -129,7 +129,7 @@ pub(crate) fn decide<'a>(
     status: u16,
     facts: &ErrorFacts<'a>,
     aws: Option<&'a str>,
-    lower: &str,
+    lower: &Lower,
     wait: Option<Duration>,
     quota_after: Duration,
 ) -> Decision<'a> {
@@ -226,10 +226,7 @@ pub(crate) fn decide<'a>(
     }
     // A 429 for a request bigger than the whole window: waiting cannot help
     // ("Request too large", or "Limit 7000, Used 0, Requested ~12903").
-    if throttle
-        && (contains_any(lower, needles!["request too large", "must be reduced"])
-            || requested_beyond_limit(lower))
-    {
+    if throttle && too_large(lower) {
         return decision(Verdict::Request, Why::Rule("request_too_large"));
     }
     // A moderation refusal says nothing about the key.
@@ -248,36 +245,59 @@ pub(crate) fn decide<'a>(
     refine_throttle(d, facts, lower, wait, quota_after)
 }
 
-/// Whether the message says the request alone asks for more than the
-/// window's whole limit: `Limit 7000, Used 0, Requested ~12903` (OpenAI's
-/// and Groq's rate-limit messages). A request that fits (`Limit 10000,
-/// Used 8554, Requested 3082`) is a throttle.
-fn requested_beyond_limit(lower: &str) -> bool {
-    // The first `<lead> <number>`: "rate limit reached" is not one.
-    let number_after = |lead: &'static crate::classify::text::Needle| -> Option<u64> {
-        lead.find_all(lower).find_map(|at| {
-            let rest = lower[at + lead.len()..].trim_start_matches([' ', '~', ':']);
-            let digits = rest
-                .bytes()
-                .take_while(|c| c.is_ascii_digit() || *c == b',')
-                .count();
-            rest[..digits].replace(',', "").parse().ok()
-        })
-    };
-    match (
-        number_after(needle!("limit ")),
-        number_after(needle!("requested ")),
-    ) {
-        // A zero limit is an account with no allowance for this model,
-        // not a request too large.
-        (Some(limit), Some(requested)) => limit > 0 && requested > limit,
-        _ => false,
+/// Whether a throttle's message says the request is larger than the
+/// window's whole limit: "Request too large … must be reduced" (OpenAI), or
+/// `Limit 7000, Used 0, Requested ~12903` (OpenAI's and Groq's rate-limit
+/// messages), where the request alone asks for more than the limit. A
+/// request that fits (`Limit 10000, Used 8554, Requested 3082`) is a
+/// throttle; a zero limit is an account with no allowance for the model.
+fn too_large(lower: &str) -> bool {
+    // One search for "request" serves both forms.
+    let b = lower.as_bytes();
+    let mut requested = None;
+    for at in needle!("request").find_all(lower) {
+        let rest = &b[at + "request".len()..];
+        if rest.starts_with(b" too large") {
+            return true;
+        }
+        if requested.is_none() && rest.starts_with(b"ed ") {
+            requested = number_at(&lower[at + "requested ".len()..]).map(|n| (at, n));
+        }
     }
+    if needle!("must be reduced").is_in(lower) {
+        return true;
+    }
+    let Some((at, requested)) = requested else {
+        return false;
+    };
+    // The limit is named just before: "Limit 7000, Used 0, Requested ~12903".
+    let mut start = at.saturating_sub(64);
+    while !lower.is_char_boundary(start) {
+        start += 1;
+    }
+    let before = &lower[start..at];
+    let limit = before
+        .as_bytes()
+        .windows("limit ".len())
+        .rposition(|w| w == b"limit ")
+        .and_then(|i| number_at(&before[i + "limit ".len()..]));
+    limit.is_some_and(|limit| limit > 0 && requested > limit)
+}
+
+/// The number at the front of `s` after spaces, `~` or `:` (`~12,903`
+/// reads as 12903), if one is there.
+fn number_at(s: &str) -> Option<u64> {
+    s.trim_start_matches([' ', '~', ':'])
+        .bytes()
+        .take_while(|c| c.is_ascii_digit() || *c == b',')
+        .filter(u8::is_ascii_digit)
+        .map(|c| u64::from(c - b'0'))
+        .reduce(|n, d| n.saturating_mul(10).saturating_add(d))
 }
 
 /// Whether the message names a limit over a second or a minute (or on
 /// concurrency) and no longer window, and no wait beyond `quota_after`.
-fn per_minute(lower: &str, wait: Option<Duration>, quota_after: Duration) -> bool {
+fn per_minute(lower: &Lower, wait: Option<Duration>, quota_after: Duration) -> bool {
     !wait.is_some_and(|w| w > quota_after)
         && short_window_text(lower)
         && long_window_text(lower).is_none()
@@ -300,7 +320,7 @@ fn is_rate_limit_code(code: &str) -> bool {
 
 /// Why a response asks its caller to slow down, if it does: a code built
 /// from `slow_down`, or the words.
-fn slow_down<'a>(facts: &ErrorFacts<'a>, lower: &str) -> Option<Why<'a>> {
+fn slow_down<'a>(facts: &ErrorFacts<'a>, lower: &Lower) -> Option<Why<'a>> {
     if let Some(code) = facts.codes().find(|c| is_slow_down_code(c)) {
         return Some(Why::Code(code));
     }
@@ -328,7 +348,7 @@ fn agreeing<'a>(
 fn refine_throttle<'a>(
     d: Decision<'a>,
     facts: &ErrorFacts<'a>,
-    lower: &str,
+    lower: &Lower,
     wait: Option<Duration>,
     quota_after: Duration,
 ) -> Decision<'a> {
@@ -357,7 +377,7 @@ fn refine_throttle<'a>(
 /// otherwise the provider failed mid-response.
 fn decide_by_words<'a>(
     facts: &ErrorFacts<'a>,
-    lower: &str,
+    lower: &Lower,
     wait: Option<Duration>,
     quota_after: Duration,
 ) -> Decision<'a> {
@@ -411,7 +431,7 @@ fn decide_by_words<'a>(
 pub(crate) fn decide_in_band<'a>(
     facts: &ErrorFacts<'a>,
     aws: Option<&'a str>,
-    lower: &str,
+    lower: &Lower,
     wait: Option<Duration>,
     quota_after: Duration,
 ) -> Decision<'a> {

@@ -3,14 +3,14 @@
 //! Each rule looks for an anchor word and reads only its neighbourhood (see
 //! `text`), so a 16 KiB message costs a handful of SIMD scans.
 
-use super::super::text::{contains_any, near, needle, needles, preceded_by};
+use super::super::text::{Lower, contains_any, near, needle, needles, preceded_by};
 
 /// A cap named in words, behind a generic code (Anthropic's 400
 /// `invalid_request_error` "You have reached your specified API usage
 /// limits", OpenRouter's "Insufficient credits", Gemini's 402 "prepayment
 /// credits are depleted", DeepSeek's "Insufficient Balance"). "Quota
 /// exceeded" alone is not one: Google says it of per-minute limits.
-pub(super) fn quota_text(lower: &str) -> Option<&'static str> {
+pub(super) fn quota_text(lower: &Lower) -> Option<&'static str> {
     let b = lower.as_bytes();
     // "spend limit", "spending limit", "spend cap", "spending cap".
     let spend_cap = needle!("spend").find_all(lower).any(|at| {
@@ -102,9 +102,9 @@ pub(super) fn quota_text(lower: &str) -> Option<&'static str> {
 /// 부족, 충전), Russian (недостаточно средств), Spanish and Portuguese
 /// (saldo insuficiente), French (solde insuffisant), German (Guthaben).
 /// Matched on the message lowercased in any script.
-fn money_words(lower: &str) -> bool {
+fn money_words(lower: &Lower) -> bool {
     // Every phrase has a non-ASCII letter: an ASCII message skips them all.
-    !lower.is_ascii()
+    !lower.ascii()
         && contains_any(
             lower,
             needles![
@@ -143,7 +143,7 @@ fn money_words(lower: &str) -> bool {
 /// An allowance exhausted in words ("Out of call volume quota", "exceeded
 /// current quota"). Read only under a status that is not a throttle:
 /// Google says "Quota exceeded" of its per-minute limits under a `429`.
-pub(super) fn allowance_text(lower: &str) -> Option<&'static str> {
+pub(super) fn allowance_text(lower: &Lower) -> Option<&'static str> {
     near(
         lower,
         needle!("quota"),
@@ -163,7 +163,7 @@ pub(super) fn allowance_text(lower: &str) -> Option<&'static str> {
 /// Load shedding in words: the provider (or the model's pool) has no room,
 /// whoever asks. "Exhausted your capacity" is the caller's allowance and
 /// does not match.
-pub(super) fn overload_text(lower: &str) -> bool {
+pub(super) fn overload_text(lower: &Lower) -> bool {
     contains_any(
         lower,
         needles![
@@ -175,7 +175,7 @@ pub(super) fn overload_text(lower: &str) -> bool {
             "out of capacity",
             "high demand",
         ],
-    ) || (!lower.is_ascii()
+    ) || (!lower.ascii()
         && contains_any(
             lower,
             needles![
@@ -201,7 +201,7 @@ pub(super) fn overload_text(lower: &str) -> bool {
 /// A rate limit in words, for an error with no status to say so (one
 /// inside a `200`): "rate limit", "too many requests", "qps", a
 /// concurrency cap, and the same in the languages providers answer in.
-pub(super) fn throttle_text(lower: &str) -> bool {
+pub(super) fn throttle_text(lower: &Lower) -> bool {
     contains_any(
         lower,
         needles![
@@ -215,7 +215,7 @@ pub(super) fn throttle_text(lower: &str) -> bool {
             "too frequent",
         ],
     ) || short_window_text(lower)
-        || (!lower.is_ascii()
+        || (!lower.ascii()
             && contains_any(
                 lower,
                 needles![
@@ -244,7 +244,7 @@ pub(super) fn throttle_text(lower: &str) -> bool {
 /// `insufficient_quota`) on such a limit is a throttle, as the providers'
 /// rate-limit pages say ("60 queries per minute", "Tokens per minute limit
 /// exceeded").
-pub(super) fn short_window_text(lower: &str) -> bool {
+pub(super) fn short_window_text(lower: &Lower) -> bool {
     contains_any(
         lower,
         needles![
@@ -267,7 +267,7 @@ pub(super) fn short_window_text(lower: &str) -> bool {
     ) || ["rpm", "tpm", "rps", "qps"]
         .iter()
         .any(|w| has_word(lower, w))
-        || (!lower.is_ascii()
+        || (!lower.ascii()
             && contains_any(
                 lower,
                 needles![
@@ -312,7 +312,7 @@ fn has_word(lower: &str, word: &str) -> bool {
 
 /// A request the provider will not serve as written, for an error with no
 /// status to say so: content moderation, invalid parameters.
-pub(super) fn request_text(lower: &str) -> bool {
+pub(super) fn request_text(lower: &Lower) -> bool {
     contains_any(
         lower,
         needles![
@@ -326,19 +326,18 @@ pub(super) fn request_text(lower: &str) -> bool {
             "context length",
             "too long",
         ],
-    ) || (!lower.is_ascii()
-        && contains_any(lower, needles!["敏感", "违规", "参数错误", "参数无效"]))
+    ) || (!lower.ascii() && contains_any(lower, needles!["敏感", "违规", "参数错误", "参数无效"]))
 }
 
 /// A provider asking its caller to lower its request rate (OpenAI's `503
 /// Slow Down`: "a sudden increase in your request rate").
-pub(super) fn slow_down_text(lower: &str) -> bool {
+pub(super) fn slow_down_text(lower: &Lower) -> bool {
     near(lower, needle!("slow down"), &["rate"], 96)
         || needle!("reduce your request rate").is_in(lower)
 }
 
 /// An account that may not use this endpoint or model from here.
-pub(super) fn credential_text(lower: &str) -> Option<&'static str> {
+pub(super) fn credential_text(lower: &Lower) -> Option<&'static str> {
     if near(
         lower,
         needle!("has been"),
@@ -384,7 +383,7 @@ pub(super) fn credential_text(lower: &str) -> Option<&'static str> {
             "authorization fail",
             "noauth",
         ],
-    ) || (!lower.is_ascii()
+    ) || (!lower.ascii()
         && contains_any(
             lower,
             needles![
@@ -408,12 +407,12 @@ pub(super) fn credential_text(lower: &str) -> Option<&'static str> {
 }
 
 /// A limit counted over a day or a month: no short wait will lift it.
-pub(super) fn long_window_text(lower: &str) -> Option<&'static str> {
+pub(super) fn long_window_text(lower: &Lower) -> Option<&'static str> {
     if contains_any(
         lower,
         needles!["per day", "per-day", "daily", "(rpd)", "(tpd)"],
     ) || window_seconds(lower).is_some_and(|s| s >= 86_400)
-        || (!lower.is_ascii()
+        || (!lower.ascii()
             && contains_any(
                 lower,
                 needles![
@@ -436,7 +435,7 @@ pub(super) fn long_window_text(lower: &str) -> Option<&'static str> {
         Some("per_day")
     } else if preceded_by(lower, needle!("month"), &["per ", "/ ", "/"])
         || contains_any(lower, needles!["monthly", "month allocated"])
-        || (!lower.is_ascii()
+        || (!lower.ascii()
             && contains_any(
                 lower,
                 needles![
@@ -456,7 +455,7 @@ pub(super) fn long_window_text(lower: &str) -> Option<&'static str> {
         Some("per_month")
     } else if preceded_by(lower, needle!("week"), &["per ", "/ ", "/"])
         || contains_any(lower, needles!["weekly", "week allocated", "7-day"])
-        || (!lower.is_ascii() && contains_any(lower, needles!["每周", "本周"]))
+        || (!lower.ascii() && contains_any(lower, needles!["每周", "本周"]))
     {
         Some("per_week")
     } else if contains_any(
