@@ -18,7 +18,7 @@ cd "$(dirname "$0")"
 seconds=${1:-15}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(classify hints stream config request)
+[ ${#targets[@]} -gt 0 ] || targets=(classify hints stream config request rules rules_match)
 
 host=$(rustc -vV | sed -n 's/^host: //p')
 flags=(

@@ -17,6 +17,13 @@
 //!   and `feed` reports at most once, agreeing with `finish`.
 //! - [`config`]: a TOML or JSON configuration deserialised and built:
 //!   a typed error or a layer, never a panic.
+//! - [`rules`]: a user's rules file (TOML) read: a typed error naming
+//!   what is wrong, or rules that then classify a response; a rule that
+//!   decides gives its own verdict and a wait within the cap.
+//! - [`rules_match`]: a response (status, headers, body) through a
+//!   classifier with a fixed set of user rules of every kind and 2xx
+//!   bodies read (`peek_success`): the rule that decided matches what it
+//!   says, and the invariants of [`classify`] hold.
 //! - [`request`]: the request path of a server in front of a provider (the
 //!   gateway's): the caller's key read from its headers, the body peeked
 //!   for its model and stream flag, the model routed and renamed in place,
@@ -33,7 +40,7 @@ use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, StatusCode};
 use levee_core::classify::hints;
 use levee_core::classify::{
-    Classification, Classify, Dialect, ProviderClassifier, ResponseView, StreamFormat,
+    Classification, Classify, Dialect, ProviderClassifier, ResponseView, Rules, StreamFormat,
     StreamScanner,
 };
 
@@ -139,6 +146,113 @@ pub fn classify(data: &[u8]) {
         scanner.feed(case.body);
         check(&scanner.finish(), &classifier, "stream");
     }
+}
+
+/// A response through `classifier`: the response, the head decision, and
+/// a 2xx stream through the scanner, each within the invariants; a rule
+/// that decided is one of the classifier's and gave its own verdict.
+fn classify_with(classifier: &ProviderClassifier, case: &Case<'_>) {
+    let view = ResponseView::new(case.status, &case.headers, case.body).with_now(now());
+    let decided = |c: &Classification, what: &str| {
+        check(c, classifier, what);
+        if let Some(i) = c.rule {
+            let rule = classifier
+                .rules()
+                .and_then(|r| r.get(i))
+                .unwrap_or_else(|| panic!("{what}: rule {i} is not one of the set"));
+            assert_eq!(c.verdict, rule.verdict(), "{what}: the rule's own verdict");
+            assert_eq!(&c.reason, rule.reason(), "{what}: the rule's own reason");
+        }
+    };
+    decided(&classifier.classify_response(&view), "response");
+    let _ = classifier.classify_head(case.status, &case.headers);
+    if let Some(mut scanner) = classifier.stream_scanner(case.status, &case.headers) {
+        scanner.feed(case.body);
+        decided(&scanner.finish(), "stream");
+    }
+}
+
+/// A rules file, then a line `---`, then a response: the file read (a
+/// typed error, never a panic), and if it reads, the response classified
+/// with its rules.
+pub fn rules(data: &[u8]) {
+    let (file, rest) = match data.windows(5).position(|w| w == b"\n---\n") {
+        Some(at) => (&data[..at + 1], &data[at + 5..]),
+        None => (data, &[][..]),
+    };
+    let Ok(text) = std::str::from_utf8(file) else {
+        return;
+    };
+    let Ok(rules) = toml::from_str::<Rules>(text) else {
+        return;
+    };
+    for rule in rules.iter() {
+        let name = rule.name();
+        assert!(!name.is_empty() && name.len() <= 64, "a checked name: {name:?}");
+    }
+    let classifier = ProviderClassifier::builder()
+        .peek_success(true)
+        .rules(rules)
+        .build();
+    classify_with(&classifier, &Case::decode(rest));
+}
+
+/// A fixed set of user rules of every kind: statuses, codes, phrases in
+/// several scripts, fields (present, equal, containing), headers, fixed
+/// waits and waits read from fields; one for a `200`.
+pub const MATCH_RULES: &str = r#"
+[[rule]]
+name = "balance"
+status = ["4xx", 200]
+phrase = ["余额不足", "insufficient balance", "СРЕДСТВ"]
+verdict = "quota"
+
+[[rule]]
+name = "minimax"
+status = 200
+field = { pointer = "/base_resp/status_code", equals = [1002, "1039"] }
+verdict = "throttled"
+wait = { pointer = "/base_resp/retry_after" }
+
+[[rule]]
+name = "loading"
+status = "500-599"
+field = [{ pointer = "/estimated_time" }, { pointer = "/error/code", present = false }]
+verdict = "throttled"
+wait = { pointer = "/estimated_time" }
+
+[[rule]]
+name = "header"
+header = [{ name = "x-acme-error", contains = "quota" }, "x-acme-account"]
+verdict = "quota"
+wait = "1h"
+
+[[rule]]
+name = "code"
+code = ["acct_frozen", "1113", "AccessDeniedException"]
+field = { pointer = "/error/message", contains = "frozen" }
+verdict = "credential"
+reason = "acme:frozen"
+
+[[rule]]
+name = "ms"
+field = { pointer = "/retry_ms", equals = [true, 1.5, "x"] }
+verdict = "throttled"
+wait = { pointer = "/retry_ms", unit = "ms" }
+"#;
+
+/// A response through a classifier with [`MATCH_RULES`] and 2xx bodies read.
+pub fn rules_match(data: &[u8]) {
+    use std::sync::OnceLock;
+    static CLASSIFIER: OnceLock<ProviderClassifier> = OnceLock::new();
+    let classifier = CLASSIFIER.get_or_init(|| {
+        let rules: Rules = toml::from_str(MATCH_RULES).expect("the fixed rules read");
+        ProviderClassifier::builder()
+            .peek_success(true)
+            .rules(rules)
+            .build()
+    });
+    classify_with(classifier, &Case::decode(data));
 }
 
 /// Every wait-hint parser over the text, and the text as the value of

@@ -6,9 +6,10 @@ use crate::{Case, STREAM_FORMATS};
 use levee_core::classify::StreamFormat;
 
 /// The real provider responses of the signal corpora.
-const SIGNALS: [&str; 2] = [
+const SIGNALS: [&str; 3] = [
     include_str!("../../crates/levee-core/tests/data/provider-signals.json"),
     include_str!("../../crates/levee-core/tests/data/researched-signals.json"),
+    include_str!("../../crates/levee-core/tests/data/researched-classes.json"),
 ];
 
 /// Waits as providers write them, in headers and messages.
@@ -94,7 +95,7 @@ fn str_of(v: &Value) -> &str {
 /// The seeds of `target` (`classify`, `hints`, `stream`, `config`).
 pub fn of(target: &str) -> Vec<Vec<u8>> {
     match target {
-        "classify" => cases()
+        "classify" | "rules_match" => cases()
             .filter_map(|case| {
                 let status = u16::try_from(case["status"].as_u64()?).ok()?;
                 let headers: Vec<(&str, &str)> = case["headers"]
@@ -145,6 +146,31 @@ pub fn of(target: &str) -> Vec<Vec<u8>> {
                 .chain([FULL_CONFIG.as_bytes().to_vec(), b"{}".to_vec()])
                 .collect()
         }
+        "rules" => {
+            // Each rule file alone, and with each of a few responses after it.
+            let files = [
+                crate::MATCH_RULES,
+                include_str!("../../examples/rules.toml"),
+                "[[rule]]\nname = \"x\"\nstatus = \"4x\"\nverdict = \"quota\"\n",
+                "[[rule]]\nname = \"y\"\nverdict = \"quota\"\n",
+            ];
+            let responses = [
+                Case::encode(503, &[("content-type", "application/json")], br#"{"error":{"message":"Account frozen","code":"acct_frozen"}}"#),
+                Case::encode(200, &[], br#"{"base_resp":{"status_code":1002,"status_msg":"rate limit","retry_after":3}}"#),
+                Case::encode(403, &[("x-acme-error", "Quota"), ("x-acme-account", "a")], "余额不足".as_bytes()),
+            ];
+            files
+                .iter()
+                .flat_map(|f| {
+                    std::iter::once(f.as_bytes().to_vec()).chain(responses.iter().map(move |r| {
+                        let mut input = f.as_bytes().to_vec();
+                        input.extend_from_slice(b"\n---\n");
+                        input.extend_from_slice(r);
+                        input
+                    }))
+                })
+                .collect()
+        }
         "request" => REQUESTS
             .iter()
             .enumerate()
@@ -166,7 +192,15 @@ pub fn of(target: &str) -> Vec<Vec<u8>> {
 }
 
 /// Every target's name.
-pub const TARGETS: [&str; 5] = ["classify", "hints", "stream", "config", "request"];
+pub const TARGETS: [&str; 7] = [
+    "classify",
+    "hints",
+    "stream",
+    "config",
+    "request",
+    "rules",
+    "rules_match",
+];
 
 /// Requests as SDKs send them, and answers that report their usage.
 const REQUESTS: &[&str] = &[

@@ -69,3 +69,13 @@ fn every_config_seed_is_a_valid_configuration() {
         parsed.unwrap_or_else(|e| panic!("{text}\n{e}"));
     }
 }
+
+#[test]
+fn rules_seeds_and_regressions_keep_every_invariant() {
+    replay("rules", levee_fuzz::rules);
+}
+
+#[test]
+fn rules_match_seeds_and_regressions_keep_every_invariant() {
+    replay("rules_match", levee_fuzz::rules_match);
+}

@@ -1,0 +1,4 @@
+//! Fuzz target: see `levee_fuzz::rules`.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| levee_fuzz::rules(data));
