@@ -47,13 +47,41 @@
 //!   the account is healthy and its own rate is the problem, a throttle.
 //!
 //! A gateway's copy of the upstream provider's error (OpenRouter's
-//! `error.metadata.raw`) is read with the message.
+//! `error.metadata.raw`) is read with the message. Three more follow the
+//! providers' own documentation:
+//!
+//! - **The period named beats the code.** A cap's code on a per-second or
+//!   per-minute limit ([Together's](https://docs.together.ai/docs/rate-limits)
+//!   `credit_limit` "60 queries per minute", Cerebras's
+//!   `token_quota_exceeded` "Tokens per minute limit exceeded") is a
+//!   throttle; a throttle's code on a daily, weekly, monthly or plan
+//!   window ("5-hour usage limit reached", "week allocated quota
+//!   exceeded", `duration_s: 86400`) is a quota.
+//! - **Money and credentials are read in the words, in any language**:
+//!   an unpaid bill ("overdue balance", `Arrearage`), a balance to top up
+//!   (余额不足, 请充值, 残高不足, 잔액 부족, недостаточно средств), a token
+//!   that "seems invalid" under a `400`. Messages are lowercased in any
+//!   script before the phrases are looked for.
+//! - **Errors inside a `200`** (Baidu's `error_code`, MiniMax's
+//!   `base_resp`, Tencent Cloud's `Response.Error`) are errors, read in a
+//!   stream's first event and, where asked for
+//!   ([`peek_success`](ProviderClassifierBuilder::peek_success)), in a
+//!   plain `200`.
+//!
+//! # Your rules first
+//!
+//! [`Rules`] are checked before all of this: a status, a code, a phrase, a
+//! JSON field or a header decides a verdict, a wait and a reason, read from
+//! a TOML file or built in code. Every built-in rule, in order and in the
+//! same terms: `docs/classification.md` in the repository.
 //!
 //! # Wait hints, first usable match wins
 //!
 //! 1. `retry-after-ms`, `x-ms-retry-after-ms`, `retry-after` (seconds,
 //!    fractional seconds, or an HTTP-date measured from the `Date` header);
-//! 2. the body: Gemini's `RetryInfo.retryDelay`, then the message ("try again
+//! 2. the body: Gemini's `RetryInfo.retryDelay` or a field of its own
+//!    (`retry_after`, `retry_after_ms`, Hugging Face's `estimated_time`),
+//!    then the message ("try again
 //!    in 1m26.4s", "retry after 60 seconds", "your quota will reset after
 //!    8h44m7s", "replenished in 5.03:23:11", "regain access on 2026-09-01 at
 //!    00:00 UTC");

@@ -38,7 +38,7 @@ pub struct ProviderClassifier {
 
 /// The two bounds a classification applies to waits, in nanoseconds
 /// (saturating at about 584 years): every breaker call carries a copy of
-/// its classifier, so it is kept to 16 bytes.
+/// its classifier, so they take 16 bytes (the rules are shared).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Limits {
     max_wait: u64,

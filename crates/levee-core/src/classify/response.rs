@@ -208,19 +208,19 @@ impl ProviderClassifier {
                 .is_some_and(|r| r.reads_success(status.as_u16()))
     }
 
-    /// A 2xx body that was read (a rule or [`peek_success`] asked for it):
-    /// a success, unless it carries an error
+    /// A 2xx body that was read: a success, unless it carries an error
     /// object in place of the completion (Baidu's `error_code`, MiniMax's
-    /// non-zero `base_resp.status_code`, Tencent Cloud's `Response.Error`,
-    /// a bare `{"error": ..}`), which is classified as an error inside a
-    /// stream is, or a user's rule for this status matches.
+    /// non-zero `base_resp.status_code`, Tencent Cloud's `Response.Error`;
+    /// and when a rule or [`peek_success`] `asked` for the read, a bare
+    /// `{"error": ..}`), which is classified as an error inside a stream
+    /// is, or a user's rule for this status matches.
     ///
     /// [`peek_success`]: super::ProviderClassifierBuilder::peek_success
     #[inline(never)]
-    fn classify_success_body(&self, response: &ResponseView<'_>) -> Classification {
+    fn classify_success_body(&self, response: &ResponseView<'_>, asked: bool) -> Classification {
         let status = response.status.as_u16();
         body::read(response.body, |facts| {
-            if facts.has_error {
+            if facts.has_error && (asked || facts.beside_payload) {
                 let reference = &|| response.now.unwrap_or_else(SystemTime::now);
                 let quota_after = self.limits.quota_after();
                 let seen = Seen {
@@ -264,8 +264,13 @@ impl Classify for ProviderClassifier {
     #[inline]
     fn classify_response(&self, response: &ResponseView<'_>) -> Classification {
         if response.status.as_u16() < 400 {
-            if self.reads_success(response.status) {
-                return self.classify_success_body(response);
+            // A 2xx body handed over unasked (the layers hand one over only
+            // when `wants_body` asked) is read for the envelopes of the
+            // providers known to answer `200` with an error, never for a
+            // bare `{"error": ..}`.
+            let read = self.reads_success(response.status);
+            if read || !response.body.is_empty() {
+                return self.classify_success_body(response, read);
             }
             return Classification::success();
         }

@@ -61,6 +61,11 @@ pub(crate) struct ErrorFacts<'a> {
     /// An error object was present (`error`, `"type": "error"`,
     /// `response.failed`): what tells an in-band stream error from data.
     pub(crate) has_error: bool,
+    /// The error came in an envelope of a provider that answers `200` with
+    /// its errors (Baidu's `error_code`, MiniMax's `base_resp`, Tencent
+    /// Cloud's `Response.Error`, iFlytek's `header`, a bare `{"status":
+    /// 429, "message"}`), not in an `error` member.
+    pub(crate) beside_payload: bool,
     /// Anthropic `error.details.error_code`, Azure `innererror.code`.
     pub(crate) detail: Option<&'a str>,
     /// Google `ErrorInfo.reason` (`API_KEY_INVALID`).
@@ -201,12 +206,11 @@ fn from_json<'a>(body: &'a Body<'_>) -> ErrorFacts<'a> {
             .is_some_and(|r| matches!(r.error, Some(ErrorField::Obj(_))));
     // `"type": "error"` is the envelope's (Anthropic, Responses events);
     // Mistral's envelope is `"object": "error"`.
+    f.beside_payload = tencent || envelope.is_some() || coded(top);
     f.has_error = matches!(top.error, Some(ErrorField::Obj(_) | ErrorField::Str(_)))
         || matches!(top_type, Some("error" | "response.failed"))
         || mistral
-        || tencent
-        || envelope.is_some()
-        || coded(top);
+        || f.beside_payload;
 
     let code = code_of(err).unwrap_or(&Leaf::Other);
     match code {
@@ -227,7 +231,9 @@ fn from_json<'a>(body: &'a Body<'_>) -> ErrorFacts<'a> {
     }
     // A bare `{"status": 429, "message": ..}` (GigaChat answers it under a
     // `200`) names its status.
-    f.has_error |= f.number.is_some_and(|n| n >= 400) && err.message.as_str().is_some();
+    let bare_status = f.number.is_some_and(|n| n >= 400) && err.message.as_str().is_some();
+    f.has_error |= bare_status;
+    f.beside_payload |= bare_status && top.error.is_none() && top_type.is_none();
     if f.message.is_empty() {
         f.message = [&err.message, &err.alt_message, &top.alt_message]
             .into_iter()
@@ -297,10 +303,17 @@ fn code_of<'o, 'de>(o: &'o Obj<'de>) -> Option<&'o Leaf<'de>> {
         .find(|c| !matches!(c, Leaf::Other))
 }
 
+/// Whether a code beside the payload says all is well: `0` (MiniMax,
+/// iFlytek), `200`, `"success"`, `"ok"`.
 fn is_zero(code: &Leaf<'_>) -> bool {
     match code {
-        Leaf::Num(n) => *n == 0,
-        Leaf::Str(s) => s.trim() == "0",
+        Leaf::Num(n) => matches!(n, 0 | 200),
+        Leaf::Str(s) => {
+            let s = s.trim();
+            ["0", "200", "success", "ok"]
+                .iter()
+                .any(|ok| s.eq_ignore_ascii_case(ok))
+        }
         Leaf::Other => true,
     }
 }
@@ -400,6 +413,7 @@ fn scan(text: &str) -> ErrorFacts<'_> {
     let to_u16 = |s: &str| s.parse::<u16>().ok().filter(|n| (100..=999).contains(n));
     let mut f = ErrorFacts {
         has_error: needle!("\"error\"").is_in(text),
+        beside_payload: false,
         detail: field(text, needle!("\"error_code\""), any),
         info_reason: field(text, needle!("\"reason\""), any),
         aws_type: field(text, needle!("\"__type\""), any),

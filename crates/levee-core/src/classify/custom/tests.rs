@@ -297,9 +297,16 @@ fn a_rule_naming_a_success_status_reads_2xx_bodies_and_only_then() {
     let headers = HeaderMap::new();
     let plain = ProviderClassifier::default();
     let baidu = r#"{"error_code":18,"error_msg":"Open api qps request limit reached"}"#;
+    let bare = r#"{"error":{"message":"x","code":"widget_gone"}}"#;
+    // The default never asks for a 2xx body; handed one, it reads only the
+    // envelopes of the providers known to answer 200 with an error.
     assert!(!plain.wants_body(StatusCode::OK, &headers));
     assert_eq!(
         classify(&plain, 200, &headers, baidu).verdict,
+        Verdict::Throttled
+    );
+    assert_eq!(
+        classify(&plain, 200, &headers, bare).verdict,
         Verdict::Success
     );
 
@@ -320,13 +327,14 @@ fn a_rule_naming_a_success_status_reads_2xx_bodies_and_only_then() {
     );
     let ok = r#"{"id":"as-1","result":"你好"}"#;
     assert_eq!(classify(&c, 200, &headers, ok).verdict, Verdict::Success);
-    // Without a status, a rule never reads a success.
-    let c = with([rule("any", Verdict::Throttled)
-        .field_present("/error_code")
+    // Without a status, a rule never asks for a success body, and never
+    // matches one that is a success.
+    let c = with([rule("any", Verdict::Quota)
+        .field_present("/result")
         .build()
         .unwrap()]);
     assert!(!c.wants_body(StatusCode::OK, &headers));
-    assert_eq!(classify(&c, 200, &headers, baidu).verdict, Verdict::Success);
+    assert_eq!(classify(&c, 200, &headers, ok).verdict, Verdict::Success);
 }
 
 #[test]
@@ -499,4 +507,36 @@ wait = "2s"
             assert!(err.contains(want), "{text:?}: {err}");
         }
     }
+}
+
+#[test]
+fn a_success_body_whose_envelope_says_all_is_well_is_a_success() {
+    let headers = HeaderMap::new();
+    let c = ProviderClassifier::builder().peek_success(true).build();
+    for body in [
+        r#"{"base_resp":{"status_code":0,"status_msg":""},"choices":[{"message":{"content":"hi"}}]}"#,
+        r#"{"header":{"code":0,"message":"Success","sid":"cht0"},"payload":{}}"#,
+        r#"{"code":200,"msg":"ok","data":{"text":"hi"}}"#,
+        r#"{"code":"success","data":{}}"#,
+        r#"{"status":{"code":"20000","message":"OK"},"result":{"message":{"content":"hi"}}}"#,
+        r#"{"Response":{"Choices":[{"Message":{"Content":"hi"}}],"RequestId":"r"}}"#,
+        r#"{"id":"chatcmpl-1","choices":[{"message":{"content":"error: none"}}],"error":null}"#,
+    ] {
+        assert_eq!(
+            classify(&c, 200, &headers, body),
+            Classification::success(),
+            "{body}"
+        );
+    }
+    let minimax = r#"{"base_resp":{"status_code":1008,"status_msg":"insufficient balance"}}"#;
+    let got = classify(&c, 200, &headers, minimax);
+    assert_eq!(
+        (got.verdict, got.reason.as_str()),
+        (Verdict::Quota, "generic:1008")
+    );
+    let tencent = r#"{"Response":{"Error":{"Code":"AuthFailure.SecretIdNotFound","Message":"密钥不存在"},"RequestId":"r"}}"#;
+    assert_eq!(
+        classify(&c, 200, &headers, tencent).verdict,
+        Verdict::Credential
+    );
 }
