@@ -1,88 +1,4 @@
-//! Rules a user adds, checked before the built-in ones.
-//!
-//! Providers change their error answers faster than a library can follow,
-//! and every OpenAI-compatible host invents its own. A [`Rules`] set teaches
-//! the classifier a provider without writing a [`Classify`](super::Classify)
-//! implementation: each [`Rule`] matches an answer by what it says (its
-//! status, a code, a phrase in its message in any language, a JSON field, a
-//! header) and decides its verdict, its wait and its reason. Rules are
-//! checked in order, before the built-in ones; the first that matches
-//! decides, and an answer no rule matches is classified as without them.
-//!
-//! Within a rule every condition given must hold; a condition given a list
-//! holds when any item does.
-//!
-//! | condition | matches when |
-//! |---|---|
-//! | `status` | the HTTP status is one of them: `429`, `"4xx"`, `"400-403"` |
-//! | `code` | one of the answer's codes (`error.code`, `error.type`, Google's `status` and `ErrorInfo.reason`, Anthropic's `error.details.error_code`, AWS's `__type`, a numeric code) equals it, ignoring ASCII case |
-//! | `phrase` | its message (and an upstream provider's copy of one) contains it, ignoring case in any script |
-//! | `field` | the value at a JSON pointer ([RFC 6901](https://www.rfc-editor.org/rfc/rfc6901)) is present, equals one of some values, or contains a phrase |
-//! | `header` | a header is present, or its value equals or contains a text |
-//!
-//! A rule without `status` matches error answers only: a non-2xx response,
-//! or an error found inside a 2xx stream. A rule whose `status` names a
-//! success (`200`) also reads 2xx bodies, which the classifier otherwise
-//! never reads: for the providers that answer `200` with an error object
-//! (Baidu's `error_code`, MiniMax's `base_resp`). That read is bounded by
-//! the layer's peek and costs the success path, so only such a rule turns
-//! it on.
-//!
-//! What a rule decides: the [`Verdict`]; the wait, either fixed or read
-//! from a field (a number of seconds, or of milliseconds with `unit =
-//! "ms"`, or a duration such as `"1m20s"`), and when it gives none, the
-//! wait the built-in readers find (`Retry-After`, the message's "try again
-//! in 20s"); and the reason the events and metrics carry, the rule's name
-//! unless it gives one.
-//!
-//! # A rules file
-//!
-//! With the `serde` feature, rules are read from TOML (or any serde format;
-//! `tower_levee::config::from_toml` names the key, line and column of a
-//! mistake):
-//!
-//! ```toml
-//! [[rule]]
-//! name = "acme-balance"              # names the rule; the reason by default
-//! status = [402, 403]
-//! phrase = ["余额不足", "insufficient balance"]
-//! verdict = "quota"
-//!
-//! [[rule]]
-//! name = "acme-model-loading"
-//! status = 503
-//! field = { pointer = "/estimated_time", present = true }
-//! verdict = "throttled"
-//! wait = { pointer = "/estimated_time" }   # seconds, fractional included
-//! reason = "acme:model_loading"
-//! ```
-//!
-//! # In code
-//!
-//! ```
-//! use http::{HeaderMap, StatusCode};
-//! use levee_core::classify::{Classify, ProviderClassifier, ResponseView, Rule, Rules, Verdict};
-//!
-//! let rules = Rules::new([
-//!     Rule::builder("acme-balance", Verdict::Quota)
-//!         .status(403)
-//!         .phrase("余额不足")
-//!         .reason("acme:balance")
-//!         .build()?,
-//! ])?;
-//! let classifier = ProviderClassifier::builder().rules(rules).build();
-//!
-//! let body = r#"{"error":{"message":"账户余额不足，请充值","type":"api_error"}}"#;
-//! let headers = HeaderMap::new();
-//! let c = classifier.classify_response(&ResponseView::new(
-//!     StatusCode::FORBIDDEN,
-//!     &headers,
-//!     body.as_bytes(),
-//! ));
-//! assert_eq!(c.verdict, Verdict::Quota);
-//! assert_eq!(c.reason.as_str(), "acme:balance");
-//! # Ok::<(), levee_core::config_error::ConfigError>(())
-//! ```
+//! Rules a user adds, checked before the built-in ones: see [`Rules`].
 
 mod pointer;
 #[cfg(feature = "serde")]
@@ -101,8 +17,92 @@ use super::text::lowercase;
 use super::verdict::{Classification, Reason, Verdict};
 use crate::config_error::ConfigError;
 
-/// An ordered set of [`Rule`]s, checked before the built-in rules; the first
-/// that matches decides. See the [module docs](self).
+/// Rules a user adds, checked before the built-in ones.
+///
+/// Providers change their error answers faster than a library can follow,
+/// and every OpenAI-compatible host invents its own. A set of `Rules` teaches
+/// the classifier a provider without writing a [`Classify`](crate::classify::Classify)
+/// implementation: each [`Rule`] matches an answer by what it says (its
+/// status, a code, a phrase in its message in any language, a JSON field, a
+/// header) and decides its verdict, its wait and its reason. Rules are
+/// checked in order, before the built-in ones; the first that matches
+/// decides, and an answer no rule matches is classified as without them.
+///
+/// Within a rule every condition given must hold; a condition given a list
+/// holds when any item does.
+///
+/// | condition | matches when |
+/// |---|---|
+/// | `status` | the HTTP status is one of them: `429`, `"4xx"`, `"400-403"` |
+/// | `code` | one of the answer's codes (`error.code`, `error.type`, Google's `status` and `ErrorInfo.reason`, Anthropic's `error.details.error_code`, AWS's `__type`, a numeric code) equals it, ignoring ASCII case |
+/// | `phrase` | its message (and an upstream provider's copy of one) contains it, ignoring case in any script |
+/// | `field` | the value at a JSON pointer ([RFC 6901](https://www.rfc-editor.org/rfc/rfc6901)) is present, equals one of some values, or contains a phrase |
+/// | `header` | a header is present, or its value equals or contains a text |
+///
+/// A rule without `status` matches error answers only: a non-2xx response,
+/// or an error found inside a 2xx stream. A rule whose `status` names a
+/// success (`200`) also reads 2xx bodies, which the classifier otherwise
+/// never reads: for the providers that answer `200` with an error object
+/// (Baidu's `error_code`, MiniMax's `base_resp`). That read is bounded by
+/// the layer's peek and costs the success path, so only such a rule turns
+/// it on.
+///
+/// What a rule decides: the [`Verdict`]; the wait, either fixed or read
+/// from a field (a number of seconds, or of milliseconds with `unit =
+/// "ms"`, or a duration such as `"1m20s"`), and when it gives none, the
+/// wait the built-in readers find (`Retry-After`, the message's "try again
+/// in 20s"); and the reason the events and metrics carry, the rule's name
+/// unless it gives one.
+///
+/// # A rules file
+///
+/// With the `serde` feature, rules are read from TOML (or any serde format;
+/// `tower_levee::config::from_toml` names the key, line and column of a
+/// mistake):
+///
+/// ```toml
+/// [[rule]]
+/// name = "acme-balance"              # names the rule; the reason by default
+/// status = [402, 403]
+/// phrase = ["余额不足", "insufficient balance"]
+/// verdict = "quota"
+///
+/// [[rule]]
+/// name = "acme-model-loading"
+/// status = 503
+/// field = { pointer = "/estimated_time", present = true }
+/// verdict = "throttled"
+/// wait = { pointer = "/estimated_time" }   # seconds, fractional included
+/// reason = "acme:model_loading"
+/// ```
+///
+/// # In code
+///
+/// ```
+/// use http::{HeaderMap, StatusCode};
+/// use levee_core::classify::{Classify, ProviderClassifier, ResponseView, Rule, Rules, Verdict};
+///
+/// let rules = Rules::new([
+///     Rule::builder("acme-balance", Verdict::Quota)
+///         .status(403)
+///         .phrase("余额不足")
+///         .reason("acme:balance")
+///         .build()?,
+/// ])?;
+/// let classifier = ProviderClassifier::builder().rules(rules).build();
+///
+/// let body = r#"{"error":{"message":"账户余额不足，请充值","type":"api_error"}}"#;
+/// let headers = HeaderMap::new();
+/// let c = classifier.classify_response(&ResponseView::new(
+///     StatusCode::FORBIDDEN,
+///     &headers,
+///     body.as_bytes(),
+/// ));
+/// assert_eq!(c.verdict, Verdict::Quota);
+/// assert_eq!(c.reason.as_str(), "acme:balance");
+/// # Ok::<(), levee_core::config_error::ConfigError>(())
+/// ```
+///
 #[derive(Clone, Debug, Default)]
 pub struct Rules {
     rules: Vec<Rule>,
@@ -521,7 +521,7 @@ impl RuleBuilder {
     /// string containing `phrase`, ignoring case.
     pub fn field_contains(self, pointer: &str, phrase: &str) -> Self {
         match Phrase::new(phrase) {
-            Ok(p) => self.field(pointer, FieldTest::Contains(p)),
+            Ok(p) => self.field(pointer, FieldTest::Contains(Box::new(p))),
             Err(message) => self.fail("rule.field.contains", message),
         }
     }
@@ -805,7 +805,7 @@ impl Scalar {
 enum FieldTest {
     Present(bool),
     Equals(Vec<Scalar>),
-    Contains(Phrase),
+    Contains(Box<Phrase>),
 }
 
 impl FieldTest {

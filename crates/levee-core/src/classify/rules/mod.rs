@@ -298,7 +298,7 @@ fn number_at(s: &str) -> Option<u64> {
 /// Whether the message names a limit over a second or a minute (or on
 /// concurrency) and no longer window, and no wait beyond `quota_after`.
 fn per_minute(lower: &Lower, wait: Option<Duration>, quota_after: Duration) -> bool {
-    !wait.is_some_and(|w| w > quota_after)
+    wait.is_none_or(|w| w <= quota_after)
         && short_window_text(lower)
         && long_window_text(lower).is_none()
 }
