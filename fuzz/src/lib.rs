@@ -188,7 +188,10 @@ pub fn rules(data: &[u8]) {
     };
     for rule in rules.iter() {
         let name = rule.name();
-        assert!(!name.is_empty() && name.len() <= 64, "a checked name: {name:?}");
+        assert!(
+            !name.is_empty() && name.len() <= 64,
+            "a checked name: {name:?}"
+        );
     }
     let classifier = ProviderClassifier::builder()
         .peek_success(true)
