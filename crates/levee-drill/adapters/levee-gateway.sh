@@ -3,8 +3,9 @@
 # (see crates/levee-drill/src/through.rs for the adapter protocol).
 #   levee-gateway.sh check                 build it (release); one line: what runs
 #   levee-gateway.sh serve SPEC PORT DIR   run it on 127.0.0.1:PORT as SPEC says
-# Every target is one route's fallback, in order; the scenario's [levee] is the
-# gateway's (the same schema); a spec with a redis_url shares a [fleet].
+# Every target is one route's fallback, in order; the scenario's [levee] and
+# [[rule]] tables are the gateway's (the same schemas); a spec with a
+# redis_url shares a [fleet].
 set -euo pipefail
 # LEVEE_GATEWAY_BIN names a binary already built (the tests pass their debug one).
 root=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -33,6 +34,7 @@ names = ", ".join(q(t["name"]) for t in spec["targets"])
 print(f'[[route]]\nmodel = {q(spec["model"])}\ntargets = [{names}]\n')
 print(f'[[client]]\nname = "drill"\nkey_env = {q(spec["client_key_env"])}\n')
 print(spec["levee_toml"])
+print(spec.get("rules_toml", ""))
 PY
     export LEVEE_LOG=${LEVEE_LOG:-warn}
     exec "$exe" --config "$dir/gateway.toml"

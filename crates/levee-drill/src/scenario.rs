@@ -104,6 +104,8 @@ pub struct Scenario {
     /// Classification rules the Levee stacks check before the built-in
     /// ones: the scenario's `[[rule]]` tables.
     pub rules: Rules,
+    /// The same `[[rule]]` tables as TOML, for a gateway run `--through`.
+    pub rules_toml: String,
 }
 
 /// A fleet of replicas: each runs its own copy of every stack over the same
@@ -525,7 +527,20 @@ impl Scenario {
             levee,
             fleet,
             rules: Rules::new(raw.rule).map_err(|e| err("rule", e))?,
+            rules_toml: rules_toml(text),
         })
+    }
+}
+
+/// The `[[rule]]` tables of a scenario's text, as TOML (empty without any).
+fn rules_toml(text: &str) -> String {
+    let Ok(mut table) = toml::from_str::<toml::Table>(text) else {
+        return String::new();
+    };
+    match table.remove("rule") {
+        Some(rules) => toml::to_string(&toml::Table::from_iter([("rule".to_owned(), rules)]))
+            .unwrap_or_default(),
+        None => String::new(),
     }
 }
 

@@ -149,6 +149,8 @@ pub struct Spec {
     /// The scenario's `[levee]`, as TOML (the library's schema), with the
     /// drill's defaults where the scenario is silent: for a Levee gateway.
     pub levee_toml: String,
+    /// The scenario's `[[rule]]` tables, as TOML: for a Levee gateway.
+    pub rules_toml: String,
     /// The fleet's store, when the scenario runs replicas that share one.
     pub redis_url: Option<String>,
     /// The client's deadline per request, in milliseconds.
@@ -192,6 +194,7 @@ impl Spec {
                 })
                 .collect(),
             levee_toml,
+            rules_toml: sc.rules_toml.clone(),
             redis_url,
             timeout_ms: u64::try_from(sc.load.timeout.as_millis()).unwrap_or(u64::MAX),
         }

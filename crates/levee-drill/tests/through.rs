@@ -15,13 +15,30 @@ fn drill() -> &'static str {
 }
 
 fn scenario() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/through-outage.toml")
+    data("through-outage.toml")
+}
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
 }
 
 /// Runs the drill through `adapter`; its JSON report.
 fn through(adapter: &str, scale: &str, env: &[(&str, &Path)]) -> serde_json::Value {
+    through_file(&scenario(), adapter, scale, env)
+}
+
+/// Runs `file` through `adapter`; its JSON report.
+fn through_file(
+    file: &Path,
+    adapter: &str,
+    scale: &str,
+    env: &[(&str, &Path)],
+) -> serde_json::Value {
+    let stem = file.file_stem().unwrap().to_string_lossy();
     let dir = std::env::temp_dir().join(format!(
-        "levee-drill-through-test-{}-{adapter}",
+        "levee-drill-through-test-{}-{adapter}-{stem}",
         std::process::id()
     ));
     std::fs::create_dir_all(&dir).unwrap();
@@ -29,7 +46,7 @@ fn through(adapter: &str, scale: &str, env: &[(&str, &Path)]) -> serde_json::Val
     let mut command = Command::new(drill());
     command
         .args(["run"])
-        .arg(scenario())
+        .arg(file)
         .args([
             "--live",
             "--time-scale",
@@ -83,6 +100,41 @@ fn the_load_through_levee_gateway_fails_over_unseen_and_the_report_counts_it() {
     assert!(result["fallback_share"].as_f64().unwrap() > 0.0);
     // The served target comes from the provider's stamp through the gateway.
     assert!(result["recover"].is_number() || result["recover"].is_null());
+}
+
+#[test]
+fn a_scenarios_rule_teaches_levee_gateway_a_frozen_account_it_parks_instead_of_probing() {
+    let binary = workspace().join("target/debug/levee-gateway");
+    if !binary.exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI builds {}",
+            binary.display()
+        );
+        eprintln!("skipped: no {}", binary.display());
+        return;
+    }
+    let taught = data("through-frozen.toml");
+    let text = std::fs::read_to_string(&taught).unwrap();
+    let untaught =
+        std::env::temp_dir().join(format!("through-frozen-norule-{}.toml", std::process::id()));
+    std::fs::write(&untaught, &text[..text.find("[[rule]]").unwrap()]).unwrap();
+    let env = [("LEVEE_GATEWAY_BIN", binary.as_path())];
+    let calls = |report: &serde_json::Value| {
+        let result = &report["results"][0];
+        assert_eq!(result["succeeded"], result["requests"], "{result}");
+        result["upstream_calls_by_target"]["primary"]
+            .as_u64()
+            .unwrap()
+    };
+    let with = calls(&through_file(&taught, "levee-gateway", "4", &env));
+    let without = calls(&through_file(&untaught, "levee-gateway", "4", &env));
+    let _ = std::fs::remove_file(&untaught);
+    println!("calls to the frozen primary: {without} read as an outage, {with} parked by the rule");
+    // The same healthy calls before the fault in both; after it, one call
+    // parks the account, where an outage takes five to open the breaker and
+    // a probe after every cool-off.
+    assert!(with + 3 <= without, "{with} vs {without}");
 }
 
 #[test]
