@@ -21,9 +21,10 @@
 //! case; the other lines still run. Blank lines are skipped.
 //!
 //! A 2xx body that is not a stream is read for an error object in its
-//! place, as a classifier with `peek_success` reads it (the answers of
-//! providers that answer `200` with their errors); for any other provider
-//! a 2xx is a success whatever its body.
+//! place, as a classifier with `peek_success` reads it (always: the input
+//! is an answer someone logged, whoever the provider): a bare `{"error":
+//! ..}` under a `200` is an error here, where a gateway reads it so only
+//! for the hosts known to answer that way.
 //!
 //! With `--rules FILE` (a rules file, see `levee_core::classify::Rules`)
 //! the user's rules are checked first, and each line says which decided:
@@ -310,6 +311,28 @@ pub struct Report {
     pub unrecognised_count: u64,
 }
 
+/// `text` with anything that looks like a key masked (`sk-…`, `Bearer …`,
+/// `AIza…`): providers echo part of a rejected key in their answers.
+fn masked(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some((at, lead)) = ["sk-", "Bearer ", "bearer ", "AIza"]
+        .iter()
+        .filter_map(|lead| rest.find(lead).map(|at| (at, *lead)))
+        .min()
+    {
+        out.push_str(&rest[..at + lead.len()]);
+        out.push('…');
+        let tail = &rest[at + lead.len()..];
+        let key = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '*')))
+            .unwrap_or(tail.len());
+        rest = &tail[key..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// One answer no rule recognised.
 #[derive(Debug, Serialize, PartialEq, Eq)]
 pub struct Unrecognised {
@@ -358,7 +381,7 @@ impl Report {
                         line: n,
                         status: status.as_u16(),
                         verdict: c.verdict.as_str(),
-                        body: body.chars().take(160).collect(),
+                        body: masked(&body.chars().take(160).collect::<String>()),
                     });
                 }
             }
@@ -422,5 +445,21 @@ impl Report {
             let _ = writeln!(out, "skipped {bad}");
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::masked;
+
+    #[test]
+    fn a_report_masks_what_looks_like_a_key_in_a_body() {
+        assert_eq!(
+            masked(
+                r#"{"error":"Incorrect API key provided: sk-proj-AbC_123. Bearer xyz9 and AIzaSyD-x"}"#
+            ),
+            r#"{"error":"Incorrect API key provided: sk-…. Bearer … and AIza…"}"#
+        );
+        assert_eq!(masked("nothing secret"), "nothing secret");
     }
 }

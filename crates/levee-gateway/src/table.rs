@@ -121,6 +121,9 @@ impl Table {
             .map(|s| (s.identity.as_str(), s))
             .collect();
 
+        // The rules, once: a change of rules is a change of every target's
+        // classifier, so no state is kept across it.
+        let rules_id = rules_fingerprint(&config.rules);
         let mut client_limits = ClientLimitLayer::new();
         for c in &config.clients {
             let mut limits = ClientLimits::new();
@@ -166,7 +169,7 @@ impl Table {
                 let upstream = Upstream::new(levee.retry.attempt_timeout);
                 let mut failover = Failover::<Payload, Incoming, Upstream>::builder();
                 for target in targets {
-                    let identity = identity(target, levee, &config.rules)?;
+                    let identity = identity(target, levee, &rules_id)?;
                     let state = match states.get(&identity) {
                         Some(state) => state.clone(),
                         None => {
@@ -304,6 +307,17 @@ fn serves(dialect: TargetDialect) -> ApiDialect {
     }
 }
 
+/// The rules as a short key, the same for the same rules within this
+/// process (a reload compares it).
+fn rules_fingerprint(rules: &Rules) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for rule in rules.iter() {
+        format!("{rule:?}").hash(&mut hasher);
+    }
+    format!("{:016x}", hasher.finish())
+}
+
 /// The classifier of `target`'s breaker: the user's rules first, and the
 /// bodies of 2xx answers read where its provider is known to answer `200`
 /// with an error.
@@ -328,9 +342,13 @@ fn state_label(name: &str, i: usize) -> String {
 /// What `target`'s state depends on: its endpoint, its scopes, the
 /// settings of its breaker layer and bulkhead, and the classification
 /// rules (never its key: a rotated key keeps the state).
-fn identity(target: &TargetConfig, levee: &LeveeConfig, rules: &Rules) -> Result<String, BoxError> {
+fn identity(
+    target: &TargetConfig,
+    levee: &LeveeConfig,
+    rules_id: &str,
+) -> Result<String, BoxError> {
     let settings = serde_json::json!({
-        "rules": format!("{rules:?}"),
+        "rules": rules_id,
         "name": target.name,
         "base_url": target.base_url.to_string(),
         "dialect": format!("{:?}", target.dialect),

@@ -78,7 +78,7 @@ use tower::ServiceExt;
 use tower_service::Service;
 
 use crate::BoxError;
-use crate::breaker::scope::model_of_json;
+use crate::breaker::scope::{is_json, model_of_json};
 use crate::breaker::{Scope, TokenCost};
 
 /// async-openai's HTTP service, over a Levee stack of
@@ -168,13 +168,9 @@ async fn to_http(request: ::reqwest::Request) -> Result<http::Request<Bytes>, Bo
         Some(bytes) => Bytes::copy_from_slice(bytes),
         None => body.collect().await?.to_bytes(),
     };
-    let json = parts
-        .headers
-        .get(http::header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-    if json {
+    if is_json(&parts.headers) {
         if parts.extensions.get::<Scope>().is_none()
-            && let Some(model) = model_of_json(&parts.headers, &body)
+            && let Some(model) = model_of_json(&body)
         {
             parts.extensions.insert(Scope::new().model(model));
         }
@@ -187,22 +183,21 @@ async fn to_http(request: ::reqwest::Request) -> Result<http::Request<Bytes>, Bo
 
 #[cfg(test)]
 mod tests {
-    use super::model_of_json;
+    use super::{is_json, model_of_json as model_of};
 
     #[test]
     fn the_model_is_the_top_level_one() {
-        let mut headers = http::HeaderMap::new();
-        headers.insert("content-type", "application/json".parse().unwrap());
-        let model_of = |body: &[u8]| model_of_json(&headers, body);
         let body = br#"{"messages":[{"role":"user","content":"\"model\": \"x\""}],"tools":[{"type":"function","function":{"name":"f","parameters":{"properties":{"model":{"type":"string"}}}}}],"model":"gpt-4o"}"#;
         assert_eq!(model_of(body).as_deref(), Some("gpt-4o"));
         assert_eq!(model_of(br#"{"input":"x"}"#), None);
         assert_eq!(model_of(br#"{"model":""}"#), None);
         assert_eq!(model_of(b"not json"), None);
-        assert_eq!(
-            model_of_json(&http::HeaderMap::new(), br#"{"model":"m"}"#),
-            None,
-            "not JSON by its type"
+        let mut headers = http::HeaderMap::new();
+        assert!(!is_json(&headers), "no content-type");
+        headers.insert(
+            "content-type",
+            "application/json; charset=utf-8".parse().unwrap(),
         );
+        assert!(is_json(&headers));
     }
 }

@@ -50,7 +50,7 @@ use tower::{Layer, ServiceExt};
 use tower_service::Service;
 
 use crate::BoxError;
-use crate::breaker::scope::model_of_json;
+use crate::breaker::scope::{is_json, model_of_json};
 use crate::breaker::{BreakerHandle, BreakerLayer, CircuitOpen, Parked, Scope, Throttled};
 
 /// The breaker, gate and park of one [`BreakerLayer`] as a reqwest
@@ -93,8 +93,8 @@ impl Middleware for LeveeMiddleware {
         // 429 gates that model's quota scope).
         if req.extensions().get::<Scope>().is_none() {
             let scope = extensions.get::<Scope>().cloned().or_else(|| {
-                let body = req.body().as_bytes()?;
-                Some(Scope::new().model(model_of_json(req.headers(), body)?))
+                let body = req.body().as_bytes().filter(|_| is_json(req.headers()))?;
+                Some(Scope::new().model(model_of_json(body)?))
             });
             if let Some(scope) = scope {
                 req.extensions_mut().insert(scope);

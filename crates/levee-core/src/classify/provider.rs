@@ -139,6 +139,7 @@ impl ProviderClassifier {
                 headers: seen.headers,
                 body: seen.body,
                 facts,
+                aws: seen.aws.or(facts.aws_type),
                 lower: &lower,
             };
             if let Some(c) = rules.classify(&answer, hint, |w| self.limits.finish_wait(w)) {
@@ -172,6 +173,8 @@ pub(crate) struct Seen<'a> {
     pub(crate) headers: Option<&'a HeaderMap>,
     /// The body, or the stream event, the facts were read from.
     pub(crate) body: &'a [u8],
+    /// The AWS error type the response's head or frame names.
+    pub(crate) aws: Option<&'a str>,
 }
 
 /// Whether the provider at `host` is known to answer `200` with an error

@@ -181,6 +181,7 @@ impl ProviderClassifier {
             error: true,
             headers: Some(headers),
             body: response.body,
+            aws: h.aws_error_type,
         };
         body::read(response.body, |facts| {
             let aws = h.aws_error_type.or(facts.aws_type);
@@ -220,7 +221,9 @@ impl ProviderClassifier {
     fn classify_success_body(&self, response: &ResponseView<'_>, asked: bool) -> Classification {
         let status = response.status.as_u16();
         body::read(response.body, |facts| {
-            if facts.has_error && (asked || facts.beside_payload) {
+            // A cut or non-JSON 2xx body is read as text, and its text is
+            // the model's output: only a parsed error object is an error.
+            if facts.parsed && facts.has_error && (asked || facts.beside_payload) {
                 let reference = &|| response.now.unwrap_or_else(SystemTime::now);
                 let quota_after = self.limits.quota_after();
                 let seen = Seen {
@@ -228,6 +231,7 @@ impl ProviderClassifier {
                     error: true,
                     headers: Some(response.headers),
                     body: response.body,
+                    aws: None,
                 };
                 let aws = facts.aws_type;
                 return self.classify_facts(
@@ -242,13 +246,15 @@ impl ProviderClassifier {
             let Some(rules) = &self.rules else {
                 return Classification::success();
             };
-            let lower = Lower::new(facts.message, facts.upstream);
+            let message = if facts.parsed { facts.message } else { "" };
+            let lower = Lower::new(message, facts.upstream);
             let answer = Answer {
                 status,
                 error: false,
                 headers: Some(response.headers),
                 body: response.body,
                 facts,
+                aws: facts.aws_type,
                 lower: &lower,
             };
             rules

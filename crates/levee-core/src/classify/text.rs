@@ -29,7 +29,7 @@ impl Lower {
             if ascii {
                 s.to_ascii_lowercase()
             } else {
-                lowercase(s)
+                s.to_lowercase()
             }
         };
         let mut text = lower(message);

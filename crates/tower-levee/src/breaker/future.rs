@@ -275,10 +275,16 @@ where
                     ready!(p.1.poll_peek(cx));
                     let call = this.call.as_mut().expect("a called future has a call");
                     let (parts, peeked) = *peeking.take().expect("checked above");
+                    // A soft-failure hook decides a 2xx it recognises; one it
+                    // does not goes to the classifier if that asked for the
+                    // body (`peek_success`, a rule for a success), else is a
+                    // success.
                     let soft = match &call.soft_failure {
-                        Some(detect) if parts.status.is_success() => Some(
-                            detect(&parts, peeked.bytes()).unwrap_or_else(Classification::success),
-                        ),
+                        Some(detect) if parts.status.is_success() => detect(&parts, peeked.bytes())
+                            .or_else(|| {
+                                (!call.classifier.wants_body(parts.status, &parts.headers))
+                                    .then(Classification::success)
+                            }),
                         _ => None,
                     };
                     let mut c = soft.unwrap_or_else(|| {

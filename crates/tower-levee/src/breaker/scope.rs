@@ -103,16 +103,19 @@ pub struct ScopeKeys<'a> {
 /// doors that hold the body (async-openai, reqwest-middleware): the quota
 /// scope is then that model's, and an event names it.
 #[cfg(any(feature = "async-openai", feature = "reqwest-middleware"))]
-pub(crate) fn model_of_json(headers: &http::HeaderMap, body: &[u8]) -> Option<String> {
-    let json = headers
-        .get(http::header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-    let fields = levee_core::request::RequestFields::peek(body)
-        .ok()
-        .filter(|_| json)?;
+pub(crate) fn model_of_json(body: &[u8]) -> Option<String> {
+    let fields = levee_core::request::RequestFields::peek(body).ok()?;
     Some(fields.model())
         .filter(|m| !m.is_empty())
         .map(str::to_owned)
+}
+
+/// Whether a request's body is JSON, by its `content-type`.
+#[cfg(any(feature = "async-openai", feature = "reqwest-middleware"))]
+pub(crate) fn is_json(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"))
 }
 
 /// A user function that names a request's scopes.

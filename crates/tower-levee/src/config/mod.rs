@@ -52,7 +52,7 @@
 //! | `pace.requests_reserve`, `tokens_reserve` | `"2%"`, `"2%"` | left unused of each limit: a share (`"2%"`) or a count (`5`) |
 //! | `pace.max_pause` | `"60s"` | a longer refill is left to the provider's 429 |
 //! | `pace.spread` | true | send no faster than the provider's rate, a second of it at once |
-//! | `breaker_layer.peek_limit` | 16384 | bytes of a non-2xx body read to classify |
+//! | `breaker_layer.peek_limit` | 16384 | bytes of a body read to classify (a non-2xx, or a 2xx the classifier asks for) |
 //! | `breaker_layer.max_keys` | 10000 | scopes tracked per mechanism |
 //! | `breaker_layer.isolate_by_model` | false | a breaker per model |
 //! | `breaker_layer.slow_stream` | none | a stream slower than this in all is a failure |

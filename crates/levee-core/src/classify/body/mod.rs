@@ -58,6 +58,8 @@ pub(crate) enum Shape {
 #[derive(Debug, Default)]
 pub(crate) struct ErrorFacts<'a> {
     pub(crate) shape: Shape,
+    /// The body parsed as one JSON document (not read as text).
+    pub(crate) parsed: bool,
     /// An error object was present (`error`, `"type": "error"`,
     /// `response.failed`): what tells an in-band stream error from data.
     pub(crate) has_error: bool,
@@ -129,7 +131,7 @@ pub(crate) fn read<R>(body: &[u8], f: impl FnOnce(&ErrorFacts<'_>) -> R) -> R {
 /// An error body framed as a server-sent event (Alibaba Model Studio's
 /// native API answers `id:1\nevent:error\n:HTTP_STATUS/400\ndata:{..}`
 /// under an error status): the first `data:` line's value.
-fn sse_data(body: &[u8]) -> Option<&[u8]> {
+pub(crate) fn sse_data(body: &[u8]) -> Option<&[u8]> {
     let start = body.trim_ascii_start();
     let framed = [&b"data:"[..], b"event:", b"id:", b":"]
         .iter()
@@ -161,7 +163,10 @@ fn number(leaf: &Leaf<'_>) -> Option<u16> {
 
 /// The facts of a parsed body.
 fn from_json<'a>(body: &'a Body<'_>) -> ErrorFacts<'a> {
-    let mut f = ErrorFacts::default();
+    let mut f = ErrorFacts {
+        parsed: true,
+        ..ErrorFacts::default()
+    };
     let Some(top) = &body.obj else {
         return f;
     };
@@ -412,6 +417,7 @@ fn scan(text: &str) -> ErrorFacts<'_> {
     let code = field(text, needle!("\"code\""), any);
     let to_u16 = |s: &str| s.parse::<u16>().ok().filter(|n| (100..=999).contains(n));
     let mut f = ErrorFacts {
+        parsed: false,
         has_error: needle!("\"error\"").is_in(text),
         beside_payload: false,
         detail: field(text, needle!("\"error_code\""), any),

@@ -13,6 +13,7 @@ use memchr::memmem::Finder;
 use self::pointer::{Found, Tree};
 use super::body::ErrorFacts;
 use super::hints;
+use super::rules::token;
 use super::text::lowercase;
 use super::verdict::{Classification, Reason, Verdict};
 use crate::config_error::ConfigError;
@@ -40,12 +41,16 @@ use crate::config_error::ConfigError;
 /// | `header` | a header is present, or its value equals or contains a text |
 ///
 /// A rule without `status` matches error answers only: a non-2xx response,
-/// or an error found inside a 2xx stream. A rule whose `status` names a
-/// success (`200`) also reads 2xx bodies, which the classifier otherwise
-/// never reads: for the providers that answer `200` with an error object
-/// (Baidu's `error_code`, MiniMax's `base_resp`). That read is bounded by
-/// the layer's peek and costs the success path, so only such a rule turns
-/// it on.
+/// or an error found inside a 2xx body or stream. A rule whose `status`
+/// names a success (`200`) also has the layers read 2xx bodies, which they
+/// otherwise read only with
+/// [`peek_success`](crate::classify::ProviderClassifierBuilder::peek_success):
+/// for the providers that answer `200` with an error object (Baidu's
+/// `error_code`, MiniMax's `base_resp`). That read is bounded by the
+/// layer's peek and costs the success path, so only such a rule turns it
+/// on, and it must name what tells the error apart (a code, a phrase, a
+/// header, a field). An error inside a stream is matched without the
+/// response's headers (a `header` condition does not hold there).
 ///
 /// What a rule decides: the [`Verdict`]; the wait, either fixed or read
 /// from a field (a number of seconds, or of milliseconds with `unit =
@@ -249,9 +254,13 @@ impl Rules {
         finish: impl Fn(Duration) -> Duration,
     ) -> Option<Classification> {
         let (index, rule, wait) = self.first_match(answer)?;
+        // A request waiting cannot help keeps no wait, as the built-in rules'.
+        let wait = wait
+            .or_else(hint)
+            .filter(|_| rule.verdict != Verdict::Request);
         Some(Classification {
             verdict: rule.verdict,
-            wait: wait.or_else(hint).map(finish),
+            wait: wait.map(finish),
             should_retry: None,
             reason: rule.reason.clone(),
             rule: u16::try_from(index).ok(),
@@ -311,6 +320,8 @@ pub(crate) struct Answer<'a> {
     pub(crate) headers: Option<&'a HeaderMap>,
     pub(crate) body: &'a [u8],
     pub(crate) facts: &'a ErrorFacts<'a>,
+    /// The AWS error type: the `x-amzn-ErrorType` header, else the body's `__type`.
+    pub(crate) aws: Option<&'a str>,
     /// The message and an upstream copy, lowercased (any script).
     pub(crate) lower: &'a str,
 }
@@ -388,7 +399,7 @@ impl Rule {
             None if !a.error => return false,
             _ => {}
         }
-        self.codes.is_empty() || self.codes.iter().any(|c| c.is_in(a.facts))
+        self.codes.is_empty() || self.codes.iter().any(|c| c.is_in(a.facts, a.aws))
     }
 }
 
@@ -401,23 +412,16 @@ struct Code {
 
 impl Code {
     /// Whether any of the answer's codes is this one, ignoring ASCII case.
-    fn is_in(&self, facts: &ErrorFacts<'_>) -> bool {
+    fn is_in(&self, facts: &ErrorFacts<'_>, aws: Option<&str>) -> bool {
         let code = &*self.text;
         facts.codes().any(|c| c.eq_ignore_ascii_case(code))
-            || facts.aws_type.is_some_and(|t| {
-                t.eq_ignore_ascii_case(code) || aws_name(t).eq_ignore_ascii_case(code)
+            || aws.is_some_and(|t| {
+                t.eq_ignore_ascii_case(code) || token(t).eq_ignore_ascii_case(code)
             })
             || self.number.is_some_and(|n| {
                 facts.code_number == Some(n) || facts.number.is_some_and(|s| u64::from(s) == n)
             })
     }
-}
-
-/// An AWS error type's name: `ThrottlingException` of
-/// `com.amazon.coral.service#ThrottlingException:http://…`.
-fn aws_name(code: &str) -> &str {
-    let code = code.split(':').next().unwrap_or(code);
-    code.rsplit('#').next().unwrap_or(code)
 }
 
 /// Builds a [`Rule`]; [`build`](Self::build) checks it.
@@ -646,6 +650,25 @@ impl RuleBuilder {
                 "needs at least one condition (status, code, phrase, field or header), or it would decide every error",
             );
         }
+        // A rule for a success names what tells the error apart, or it
+        // would decide every success.
+        let success = self
+            .status
+            .as_ref()
+            .is_some_and(|s| s.0.iter().any(|&(low, _)| low < 300));
+        let tells = !self.codes.is_empty()
+            || !self.phrases.is_empty()
+            || !self.headers.is_empty()
+            || self
+                .fields
+                .iter()
+                .any(|f| f.test != FieldTest::Present(false));
+        if success && !tells {
+            return err(
+                "rule",
+                "a rule for a success status (2xx) needs a code, a phrase, a header or a field that is present, equal or contains something, or it would decide every success",
+            );
+        }
         if self.wait.is_some() && !matches!(self.verdict, Verdict::Throttled | Verdict::Quota) {
             return err(
                 "rule.wait",
@@ -785,7 +808,7 @@ impl Scalar {
             "false" => Scalar::Bool(false),
             t => match t.parse::<f64>() {
                 Ok(n) if n.is_finite() => Scalar::Number(n),
-                _ => Scalar::Text(s.to_owned()),
+                _ => Scalar::Text(t.to_owned()),
             },
         }
     }

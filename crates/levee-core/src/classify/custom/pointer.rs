@@ -94,6 +94,9 @@ impl Tree {
     /// all absent when the body is not one JSON document.
     pub(crate) fn read(&self, body: &[u8], slots: usize) -> Vec<Found> {
         let mut found = vec![Found::Absent; slots];
+        // An error framed as a server-sent event is read as the built-in
+        // rules read it: its `data:`.
+        let body = crate::classify::body::sse_data(body).unwrap_or(body);
         if !matches!(body.trim_ascii_start().first(), Some(b'{' | b'[')) {
             return found;
         }

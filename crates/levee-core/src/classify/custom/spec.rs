@@ -37,7 +37,7 @@ struct RuleSpec {
     #[serde(default)]
     status: Option<OneOrMany<StatusSpec>>,
     #[serde(default)]
-    code: OneOrMany<Text>,
+    code: OneOrMany<CodeSpec>,
     #[serde(default)]
     phrase: OneOrMany<Text>,
     #[serde(default)]
@@ -150,10 +150,40 @@ impl<'de> Deserialize<'de> for StatusSpec {
                 Statuses::range(n, n).map(StatusSpec).map_err(E::custom)
             }
             fn visit_u64<E: de::Error>(self, n: u64) -> Result<StatusSpec, E> {
-                self.visit_i64(i64::try_from(n).unwrap_or(i64::MAX))
+                let n = u16::try_from(n)
+                    .map_err(|_| E::custom(format!("a status is 100 to 999, got {n}")))?;
+                Statuses::range(n, n).map(StatusSpec).map_err(E::custom)
             }
             fn visit_str<E: de::Error>(self, s: &str) -> Result<StatusSpec, E> {
                 Statuses::parse_one(s).map(StatusSpec).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A code: a word, or a provider's number (`1113` or `"1113"`).
+struct CodeSpec(String);
+
+impl<'de> Deserialize<'de> for CodeSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = CodeSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a code: a word or a number")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<CodeSpec, E> {
+                if s.trim().is_empty() {
+                    return Err(E::custom("must not be empty"));
+                }
+                Ok(CodeSpec(s.to_owned()))
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<CodeSpec, E> {
+                Ok(CodeSpec(n.to_string()))
+            }
+            fn visit_i64<E>(self, n: i64) -> Result<CodeSpec, E> {
+                Ok(CodeSpec(n.to_string()))
             }
         }
         d.deserialize_any(V)
@@ -246,11 +276,31 @@ impl<'de> Deserialize<'de> for ScalarSpec {
 }
 
 /// `header = "x-acme-quota"` or `{ name = "x-acme-error", equals = "quota" }`.
-#[derive(Deserialize)]
-#[serde(untagged)]
 enum HeaderSpec {
     Name(String),
     Test(HeaderTestSpec),
+}
+
+impl<'de> Deserialize<'de> for HeaderSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Read by its form, so that a mistake inside the table is named
+        // (an untagged enum would only say no form matched).
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = HeaderSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a header name, or { name = .., equals = .. | contains = .. }")
+            }
+            fn visit_str<E>(self, s: &str) -> Result<HeaderSpec, E> {
+                Ok(HeaderSpec::Name(s.to_owned()))
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, m: A) -> Result<HeaderSpec, A::Error> {
+                HeaderTestSpec::deserialize(de::value::MapAccessDeserializer::new(m))
+                    .map(HeaderSpec::Test)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Deserialize)]

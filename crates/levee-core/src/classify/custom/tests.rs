@@ -540,3 +540,65 @@ fn a_success_body_whose_envelope_says_all_is_well_is_a_success() {
         Verdict::Credential
     );
 }
+
+#[test]
+fn a_rule_for_a_success_must_say_what_tells_the_error_apart() {
+    let e = rule("all-ok", Verdict::Quota)
+        .status(200)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.field, "rule");
+    assert!(e.message.contains("success status"), "{e}");
+    let e = rule("absent", Verdict::Quota)
+        .statuses(200, 299)
+        .field_absent("/choices")
+        .build()
+        .unwrap_err();
+    assert!(e.message.contains("success status"), "{e}");
+    assert!(
+        rule("ok", Verdict::Quota)
+            .status(200)
+            .code("1008")
+            .build()
+            .is_ok()
+    );
+}
+
+#[test]
+fn a_rule_deciding_request_keeps_no_wait_and_reads_the_aws_header() {
+    let mut headers = HeaderMap::new();
+    headers.insert("retry-after", HeaderValue::from_static("7"));
+    headers.insert(
+        "x-amzn-errortype",
+        HeaderValue::from_static("AcmeRefusal:http://internal"),
+    );
+    let c = with([rule("refusal", Verdict::Request)
+        .code("AcmeRefusal")
+        .build()
+        .unwrap()]);
+    let got = classify(&c, 400, &headers, r#"{"message":"no"}"#);
+    assert_eq!(
+        (got.verdict, got.wait, got.reason.as_str()),
+        (Verdict::Request, None, "refusal")
+    );
+}
+
+#[cfg(feature = "serde")]
+#[test]
+fn a_rules_file_takes_numeric_codes_and_names_a_mistake_inside_a_header_table() {
+    let rules: Rules =
+        toml::from_str("[[rule]]\nname = \"z\"\ncode = [1113, \"1302\"]\nverdict = \"quota\"\n")
+            .unwrap();
+    let c = ProviderClassifier::builder().rules(rules).build();
+    let body = r#"{"error":{"code":"1113","message":"x"}}"#;
+    assert_eq!(
+        classify(&c, 429, &HeaderMap::new(), body).reason.as_str(),
+        "z"
+    );
+    let err = toml::from_str::<Rules>(
+        "[[rule]]\nname = \"h\"\nheader = { name = \"x-a\", equal = \"b\" }\nverdict = \"quota\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("unknown field `equal`"), "{err}");
+}

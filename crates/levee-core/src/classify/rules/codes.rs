@@ -131,17 +131,41 @@ const CODE_WORDS: [(Verdict, &[Word]); 5] = [
 
 /// The verdict a provider code names, if it names one.
 pub(crate) fn code_kind(code: &str) -> Option<Verdict> {
+    in_lowercase(code, |lower, code_pairs| {
+        CODE_WORDS
+            .iter()
+            .find(|(_, words)| words.iter().any(|w| w.in_code(lower, code_pairs)))
+            .map(|&(v, _)| v)
+    })
+}
+
+/// Words of a code that names a rate limit itself, not a resource running out.
+const RATE_LIMIT_WORDS: &[Word] = words![
+    "rate_limit",
+    "ratelimit",
+    "too_many_requests",
+    "toomanyrequests",
+    "throttl"
+];
+
+/// Whether a code names a rate limit itself (`rate_limit`,
+/// `too_many_requests`, `throttling`).
+pub(crate) fn names_rate_limit(code: &str) -> bool {
+    in_lowercase(code, |lower, code_pairs| {
+        RATE_LIMIT_WORDS
+            .iter()
+            .any(|w| w.in_code(lower, code_pairs))
+    })
+}
+
+/// `f` over the code's first 64 bytes in ASCII lowercase, and their pairs.
+fn in_lowercase<R>(code: &str, f: impl FnOnce(&[u8], u64) -> R) -> R {
     let mut buf = [0u8; 64];
     let len = code.len().min(buf.len());
     let lower = &mut buf[..len];
     lower.copy_from_slice(&code.as_bytes()[..len]);
     lower.make_ascii_lowercase();
-    let lower = &*lower;
-    let code_pairs = pairs(lower);
-    CODE_WORDS
-        .iter()
-        .find(|(_, words)| words.iter().any(|w| w.in_code(lower, code_pairs)))
-        .map(|&(v, _)| v)
+    f(lower, pairs(lower))
 }
 
 /// Whether a code asks the caller to slow down (OpenAI's `slow_down`, S3's

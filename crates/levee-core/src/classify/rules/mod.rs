@@ -87,7 +87,7 @@ impl Why<'_> {
 
 /// A provider code's stable part: the AWS name before `:` and after `#`,
 /// at most 64 bytes (cut at a character boundary).
-fn token(code: &str) -> &str {
+pub(crate) fn token(code: &str) -> &str {
     let code = code.split(':').next().unwrap_or(code);
     let code = code.rsplit('#').next().unwrap_or(code);
     let mut end = code.len().min(64);
@@ -205,10 +205,17 @@ pub(crate) fn decide<'a>(
     }
     // "Quota exceeded" is a per-minute limit under a 429 (Google says it
     // of those), but an exhausted allowance under any other status.
-    if !throttle
-        && !per_minute(lower, wait, quota_after)
-        && let Some(rule) = allowance_text(lower)
-    {
+    // ("Quota exceeded … per minute" under a 400 or 403 is still a throttle.)
+    if !throttle && let Some(rule) = allowance_text(lower) {
+        if per_minute(lower, wait, quota_after) {
+            return refine_throttle(
+                decision(Verdict::Throttled, Why::Rule("per_minute")),
+                facts,
+                lower,
+                wait,
+                quota_after,
+            );
+        }
         return decision(Verdict::Quota, Why::Rule(rule));
     }
     if let Some((Verdict::Credential, code)) = known {
@@ -306,16 +313,7 @@ fn per_minute(lower: &Lower, wait: Option<Duration>, quota_after: Duration) -> b
 /// A code that names a rate limit itself (`rate_limit`, `too_many_requests`,
 /// `throttling`), not a resource running out.
 fn is_rate_limit_code(code: &str) -> bool {
-    let code = code.to_ascii_lowercase();
-    [
-        "rate_limit",
-        "ratelimit",
-        "too_many_requests",
-        "toomanyrequests",
-        "throttl",
-    ]
-    .iter()
-    .any(|w| code.contains(w))
+    codes::names_rate_limit(code)
 }
 
 /// Why a response asks its caller to slow down, if it does: a code built
@@ -371,21 +369,24 @@ fn refine_throttle<'a>(
 }
 
 /// The verdict of an error that names no status and no code Levee knows
-/// (one inside a `200`: Baidu's `error_code`, MiniMax's `base_resp`): its
-/// words decide. Load shedding, then a rate limit (a daily one is a cap),
-/// then a cap, a rejected credential, a request the provider refuses;
-/// otherwise the provider failed mid-response.
+/// (one inside a `200`: Baidu's `error_code`, MiniMax's `base_resp`): a
+/// number its provider documents, else its words: load shedding, a cap, a
+/// rate limit (a daily one is a cap), "quota exceeded", a rejected
+/// credential, a request the provider refuses; otherwise the provider
+/// failed mid-response.
 fn decide_by_words<'a>(
     facts: &ErrorFacts<'a>,
     lower: &Lower,
     wait: Option<Duration>,
     quota_after: Duration,
 ) -> Decision<'a> {
-    let why = |rule| match (facts.codes().next(), facts.code_number) {
+    // The provider's code or number when it sent one, else Levee's rule.
+    let named = |otherwise: Why<'a>| match (facts.codes().next(), facts.code_number) {
         (Some(code), _) => Why::Code(code),
         (None, Some(n)) => Why::Number(n),
-        (None, None) => Why::Rule(rule),
+        (None, None) => otherwise,
     };
+    let why = |rule| named(Why::Rule(rule));
     if let Some(n) = facts.code_number
         && let Some(v) = numbered(facts.shape, n)
     {
@@ -416,12 +417,7 @@ fn decide_by_words<'a>(
     if request_text(lower) {
         return decision(Verdict::Request, why("request"));
     }
-    let why = match (facts.codes().next(), facts.code_number) {
-        (Some(code), _) => Why::Code(code),
-        (None, Some(n)) => Why::Number(n),
-        (None, None) => Why::Fixed("stream:error"),
-    };
-    decision(Verdict::Availability, why)
+    decision(Verdict::Availability, named(Why::Fixed("stream:error")))
 }
 
 /// The verdict for an error that arrived inside a 2xx stream: the rules of

@@ -103,8 +103,8 @@ pub(super) fn quota_text(lower: &Lower) -> Option<&'static str> {
 /// (saldo insuficiente), French (solde insuffisant), German (Guthaben).
 /// Matched on the message lowercased in any script.
 fn money_words(lower: &Lower) -> bool {
-    // Every phrase has a non-ASCII letter: an ASCII message skips them all.
-    !lower.ascii()
+    // A phrase with a letter outside ASCII cannot be in an ASCII message.
+    (!lower.ascii()
         && contains_any(
             lower,
             needles![
@@ -129,14 +129,16 @@ fn money_words(lower: &Lower) -> bool {
                 "недостаточный баланс",
                 "пополните баланс",
                 "баланс исчерпан",
-                "saldo insuficiente",
                 "créditos insuficientes",
                 "crédito insuficiente",
-                "solde insuffisant",
                 "crédit insuffisant",
                 "crédits insuffisants",
-                "guthaben",
             ],
+        ))
+        // The same in words with no letter outside ASCII.
+        || contains_any(
+            lower,
+            needles!["saldo insuficiente", "solde insuffisant", "guthaben"],
         )
 }
 
@@ -184,18 +186,20 @@ pub(super) fn overload_text(lower: &Lower) -> bool {
                 "访问量过大",
                 "负载已饱和",
                 "负载过高",
-                "繁忙",
+                "服务繁忙",
+                "系统繁忙",
+                "服务器繁忙",
                 "过载",
                 "混雑",
                 "混み合",
                 "과부하",
                 "혼잡",
                 "перегруж",
-                "sobrecarg",
-                "surcharg",
+                "surchargé",
                 "überlast",
             ],
         ))
+        || contains_any(lower, needles!["sobrecarg", "uberlast"])
 }
 
 /// A rate limit in words, for an error with no status to say so (one
@@ -253,8 +257,6 @@ pub(super) fn short_window_text(lower: &Lower) -> bool {
             "per second",
             "per-second",
             "per min ",
-            "/min",
-            "a minute",
             "requests per min",
             "tokens per min",
             "concurrency",
@@ -273,7 +275,6 @@ pub(super) fn short_window_text(lower: &Lower) -> bool {
                 needles![
                     "每秒",
                     "每分钟",
-                    "分钟",
                     "并发",
                     "毎分",
                     "毎秒",
@@ -281,14 +282,19 @@ pub(super) fn short_window_text(lower: &Lower) -> bool {
                     "초당",
                     "в минуту",
                     "в секунду",
-                    "por minuto",
-                    "por segundo",
-                    "par minute",
-                    "par seconde",
-                    "pro minute",
-                    "pro sekunde",
                 ],
             ))
+        || contains_any(
+            lower,
+            needles![
+                "por minuto",
+                "por segundo",
+                "par minute",
+                "par seconde",
+                "pro minute",
+                "pro sekunde",
+            ],
+        )
 }
 
 /// Whether `word` (ASCII) occurs in `lower` with no letter on either side.
@@ -316,7 +322,8 @@ pub(super) fn request_text(lower: &Lower) -> bool {
     contains_any(
         lower,
         needles![
-            "sensitive",
+            "sensitive content",
+            "sensitive word",
             "moderation",
             "content filter",
             "inappropriate",
@@ -324,7 +331,8 @@ pub(super) fn request_text(lower: &Lower) -> bool {
             "invalid argument",
             "invalid request",
             "context length",
-            "too long",
+            "prompt is too long",
+            "input is too long",
         ],
     ) || (!lower.ascii() && contains_any(lower, needles!["敏感", "违规", "参数错误", "参数无效"]))
 }
@@ -365,19 +373,26 @@ pub(super) fn credential_text(lower: &Lower) -> Option<&'static str> {
         needle!("api key"),
         &["not valid", "invalid", "incorrect", "expired"],
         12,
-    ) || near(
-        lower,
+    ) || [
         needle!("access token"),
-        &["invalid", "expired", "no longer valid"],
-        12,
-    ) || contains_any(
+        needle!("api token"),
+        needle!("auth token"),
+        needle!("bearer token"),
+    ]
+    .into_iter()
+    .any(|anchor| {
+        near(
+            lower,
+            anchor,
+            &["invalid", "expired", "no longer valid", "revoked"],
+            12,
+        )
+    }) || contains_any(
         lower,
         needles![
+            // Hugging Face's 400 "Authorization header is correct, but the
+            // token seems invalid".
             "token seems invalid",
-            "token is invalid",
-            "token has expired",
-            "token is expired",
-            "invalid token",
             "login fail",
             "authentication fail",
             "authorization fail",
@@ -425,12 +440,10 @@ pub(super) fn long_window_text(lower: &Lower) -> Option<&'static str> {
                     "в день",
                     "в сутки",
                     "por día",
-                    "por dia",
-                    "par jour",
-                    "pro tag",
                     "täglich",
                 ],
             ))
+        || contains_any(lower, needles!["por dia", "par jour", "pro tag"])
     {
         Some("per_day")
     } else if preceded_by(lower, needle!("month"), &["per ", "/ ", "/"])
@@ -438,19 +451,9 @@ pub(super) fn long_window_text(lower: &Lower) -> Option<&'static str> {
         || (!lower.ascii()
             && contains_any(
                 lower,
-                needles![
-                    "每月",
-                    "本月",
-                    "月度",
-                    "月間",
-                    "월간",
-                    "в месяц",
-                    "mensual",
-                    "mensal",
-                    "mensuel",
-                    "monatlich"
-                ],
+                needles!["每月", "本月", "月度", "月間", "월간", "в месяц",],
             ))
+        || contains_any(lower, needles!["mensual", "mensal", "mensuel", "monatlich"])
     {
         Some("per_month")
     } else if preceded_by(lower, needle!("week"), &["per ", "/ ", "/"])

@@ -76,6 +76,7 @@ impl Ctx {
             error: true,
             headers: None,
             body: event,
+            aws,
         };
         self.classifier
             .classify_facts(facts, seen, None, reference, dialect, |lower, wait| {

@@ -1,6 +1,7 @@
 //! Unit tests: one per parser and per provider rule, including responses
 //! that are not in the shared sample.
 
+mod classes;
 mod hints;
 mod limits;
 mod providers;
