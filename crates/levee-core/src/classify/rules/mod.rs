@@ -259,17 +259,22 @@ pub(crate) fn decide<'a>(
 /// request that fits (`Limit 10000, Used 8554, Requested 3082`) is a
 /// throttle; a zero limit is an account with no allowance for the model.
 fn too_large(lower: &str) -> bool {
-    // One search for "request" serves both forms.
+    // One search for "request" serves both forms; the first hit that is
+    // one of them ends it (the rest of the message is not searched).
     let b = lower.as_bytes();
     let mut requested = None;
-    for at in needle!("request").find_all(lower) {
+    let mut from = 0;
+    while let Some(i) = needle!("request").find(&b[from..]) {
+        let at = from + i;
         let rest = &b[at + "request".len()..];
         if rest.starts_with(b" too large") {
             return true;
         }
-        if requested.is_none() && rest.starts_with(b"ed ") {
-            requested = number_at(&lower[at + "requested ".len()..]).map(|n| (at, n));
+        if rest.starts_with(b"ed ") {
+            requested = number_at(&b[at + "requested ".len()..]).map(|n| (at, n));
+            break;
         }
+        from = at + "request".len();
     }
     if needle!("must be reduced").is_in(lower) {
         return true;
@@ -283,23 +288,32 @@ fn too_large(lower: &str) -> bool {
         start += 1;
     }
     let before = &lower[start..at];
-    let limit = before
-        .as_bytes()
-        .windows("limit ".len())
-        .rposition(|w| w == b"limit ")
+    let before = before.as_bytes();
+    let limit = memchr::memrchr_iter(b'l', before)
+        .find(|&i| before[i..].starts_with(b"limit "))
         .and_then(|i| number_at(&before[i + "limit ".len()..]));
     limit.is_some_and(|limit| limit > 0 && requested > limit)
 }
 
-/// The number at the front of `s` after spaces, `~` or `:` (`~12,903`
+/// The number at the front of `b` after spaces, `~` or `:` (`~12,903`
 /// reads as 12903), if one is there.
-fn number_at(s: &str) -> Option<u64> {
-    s.trim_start_matches([' ', '~', ':'])
-        .bytes()
-        .take_while(|c| c.is_ascii_digit() || *c == b',')
-        .filter(u8::is_ascii_digit)
-        .map(|c| u64::from(c - b'0'))
-        .reduce(|n, d| n.saturating_mul(10).saturating_add(d))
+fn number_at(b: &[u8]) -> Option<u64> {
+    let start = b.iter().position(|c| !matches!(c, b' ' | b'~' | b':'))?;
+    let mut n: Option<u64> = None;
+    for &c in &b[start..] {
+        match c {
+            b'0'..=b'9' => {
+                n = Some(
+                    n.unwrap_or(0)
+                        .saturating_mul(10)
+                        .saturating_add(u64::from(c - b'0')),
+                );
+            }
+            b',' => {}
+            _ => break,
+        }
+    }
+    n
 }
 
 /// Whether the message names a limit over a second or a minute (or on

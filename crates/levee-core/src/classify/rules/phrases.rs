@@ -197,9 +197,9 @@ pub(super) fn overload_text(lower: &Lower) -> bool {
                 "перегруж",
                 "surchargé",
                 "überlast",
+                "sobrecarg",
             ],
         ))
-        || contains_any(lower, needles!["sobrecarg", "uberlast"])
 }
 
 /// A rate limit in words, for an error with no status to say so (one
