@@ -274,11 +274,12 @@ impl Classify for ProviderClassifier {
             // when `wants_body` asked) is read for the envelopes of the
             // providers known to answer `200` with an error, never for a
             // bare `{"error": ..}`.
-            let read = self.reads_success(response.status);
-            if read || !response.body.is_empty() {
-                return self.classify_success_body(response, read);
+            // An empty body (a 2xx the layers did not peek) is a success
+            // without looking further.
+            if response.body.is_empty() {
+                return Classification::success();
             }
-            return Classification::success();
+            return self.classify_success_body(response, self.reads_success(response.status));
         }
         self.classify_failure(response)
     }
