@@ -12,9 +12,13 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+
+#[path = "common/rules.rs"]
+#[allow(unreachable_pub)]
+mod rules;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use levee_core::classify::{
-    Classify, ProviderClassifier, ResponseView, Rule, Rules, StreamFormat, StreamScanner, Verdict,
+    Classify, ProviderClassifier, ResponseView, StreamFormat, StreamScanner, Verdict,
 };
 
 fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
@@ -138,45 +142,12 @@ fn classify(c: &mut Criterion) {
     });
 }
 
-/// Fifty rules as a user with many providers writes them: a status and a
-/// code, a phrase (some in other scripts), a field at a JSON pointer, a
-/// header; none matches the OpenAI 429 unless `last_matches`.
-fn fifty_rules(last_matches: bool) -> Rules {
-    let mut rules = Vec::new();
-    for i in 0..50 {
-        let name = format!("rule-{i}");
-        let b = Rule::builder(&name, Verdict::Quota);
-        let b = match i % 5 {
-            0 => b.status(402).code(&format!("acme_code_{i}")),
-            1 => b.phrase(&format!("account {i} frozen")).phrase("余额不足"),
-            2 => b
-                .status(429)
-                .field_equals(&format!("/error/acme_{i}"), ["1008"]),
-            3 => b
-                .statuses(400, 499)
-                .header_equals("x-acme-error", &format!("quota-{i}")),
-            _ => b
-                .code(&format!("vendor.quota.{i}"))
-                .phrase("сервис перегружен"),
-        };
-        let b = if last_matches && i == 49 {
-            Rule::builder(&name, Verdict::Throttled)
-                .status(429)
-                .field_equals("/error/code", ["rate_limit_exceeded"])
-        } else {
-            b
-        };
-        rules.push(b.build().unwrap());
-    }
-    Rules::new(rules).unwrap()
-}
-
 fn user_rules(c: &mut Criterion) {
     let (h, body) = openai_429();
     let view = ResponseView::new(StatusCode::TOO_MANY_REQUESTS, &h, &body);
     for (name, last) in [("none_match", false), ("last_matches", true)] {
         let classifier = ProviderClassifier::builder()
-            .rules(fifty_rules(last))
+            .rules(rules::fifty_rules(last))
             .build();
         let c429 = classifier.classify_response(&view);
         assert_eq!(c429.rule.is_some(), last, "{c429:?}");

@@ -1,7 +1,14 @@
-//! Instructions per classification, for callgrind: `classify_ir CASE N`.
+//! Instructions per classification, for cachegrind (deterministic, so two
+//! checkouts compare without the machine's noise): `classify_ir CASE N
+//! [rules]`, CASE `openai` or `anthropic`; count 20,000 calls minus 10,000.
 #![allow(missing_docs)]
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
-use levee_core::classify::{Classify, ProviderClassifier, ResponseView, Rule, Rules, Verdict};
+use levee_core::classify::{Classify, ProviderClassifier, ResponseView};
+
+#[path = "../benches/common/rules.rs"]
+#[allow(unreachable_pub)]
+mod rules;
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let n: usize = args[2].parse().unwrap();
@@ -22,27 +29,8 @@ fn main() {
         _ => br#"{"error":{"message":"Rate limit reached for gpt-4o in organization org-uVqpjtJiKqvVJMVfvpaounIh on tokens per min (TPM): Limit 10000, Used 8554, Requested 3082. Please try again in 9.816s. Visit https://platform.openai.com/account/rate-limits to learn more.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}"#,
     };
     let c = if args.get(3).is_some_and(|a| a == "rules") {
-        let mut rules = Vec::new();
-        for i in 0..50 {
-            let name = format!("rule-{i}");
-            let b = Rule::builder(&name, Verdict::Quota);
-            let b = match i % 5 {
-                0 => b.status(402).code(&format!("acme_code_{i}")),
-                1 => b.phrase(&format!("account {i} frozen")).phrase("余额不足"),
-                2 => b
-                    .status(429)
-                    .field_equals(&format!("/error/acme_{i}"), ["1008"]),
-                3 => b
-                    .statuses(400, 499)
-                    .header_equals("x-acme-error", &format!("quota-{i}")),
-                _ => b
-                    .code(&format!("vendor.quota.{i}"))
-                    .phrase("сервис перегружен"),
-            };
-            rules.push(b.build().unwrap());
-        }
         ProviderClassifier::builder()
-            .rules(Rules::new(rules).unwrap())
+            .rules(rules::fifty_rules(false))
             .build()
     } else {
         ProviderClassifier::default()

@@ -5,6 +5,7 @@
 pub mod failsafe;
 pub mod first_target;
 pub mod kept_copy;
+pub mod rules;
 pub mod scope_floor;
 
 use std::convert::Infallible;

@@ -264,7 +264,15 @@ async fn a_users_rule_parks_an_unknown_providers_frozen_account_the_built_in_rul
 
     // With it: a quota, so the account is parked and nothing more is sent.
     let provider = Provider::always(frozen).await;
-    let gw = Gateway::start(&(config(&[provider.url()], "") + rule), &env());
+    let mut with_admin = env();
+    with_admin.push(("ADMIN_KEY", "sk-admin-resilience"));
+    let gw = Gateway::start(
+        &format!(
+            "admin_key_env = \"ADMIN_KEY\"\n{}{rule}",
+            config(&[provider.url()], "")
+        ),
+        &with_admin,
+    );
     let first = post(&gw.url("/v1/chat/completions"), KEY, CHAT).await;
     assert_eq!(first.status, 503);
     assert_eq!(
@@ -279,4 +287,15 @@ async fn a_users_rule_parks_an_unknown_providers_frozen_account_the_built_in_rul
     let health = support::send("GET", &gw.url("/levee/health"), &[], "").await;
     let text = health.text();
     assert!(text.contains("acme:frozen"), "{text}");
+    // The event names the model whose call parked the account.
+    let auth = [("authorization", "Bearer sk-admin-resilience")];
+    let events = support::send("GET", &gw.url("/levee/admin/events"), &auth, "").await;
+    let parked = events.json()["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["to"] == "parked")
+        .cloned()
+        .unwrap_or_else(|| panic!("{}", events.text()));
+    assert_eq!(parked["model"], "gpt-4o", "{parked}");
 }

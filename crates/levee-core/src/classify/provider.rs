@@ -3,10 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::HeaderMap;
-
 use super::body::{self, ErrorFacts};
-use super::custom::{Answer, Rules};
+use super::custom::{Answer, Rules, Seen};
 use super::dialect::Dialect;
 use super::hints::{self, LazyTime};
 use super::rules::Decision;
@@ -134,12 +132,8 @@ impl ProviderClassifier {
         };
         if let Some(rules) = &self.rules {
             let answer = Answer {
-                status: seen.status,
-                error: seen.error,
-                headers: seen.headers,
-                body: seen.body,
+                seen,
                 facts,
-                aws: seen.aws.or(facts.aws_type),
                 lower: &lower,
             };
             if let Some(c) = rules.classify(&answer, hint, |w| self.limits.finish_wait(w)) {
@@ -160,21 +154,6 @@ impl ProviderClassifier {
             rule: None,
         }
     }
-}
-
-/// What the user's rules read of an answer besides its facts.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Seen<'a> {
-    /// The HTTP status (a stream's own, `200`, for an error inside it).
-    pub(crate) status: u16,
-    /// Whether the answer is an error (a rule without a status matches
-    /// errors only).
-    pub(crate) error: bool,
-    pub(crate) headers: Option<&'a HeaderMap>,
-    /// The body, or the stream event, the facts were read from.
-    pub(crate) body: &'a [u8],
-    /// The AWS error type the response's head or frame names.
-    pub(crate) aws: Option<&'a str>,
 }
 
 /// Whether the provider at `host` is known to answer `200` with an error

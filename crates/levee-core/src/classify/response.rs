@@ -9,11 +9,11 @@ use std::time::SystemTime;
 use http::{HeaderMap, StatusCode};
 
 use super::body;
-use super::custom::Answer;
+use super::custom::{Answer, Seen};
 use super::dialect::Dialect;
 use super::headers::HeaderFacts;
 use super::hints;
-use super::provider::{ProviderClassifier, Seen};
+use super::provider::ProviderClassifier;
 use super::rules;
 use super::stream::StreamScanner;
 use super::text::Lower;
@@ -219,20 +219,19 @@ impl ProviderClassifier {
     /// [`peek_success`]: super::ProviderClassifierBuilder::peek_success
     #[inline(never)]
     fn classify_success_body(&self, response: &ResponseView<'_>, asked: bool) -> Classification {
-        let status = response.status.as_u16();
+        let seen = Seen {
+            status: response.status.as_u16(),
+            error: true,
+            headers: Some(response.headers),
+            body: response.body,
+            aws: None,
+        };
         body::read(response.body, |facts| {
             // A cut or non-JSON 2xx body is read as text, and its text is
             // the model's output: only a parsed error object is an error.
             if facts.parsed && facts.has_error && (asked || facts.beside_payload) {
                 let reference = &|| response.now.unwrap_or_else(SystemTime::now);
                 let quota_after = self.limits.quota_after();
-                let seen = Seen {
-                    status,
-                    error: true,
-                    headers: Some(response.headers),
-                    body: response.body,
-                    aws: None,
-                };
                 let aws = facts.aws_type;
                 return self.classify_facts(
                     facts,
@@ -249,12 +248,11 @@ impl ProviderClassifier {
             let message = if facts.parsed { facts.message } else { "" };
             let lower = Lower::new(message, facts.upstream);
             let answer = Answer {
-                status,
-                error: false,
-                headers: Some(response.headers),
-                body: response.body,
+                seen: Seen {
+                    error: false,
+                    ..seen
+                },
                 facts,
-                aws: facts.aws_type,
                 lower: &lower,
             };
             rules

@@ -175,7 +175,7 @@ fn from_json<'a>(body: &'a Body<'_>) -> ErrorFacts<'a> {
     // Envelopes whose error is a non-zero code beside the payload: MiniMax's
     // `base_resp.status_code`, iFlytek Spark's `header.code`, Baidu's
     // top-level `error_code` (each answers `200` with them).
-    let coded = |o: &Obj<'_>| code_of(o).is_some_and(|c| !is_zero(c));
+    let coded = |o: &Obj<'_>| code_of(o).is_some_and(|c| !says_ok(c));
     let envelope = top.envelope.as_ref().and_then(|(kind, o)| {
         let error = match kind {
             Envelope::BaseResp | Envelope::Header => coded(o),
@@ -310,7 +310,7 @@ fn code_of<'o, 'de>(o: &'o Obj<'de>) -> Option<&'o Leaf<'de>> {
 
 /// Whether a code beside the payload says all is well: `0` (MiniMax,
 /// iFlytek), `200`, `"success"`, `"ok"`.
-fn is_zero(code: &Leaf<'_>) -> bool {
+fn says_ok(code: &Leaf<'_>) -> bool {
     match code {
         Leaf::Num(n) => matches!(n, 0 | 200),
         Leaf::Str(s) => {

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use aho_corasick::{AhoCorasick, MatchKind};
 use http::{HeaderMap, HeaderName};
-use memchr::memmem::Finder;
 
 use self::pointer::{Found, Tree};
 use super::body::ErrorFacts;
@@ -180,7 +179,7 @@ impl Rules {
             let patterns = set
                 .rules
                 .iter()
-                .flat_map(|r| r.phrases.iter().map(|p| p.text.as_bytes()));
+                .flat_map(|r| r.phrases.iter().map(|p| p.as_bytes()));
             let automaton = AhoCorasick::builder()
                 .match_kind(MatchKind::Standard)
                 .build(patterns)
@@ -280,7 +279,7 @@ impl Rules {
                 continue;
             }
             if !rule.headers.is_empty() {
-                let values = headers.get_or_insert_with(|| self.header_values(answer.headers));
+                let values = headers.get_or_insert_with(|| self.header_values(answer.seen.headers));
                 if !rule.headers.iter().all(|h| h.holds(&values[h.slot])) {
                     continue;
                 }
@@ -294,7 +293,7 @@ impl Rules {
             let needs_fields =
                 !rule.fields.is_empty() || matches!(rule.wait, Some(Wait::Field { .. }));
             let fields: &[Found] = if needs_fields {
-                found.get_or_insert_with(|| self.tree.read(answer.body, self.pointers))
+                found.get_or_insert_with(|| self.tree.read(answer.seen.body, self.pointers))
             } else {
                 &[]
             };
@@ -314,16 +313,26 @@ impl Rules {
 
 /// What a rule sees of an answer.
 pub(crate) struct Answer<'a> {
-    pub(crate) status: u16,
-    /// Whether the answer is an error (not a plain 2xx success body).
-    pub(crate) error: bool,
-    pub(crate) headers: Option<&'a HeaderMap>,
-    pub(crate) body: &'a [u8],
+    pub(crate) seen: Seen<'a>,
     pub(crate) facts: &'a ErrorFacts<'a>,
-    /// The AWS error type: the `x-amzn-ErrorType` header, else the body's `__type`.
-    pub(crate) aws: Option<&'a str>,
     /// The message and an upstream copy, lowercased (any script).
     pub(crate) lower: &'a str,
+}
+
+/// What the user's rules read of an answer besides its facts.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Seen<'a> {
+    /// The HTTP status (a stream's own, `200`, for an error inside it).
+    pub(crate) status: u16,
+    /// Whether the answer is an error (a rule without a status matches
+    /// errors only).
+    pub(crate) error: bool,
+    pub(crate) headers: Option<&'a HeaderMap>,
+    /// The body, or the stream event, the facts were read from.
+    pub(crate) body: &'a [u8],
+    /// The AWS error type the response's head or frame names (the body's
+    /// `__type` is in the facts).
+    pub(crate) aws: Option<&'a str>,
 }
 
 /// One rule: when it matches, and what it decides. Built with
@@ -333,7 +342,8 @@ pub struct Rule {
     name: Box<str>,
     status: Option<Statuses>,
     codes: Vec<Code>,
-    phrases: Vec<Phrase>,
+    /// Lowercased; found by the set's automaton.
+    phrases: Vec<Box<str>>,
     /// The phrases' ids in the set's automaton.
     phrase_ids: Vec<usize>,
     fields: Vec<Field>,
@@ -395,11 +405,15 @@ impl Rule {
     /// The status and the codes: what costs no search.
     fn matches_cheaply(&self, a: &Answer<'_>) -> bool {
         match &self.status {
-            Some(s) if !s.contains(a.status) => return false,
-            None if !a.error => return false,
+            Some(s) if !s.contains(a.seen.status) => return false,
+            None if !a.seen.error => return false,
             _ => {}
         }
-        self.codes.is_empty() || self.codes.iter().any(|c| c.is_in(a.facts, a.aws))
+        self.codes.is_empty()
+            || self
+                .codes
+                .iter()
+                .any(|c| c.is_in(a.facts, a.seen.aws.or(a.facts.aws_type)))
     }
 }
 
@@ -432,7 +446,7 @@ pub struct RuleBuilder {
     verdict: Verdict,
     status: Option<Statuses>,
     codes: Vec<Code>,
-    phrases: Vec<Phrase>,
+    phrases: Vec<Box<str>>,
     fields: Vec<Field>,
     headers: Vec<HeaderTest>,
     wait: Option<Wait>,
@@ -483,8 +497,8 @@ impl RuleBuilder {
 
     /// Matches an answer whose message contains this phrase (or one of the
     /// others given), ignoring case in any script.
-    pub fn phrase(mut self, phrase: &str) -> Self {
-        match Phrase::new(phrase) {
+    pub fn phrase(mut self, text: &str) -> Self {
+        match phrase(text) {
             Ok(p) => {
                 self.phrases.push(p);
                 self
@@ -523,9 +537,9 @@ impl RuleBuilder {
 
     /// Matches an answer whose body's value at the JSON `pointer` is a
     /// string containing `phrase`, ignoring case.
-    pub fn field_contains(self, pointer: &str, phrase: &str) -> Self {
-        match Phrase::new(phrase) {
-            Ok(p) => self.field(pointer, FieldTest::Contains(Box::new(p))),
+    pub fn field_contains(self, pointer: &str, text: &str) -> Self {
+        match phrase(text) {
+            Ok(p) => self.field(pointer, FieldTest::Contains(p)),
             Err(message) => self.fail("rule.field.contains", message),
         }
     }
@@ -757,37 +771,14 @@ impl Statuses {
     }
 }
 
-/// A phrase, lowercased, with its searcher.
-#[derive(Clone, Debug)]
-struct Phrase {
-    text: Box<str>,
-    finder: Finder<'static>,
-}
-
-impl PartialEq for Phrase {
-    fn eq(&self, other: &Self) -> bool {
-        self.text == other.text
+/// A phrase as the rules match it: trimmed, lowercased in any script,
+/// not empty.
+fn phrase(text: &str) -> Result<Box<str>, String> {
+    let text = lowercase(text.trim());
+    if text.is_empty() {
+        return Err("a phrase must not be empty".into());
     }
-}
-
-impl Eq for Phrase {}
-
-impl Phrase {
-    fn new(text: &str) -> Result<Phrase, String> {
-        let text = lowercase(text.trim());
-        if text.is_empty() {
-            return Err("a phrase must not be empty".into());
-        }
-        let finder = Finder::new(text.as_bytes()).into_owned();
-        Ok(Phrase {
-            text: text.into(),
-            finder,
-        })
-    }
-
-    fn is_in(&self, lower: &str) -> bool {
-        self.finder.find(lower.as_bytes()).is_some()
-    }
+    Ok(text.into())
 }
 
 /// A value a field is compared with.
@@ -828,7 +819,7 @@ impl Scalar {
 enum FieldTest {
     Present(bool),
     Equals(Vec<Scalar>),
-    Contains(Box<Phrase>),
+    Contains(Box<str>),
 }
 
 impl FieldTest {
@@ -837,7 +828,7 @@ impl FieldTest {
             FieldTest::Present(want) => (*found != Found::Absent) == *want,
             FieldTest::Equals(values) => values.iter().any(|v| v.equals(found)),
             FieldTest::Contains(phrase) => match found {
-                Found::Str(s) => phrase.is_in(&lowercase(s)),
+                Found::Str(s) => lowercase(s).contains(&**phrase),
                 _ => false,
             },
         }

@@ -27,9 +27,8 @@ use super::verdict::{Reason, Verdict};
 pub(crate) enum Why<'a> {
     /// A provider code decided: `<dialect>:<code>`.
     Code(&'a str),
-    /// A numeric code inside a stream or a `200`: `<dialect>:<n>`.
-    InBand(u16),
-    /// A provider's own numeric code (Baidu's `18`, MiniMax's `1008`): `<dialect>:<n>`.
+    /// A provider's number, in a stream or a `200` (an in-band status,
+    /// Baidu's `18`, MiniMax's `1008`): `<dialect>:<n>`.
     Number(u64),
     /// A Levee rule over the message or the wait: `<dialect>:<rule>`.
     Rule(&'static str),
@@ -77,7 +76,6 @@ impl Why<'_> {
                 r.push_str(rule);
                 Reason::new_owned(r)
             }
-            Why::InBand(n) => Reason::new_owned(format!("{dialect}:{n}")),
             Why::Number(n) => Reason::new_owned(format!("{dialect}:{n}")),
             Why::Status(n) => Reason::new_owned(format!("status:{n}")),
             Why::Fixed(s) => Reason::new_static(s),
@@ -133,16 +131,12 @@ pub(crate) fn decide<'a>(
     wait: Option<Duration>,
     quota_after: Duration,
 ) -> Decision<'a> {
+    // A throttle, refined: one that will not lift soon is a quota.
+    let refined = |d: Decision<'a>| refine_throttle(d, facts, lower, wait, quota_after);
     if let Some(name) = aws
         && let Some(v) = aws_exception(name, facts.original_status)
     {
-        return refine_throttle(
-            decision(v, Why::Code(name)),
-            facts,
-            lower,
-            wait,
-            quota_after,
-        );
+        return refined(decision(v, Why::Code(name)));
     }
     let known = first_known(facts);
     if status >= 500 || status == 408 {
@@ -150,13 +144,7 @@ pub(crate) fn decide<'a>(
         // Down`, S3-style `SlowDown`) is throttling under a 5xx: the
         // account is healthy, its rate is the problem.
         if let Some(why) = slow_down(facts, lower) {
-            return refine_throttle(
-                decision(Verdict::Throttled, why),
-                facts,
-                lower,
-                wait,
-                quota_after,
-            );
+            return refined(decision(Verdict::Throttled, why));
         }
         // A reseller's rate limit under a plain `500` (`"code":
         // "rate_limit"`): resellers answer everything they do not map with
@@ -164,15 +152,9 @@ pub(crate) fn decide<'a>(
         // itself that the service failed.
         if status == 500
             && let Some((Verdict::Throttled, code)) = known
-            && is_rate_limit_code(code)
+            && codes::names_rate_limit(code)
         {
-            return refine_throttle(
-                decision(Verdict::Throttled, Why::Code(code)),
-                facts,
-                lower,
-                wait,
-                quota_after,
-            );
+            return refined(decision(Verdict::Throttled, Why::Code(code)));
         }
         // Otherwise the body names the reason of a 5xx but never turns it
         // into something else.
@@ -186,13 +168,7 @@ pub(crate) fn decide<'a>(
         // per-minute limit ("Your rate limit is 60 queries per minute" under
         // `credit_limit`) is a throttle.
         if per_minute(lower, wait, quota_after) {
-            return refine_throttle(
-                decision(Verdict::Throttled, Why::Code(code)),
-                facts,
-                lower,
-                wait,
-                quota_after,
-            );
+            return refined(decision(Verdict::Throttled, Why::Code(code)));
         }
         return decision(Verdict::Quota, Why::Code(code));
     }
@@ -208,13 +184,7 @@ pub(crate) fn decide<'a>(
     // ("Quota exceeded … per minute" under a 400 or 403 is still a throttle.)
     if !throttle && let Some(rule) = allowance_text(lower) {
         if per_minute(lower, wait, quota_after) {
-            return refine_throttle(
-                decision(Verdict::Throttled, Why::Rule("per_minute")),
-                facts,
-                lower,
-                wait,
-                quota_after,
-            );
+            return refined(decision(Verdict::Throttled, Why::Rule("per_minute")));
         }
         return decision(Verdict::Quota, Why::Rule(rule));
     }
@@ -249,7 +219,7 @@ pub(crate) fn decide<'a>(
             decision(v, agreeing(known, facts, v, status))
         }
     };
-    refine_throttle(d, facts, lower, wait, quota_after)
+    refined(d)
 }
 
 /// Whether a throttle's message says the request is larger than the
@@ -322,12 +292,6 @@ fn per_minute(lower: &Lower, wait: Option<Duration>, quota_after: Duration) -> b
     wait.is_none_or(|w| w <= quota_after)
         && short_window_text(lower)
         && long_window_text(lower).is_none()
-}
-
-/// A code that names a rate limit itself (`rate_limit`, `too_many_requests`,
-/// `throttling`), not a resource running out.
-fn is_rate_limit_code(code: &str) -> bool {
-    codes::names_rate_limit(code)
 }
 
 /// Why a response asks its caller to slow down, if it does: a code built
@@ -461,7 +425,7 @@ pub(crate) fn decide_in_band<'a>(
     if let Why::Status(n) = d.why {
         // No HTTP status is involved: name the provider's number, if it sent one.
         d.why = if facts.number == Some(n) {
-            Why::InBand(n)
+            Why::Number(u64::from(n))
         } else {
             Why::Fixed("stream:error")
         };

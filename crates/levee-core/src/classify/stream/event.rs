@@ -10,8 +10,9 @@ use std::time::SystemTime;
 use serde_json::Value;
 
 use super::super::body::{self, ErrorFacts, field, value_after_bytes};
+use super::super::custom::Seen;
 use super::super::dialect::Dialect;
-use super::super::provider::{ProviderClassifier, Seen};
+use super::super::provider::ProviderClassifier;
 use super::super::rules::{self, Why};
 use super::super::text::needle;
 use super::super::verdict::{Classification, Verdict};
