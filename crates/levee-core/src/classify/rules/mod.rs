@@ -86,8 +86,17 @@ impl Why<'_> {
 /// A provider code's stable part: the AWS name before `:` and after `#`,
 /// at most 64 bytes (cut at a character boundary).
 pub(crate) fn token(code: &str) -> &str {
-    let code = code.split(':').next().unwrap_or(code);
-    let code = code.rsplit('#').next().unwrap_or(code);
+    // Codes are short: a byte scan costs less than a string searcher.
+    let b = code.as_bytes();
+    let code = b
+        .iter()
+        .position(|&c| c == b':')
+        .map_or(code, |i| &code[..i]);
+    let code = code
+        .as_bytes()
+        .iter()
+        .rposition(|&c| c == b'#')
+        .map_or(code, |i| &code[i + 1..]);
     let mut end = code.len().min(64);
     while !code.is_char_boundary(end) {
         end -= 1;
@@ -246,11 +255,8 @@ fn too_large(lower: &str) -> bool {
         }
         from = at + "request".len();
     }
-    if needle!("must be reduced").is_in(lower) {
-        return true;
-    }
     let Some((at, requested)) = requested else {
-        return false;
+        return needle!("must be reduced").is_in(lower);
     };
     // The limit is named just before: "Limit 7000, Used 0, Requested ~12903".
     let mut start = at.saturating_sub(64);
@@ -431,4 +437,21 @@ pub(crate) fn decide_in_band<'a>(
         };
     }
     d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_too_large_is_named_in_words_or_by_its_numbers() {
+        assert!(too_large("request too large for gpt-4o"));
+        assert!(too_large("the input or output tokens must be reduced"));
+        assert!(too_large("limit 7000, used 0, requested ~12,903"));
+        assert!(!too_large("limit 10000, used 8554, requested 3082"));
+        assert!(!too_large("limit 0, used 0, requested 12"));
+        assert!(!too_large(
+            "number of request tokens has exceeded your per-minute rate limit"
+        ));
+    }
 }

@@ -166,40 +166,38 @@ pub(super) fn allowance_text(lower: &Lower) -> Option<&'static str> {
 /// whoever asks. "Exhausted your capacity" is the caller's allowance and
 /// does not match.
 pub(super) fn overload_text(lower: &Lower) -> bool {
-    contains_any(
-        lower,
-        needles![
-            "overloaded",
-            "no capacity",
-            "capacity exceeded",
-            "over capacity",
-            "at capacity",
-            "out of capacity",
-            "high demand",
-        ],
-    ) || (!lower.ascii()
-        && contains_any(
-            lower,
-            needles![
-                // Zhipu's 1305 "该模型当前访问量过大", one-api's "上游负载已饱和",
-                // DeepSeek's "服务器繁忙".
-                "访问量过大",
-                "负载已饱和",
-                "负载过高",
-                "服务繁忙",
-                "系统繁忙",
-                "服务器繁忙",
-                "过载",
-                "混雑",
-                "混み合",
-                "과부하",
-                "혼잡",
-                "перегруж",
-                "surchargé",
-                "überlast",
-                "sobrecarg",
-            ],
-        ))
+    // One search for "capacity" serves the five phrases built on it.
+    needle!("overloaded").is_in(lower)
+        || needle!("high demand").is_in(lower)
+        || needle!("capacity").find_all(lower).any(|at| {
+            lower[at + "capacity".len()..].starts_with(" exceeded")
+                || ["no ", "over ", "at ", "out of "]
+                    .iter()
+                    .any(|w| lower[..at].ends_with(w))
+        })
+        || (!lower.ascii()
+            && contains_any(
+                lower,
+                needles![
+                    // Zhipu's 1305 "该模型当前访问量过大", one-api's "上游负载已饱和",
+                    // DeepSeek's "服务器繁忙".
+                    "访问量过大",
+                    "负载已饱和",
+                    "负载过高",
+                    "服务繁忙",
+                    "系统繁忙",
+                    "服务器繁忙",
+                    "过载",
+                    "混雑",
+                    "混み合",
+                    "과부하",
+                    "혼잡",
+                    "перегруж",
+                    "surchargé",
+                    "überlast",
+                    "sobrecarg",
+                ],
+            ))
 }
 
 /// A rate limit in words, for an error with no status to say so (one
@@ -480,4 +478,34 @@ fn window_seconds(lower: &str) -> Option<u64> {
     let rest = lower[at + "duration_s:".len()..].trim_start();
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
     rest[..digits].parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overload_words_match_each_phrase_built_on_capacity_and_nothing_else() {
+        let says = |s: &str| overload_text(&Lower::new(s, None));
+        for s in [
+            "The engine is currently overloaded",
+            "No capacity available for model",
+            "Service tier capacity exceeded for this model",
+            "We are over capacity",
+            "model is at capacity",
+            "out of capacity, try later",
+            "capacity is low; capacity exceeded",
+            "Experiencing high demand",
+        ] {
+            assert!(says(s), "{s}");
+        }
+        for s in [
+            "You exhausted your capacity",
+            "capacity",
+            "capacity exceeding plans",
+            "overload",
+        ] {
+            assert!(!says(s), "{s}");
+        }
+    }
 }
