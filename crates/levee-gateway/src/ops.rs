@@ -111,7 +111,9 @@ pub(crate) fn routes(admin: bool) -> Router<Arc<Gateway>> {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/levee/health", get(health))
-        .route("/metrics", get(metrics_text));
+        .route("/levee/events", get(events))
+        .route("/metrics", get(metrics_text))
+        .merge(tower_levee::axum::page_routes());
     if !admin {
         return router;
     }
@@ -165,6 +167,15 @@ pub(crate) fn health_json(gateway: &Gateway) -> Value {
         "routes": routes,
         "clients": table.client_limits.handle().snapshot(),
     })
+}
+
+/// The console's timeline: every state change as Server-Sent Events,
+/// behind the same key as the health snapshot.
+async fn events(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
+    if let Some(denied) = check_ops_key(&gateway, request.headers()) {
+        return denied;
+    }
+    gateway.events.log().response(request.headers())
 }
 
 async fn metrics_text(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
@@ -294,13 +305,16 @@ fn check_admin_key(gateway: &Gateway, headers: &HeaderMap) -> Option<Response> {
     check_key(table.config.admin_key.as_ref(), headers, "an admin key")
 }
 
-/// `None` when no operations key is configured or it was presented.
+/// `None` when no operations key is configured, or it (or the admin key,
+/// which can do more) was presented: the console reads with the one key
+/// its operator typed.
 fn check_ops_key(gateway: &Gateway, headers: &HeaderMap) -> Option<Response> {
     let table = gateway.table();
-    match &table.config.ops_key {
-        None => None,
-        key => check_key(key.as_ref(), headers, "the operations key"),
+    let denied = check_key(table.config.ops_key.as_ref(), headers, "the operations key")?;
+    if table.config.ops_key.is_none() || check_admin_key(gateway, headers).is_none() {
+        return None;
     }
+    Some(denied)
 }
 
 fn check_key(key: Option<&Secret>, headers: &HeaderMap, what: &str) -> Option<Response> {

@@ -93,6 +93,69 @@ async fn an_ops_key_guards_health_and_metrics_but_never_liveness() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn the_console_page_is_served_and_its_state_asks_for_the_ops_or_the_admin_key() {
+    let provider = Provider::always(Reply::json(200, "{}")).await;
+    let gw = Gateway::start(
+        &config(
+            &provider.url(),
+            "admin_key_env = \"ADMIN_KEY\"\nops_key_env = \"OPS_KEY\"",
+        ),
+        &env(),
+    );
+    // The page itself holds no state and no secret.
+    let page = send("GET", &gw.url("/levee/console"), &[], "").await;
+    assert_eq!(page.status, 200);
+    assert!(page.text().contains("Levee console"));
+    assert!(
+        page.header("content-security-policy")
+            .unwrap()
+            .contains("connect-src 'self'")
+    );
+    // The event stream's head only: the stream itself stays open.
+    let url = gw.url("/levee/events");
+    let events = |key: Option<&'static str>| {
+        let url = url.clone();
+        async move {
+            let mut req = http::Request::get(url);
+            if let Some(key) = key {
+                req = req.header("authorization", format!("Bearer {key}"));
+            }
+            let req = req
+                .body(http_body_util::Full::new(bytes::Bytes::new()))
+                .unwrap();
+            let res = support::client().request(req).await.unwrap();
+            (
+                res.status().as_u16(),
+                res.headers().get("content-type").cloned(),
+            )
+        }
+    };
+    assert_eq!(events(None).await.0, 401);
+    assert_eq!(
+        events(Some(KEY)).await.0,
+        401,
+        "a client key is not the ops key"
+    );
+    for key in [OPS_KEY, ADMIN_KEY] {
+        let (status, content_type) = events(Some(key)).await;
+        assert_eq!(status, 200);
+        assert_eq!(content_type.unwrap(), "text/event-stream");
+        let auth = format!("Bearer {key}");
+        let health = send(
+            "GET",
+            &gw.url("/levee/health"),
+            &[("authorization", &auth)],
+            "",
+        )
+        .await;
+        assert_eq!(
+            health.status, 200,
+            "the console reads with the one key it was given"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn the_admin_api_opens_closes_and_unparks_behind_its_own_key() {
     let provider = Provider::always(Reply::json(200, "{}")).await;
     let gw = Gateway::start(

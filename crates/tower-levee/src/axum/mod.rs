@@ -1,5 +1,6 @@
 //! Levee in an axum server (feature `axum`): every Levee error as a
-//! response, and a handler that serves the health snapshot.
+//! response, a handler that serves the health snapshot, and the
+//! [`Console`]: every scope's state on one live page.
 //!
 //! A backend that calls a provider through a Levee stack has to answer its
 //! own caller when Levee refuses. Each rejection implements
@@ -82,11 +83,13 @@
 //! # let _ = app;
 //! ```
 
+mod console;
 mod error;
 mod health;
 #[cfg(test)]
 mod tests;
 
+pub use self::console::{Console, EventLog, EventRecord, page_routes};
 pub use self::error::LeveeError;
 pub use self::health::{HealthGroup, HealthHandler, HealthSource, health_handler};
 
