@@ -8,7 +8,9 @@
 //! Cloudflare's 52x, a 429 "overloaded", OpenAI's 503 "Slow Down") and
 //! allowances exhausted under 401/403/400. A fourth,
 //! `researched-classes.json`, the classes of answers the first rules
-//! misread (see `docs/research/classification-classes.md`).
+//! misread (see `docs/research/classification-classes.md`). A fifth,
+//! `fresh-sample.json`, 45 answers from 27 providers collected blind after
+//! those rules were written (two labels disputed, each saying why).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -128,4 +130,10 @@ fn researched_classes_all_classify_as_expected() {
 fn researched_signals_all_classify_as_expected() {
     let n = check_file(&manifest().join("tests/data/researched-signals.json"));
     assert!(n >= 36, "the researched cases are {n}");
+}
+
+#[test]
+fn the_fresh_sample_classifies_as_expected() {
+    let n = check_file(&manifest().join("tests/data/fresh-sample.json"));
+    assert!(n >= 45, "the fresh sample has {n} cases");
 }

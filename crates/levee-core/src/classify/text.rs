@@ -24,6 +24,12 @@ impl Lower {
     /// cheap way, any other script by Unicode's rules (`СЛИШКОМ` →
     /// `слишком`, `ÜBERSCHRITTEN` → `überschritten`).
     pub(crate) fn new(message: &str, upstream: Option<&str>) -> Lower {
+        // A message sent percent-encoded (xAI's `Incorrect%20API%20key%20provided`)
+        // is read decoded. Such a message has no space; most messages have
+        // one within their first words, which ends the check there.
+        if !spaced_early(message.as_bytes()) && message.contains("%20") {
+            return Lower::new(&percent_decoded(message), upstream);
+        }
         let ascii = message.is_ascii() && upstream.is_none_or(str::is_ascii);
         let lower = |s: &str| {
             if ascii {
@@ -44,6 +50,48 @@ impl Lower {
     pub(crate) fn ascii(&self) -> bool {
         self.ascii
     }
+}
+
+/// Whether `b` has a space in its first 24 bytes, read as three 8-byte
+/// words: the test for a zero byte in a word, on the word XOR spaces.
+fn spaced_early(b: &[u8]) -> bool {
+    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+    const SPACES: u64 = u64::from_le_bytes([b' '; 8]);
+    let Some(head) = b.get(..24) else {
+        return b.contains(&b' ');
+    };
+    head.chunks_exact(8).any(|w| {
+        let v = u64::from_le_bytes(w.try_into().unwrap_or_default()) ^ SPACES;
+        v.wrapping_sub(ONES) & !v & HIGHS != 0
+    })
+}
+
+/// `text` with each `%XX` escape replaced by its byte (a sequence that is
+/// not UTF-8 is replaced by U+FFFD, and a `%` not followed by two hex
+/// digits kept as it is).
+#[cold]
+#[inline(never)]
+fn percent_decoded(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| char::from(c).to_digit(16);
+        if b[i] == b'%'
+            && let (Some(hi), Some(lo)) = (
+                b.get(i + 1).copied().and_then(hex),
+                b.get(i + 2).copied().and_then(hex),
+            )
+        {
+            out.push(u8::try_from(hi * 16 + lo).unwrap_or(b'?'));
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Text lowercased for matching: ASCII the cheap way, any other script by
@@ -215,6 +263,32 @@ impl Word {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_space_is_found_in_any_of_the_first_24_bytes_and_no_further() {
+        let at = |i: usize| {
+            let mut s = vec![b'x'; 40];
+            s[i] = b' ';
+            spaced_early(&s)
+        };
+        assert!((0..24).all(at));
+        assert!(!(24..40).any(at));
+        assert!(spaced_early(b"a b") && !spaced_early(b"a%20b") && !spaced_early(b""));
+    }
+
+    #[test]
+    fn a_percent_encoded_message_is_read_decoded() {
+        let lower = Lower::new("Incorrect%20API%20key%20provided:%20ba***na.", None);
+        assert_eq!(&*lower, "incorrect api key provided: ba***na.");
+        assert_eq!(
+            percent_decoded("100%25 of %E4%BD%99%E9%A2%9D"),
+            "100% of 余额"
+        );
+        assert_eq!(percent_decoded("50% off %2"), "50% off %2");
+        assert_eq!(percent_decoded("%FF%20x"), "\u{FFFD} x");
+        // Without `%20` a message is not decoded: `100%25` may be the words.
+        assert_eq!(&*Lower::new("Usage at 100%25", None), "usage at 100%25");
+    }
 
     #[test]
     fn a_needle_is_found_in_short_and_long_haystacks() {

@@ -125,6 +125,7 @@ const CODE_WORDS: [(Verdict, &[Word]); 5] = [
             "policy_violation",
             "policyviolation",
             "content_policy",
+            "sensitive",
         ],
     ),
 ];
@@ -132,6 +133,12 @@ const CODE_WORDS: [(Verdict, &[Word]); 5] = [
 /// The verdict a provider code names, if it names one.
 pub(crate) fn code_kind(code: &str) -> Option<Verdict> {
     in_lowercase(code, |lower, code_pairs| {
+        // A gateway's catch-all type (one-api's `one_api_error`, new-api's
+        // `new_api_error`) names nothing; Anthropic's own `api_error` is
+        // its 500.
+        if lower.len() > "api_error".len() && lower.ends_with(b"_api_error") {
+            return None;
+        }
         CODE_WORDS
             .iter()
             .find(|(_, words)| words.iter().any(|w| w.in_code(lower, code_pairs)))
@@ -249,7 +256,11 @@ pub(crate) fn aws_exception(name: &str, original_status: Option<u16>) -> Option<
 /// ([error codes](https://platform.minimax.io/docs/api-reference/errorcode):
 /// `1002` RPM and `1039` TPM limits, `1008` the balance) and iFlytek
 /// Spark's ([error codes](https://www.xfyun.cn/doc/spark/Web.html):
-/// `11201` daily, `11202` QPS, `11203` concurrency). `11200` is left to
+/// `10003`–`10005` a malformed message, schema or parameter, `10006` and
+/// `10007` a user's concurrency and flow limits, `10008`–`10012`, `10110`
+/// and `10222` the engine failing or busy, `10015`/`10016` an app id
+/// refused, `10907` too many tokens, `11201` daily, `11202` QPS, `11203`
+/// concurrency). `11200` is left to
 /// its words: Spark says both a missing entitlement and a spent token
 /// allowance with it.
 pub(crate) fn numbered(shape: Shape, n: u64) -> Option<Verdict> {
@@ -265,7 +276,10 @@ pub(crate) fn numbered(shape: Shape, n: u64) -> Option<Verdict> {
         (Shape::MiniMax, 1004 | 2049) => Credential,
         (Shape::MiniMax, 1008) => Quota,
         (Shape::MiniMax, 1026 | 1027 | 2013) => Request,
-        (Shape::Spark, 10013 | 10014 | 10019) => Request,
+        (Shape::Spark, 10003..=10005 | 10013 | 10014 | 10019 | 10163 | 10907) => Request,
+        (Shape::Spark, 10006 | 10007) => Throttled,
+        (Shape::Spark, 10008..=10012 | 10110 | 10222) => Availability,
+        (Shape::Spark, 10015 | 10016) => Credential,
         (Shape::Spark, 11201) => Quota,
         (Shape::Spark, 11202 | 11203) => Throttled,
         _ => return None,
