@@ -17,6 +17,7 @@
   let refreshTimer = null;
   let events = null; // the AbortController of the event stream
   const served = []; // [{at, counts: Map}] for each target's recent share
+  const lastChange = new Map(); // `target scope mechanism` -> the last event
 
   const $ = (id) => document.getElementById(id);
 
@@ -135,6 +136,15 @@
     return buttons.length ? el('div', { class: 'actions' }, ...buttons) : null;
   };
 
+  // Who made a scope's last change: its traffic, an operator, or another
+  // replica of the fleet; and how long a gate spent gated in the last hour.
+  const changedBy = (target, s) => {
+    const e = lastChange.get(`${target}\u0000${s.scope}\u0000${s.mechanism}`);
+    return e ? `${e.origin}, ${new Date(e.at_ms).toLocaleTimeString()}` : '';
+  };
+  const why = (s) => [s.reason, s.gated_last_hour_ms ? `gated ${duration(s.gated_last_hour_ms)} in the last hour` : null]
+    .filter(Boolean).join('; ');
+
   const scopeRow = (where, target, s) => el('tr', {
     'data-target': target,
     'data-scope': s.scope,
@@ -146,8 +156,9 @@
   el('td', { text: s.scope }),
   el('td', {}, badge(s.state)),
   el('td', { class: 'num reopens' }, countdown(s.retry_after_ms)),
-  el('td', { text: s.reason || '' }),
+  el('td', { text: why(s) }),
   el('td', { text: left(s.remaining) }),
+  el('td', { class: 'changed-by', text: changedBy(target, s) }),
   ...(admin ? [el('td', {}, actionButtons(target, s))] : []));
 
   const drawScopes = (found) => {
@@ -160,7 +171,7 @@
     for (const b of found.breakers) {
       for (const s of b.scopes) rows.push(scopeRow(b.label, b.target, s));
     }
-    const heads = ['Where', 'Mechanism', 'Scope', 'State', 'Reopens in', 'Why', 'Allowance left'];
+    const heads = ['Where', 'Mechanism', 'Scope', 'State', 'Reopens in', 'Why', 'Allowance left', 'Last change by'];
     if (admin) heads.push('Actions');
     $('scopes').replaceChildren(rows.length
       ? table('Every scope each breaker layer tracks', heads, rows)
@@ -290,6 +301,7 @@
   };
 
   const addEvent = (e) => {
+    lastChange.set(`${e.target}\u0000${e.scope}\u0000${e.mechanism}`, e);
     const list = $('timeline');
     list.prepend(el('li', { 'data-to': e.to, 'data-mechanism': e.mechanism, text: describe(e) }));
     while (list.children.length > TIMELINE_MAX) list.lastElementChild.remove();
@@ -327,7 +339,9 @@
           }
         }
       } catch (e) {
-        if (e.name !== 'AbortError') setStatus(`Event stream interrupted (${e.message}); reconnecting.`);
+        // Aborted here: the key changed, so reconnect with it at once.
+        if (e.name === 'AbortError') continue;
+        setStatus(`Event stream interrupted (${e.message}); reconnecting.`);
       }
       await new Promise((r) => setTimeout(r, 2000));
     }
