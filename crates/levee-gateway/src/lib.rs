@@ -138,6 +138,9 @@ impl Gateway {
 
     fn set_draining(&self) {
         self.ready.store(false, Ordering::Relaxed);
+        // The console's event streams never end by themselves: ended here,
+        // they do not hold the shutdown for its whole timeout.
+        self.events.log().close();
     }
 }
 

@@ -6,9 +6,12 @@
 //! `/readyz` is `200` while the gateway serves a configuration and `503`
 //! once it drains; it is never tied to the providers' state, so a throttle
 //! or an outage upstream never takes every replica out of rotation.
-//! `/metrics` and `/levee/health` hold no secret and answer without a key
-//! unless `ops_key_env` names one. `/levee/admin/*` exists only when
-//! `admin_key_env` names a key, and asks for it.
+//! `/metrics`, `/levee/health` and `/levee/events` (the state changes as
+//! Server-Sent Events) hold no secret and answer without a key unless
+//! `ops_key_env` names one; then the admin key reads them too, so the
+//! console works with the one key its operator typed. `/levee/console` is
+//! the page itself, served to anyone: it holds no state. `/levee/admin/*`
+//! exists only when `admin_key_env` names a key, and asks for it.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -26,6 +29,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tower_levee::api::ApiDialect;
+use tower_levee::axum::AdminAction;
 
 use crate::Gateway;
 use crate::proxy::{own_error, presented_key};
@@ -254,27 +258,28 @@ async fn admin_action(
     let billing = config
         .and_then(|t| t.account.clone())
         .unwrap_or_else(|| target.clone());
+    let Some(action) = AdminAction::from_name(&action) else {
+        return own_error(
+            ApiDialect::OpenAi,
+            StatusCode::NOT_FOUND,
+            "unknown_action",
+            &format!("`{action}`: {}", AdminAction::EXPECTED),
+        );
+    };
+    // A breaker's failure domain is the target's name; a park's billing
+    // scope its account's.
+    let default_scope = match action {
+        AdminAction::Unpark => &billing,
+        _ => &target,
+    };
+    let scope = query.scope.as_deref().unwrap_or(default_scope);
     let mut changed = false;
     for state in states {
-        let handle = state.breaker.handle();
-        match action.as_str() {
-            "open" => handle.open(query.scope.as_deref().unwrap_or(&target)),
-            "close" => handle.close(query.scope.as_deref().unwrap_or(&target)),
-            "isolate" => handle.isolate(query.scope.as_deref().unwrap_or(&target)),
-            "unpark" => changed |= handle.unpark(query.scope.as_deref().unwrap_or(&billing)),
-            other => {
-                return own_error(
-                    ApiDialect::OpenAi,
-                    StatusCode::NOT_FOUND,
-                    "unknown_action",
-                    &format!("`{other}`: the actions are open, close, isolate and unpark"),
-                );
-            }
-        }
+        changed |= action.apply(&state.breaker.handle(), scope);
     }
-    tracing::info!(target: "levee_gateway::admin", target_name = %target, action = %action, scope = ?query.scope, "admin action");
-    let mut body = json!({ "target": target, "action": action });
-    if action == "unpark" {
+    tracing::info!(target: "levee_gateway::admin", target_name = %target, action = action.as_str(), scope = %scope, "admin action");
+    let mut body = json!({ "target": target, "action": action.as_str(), "scope": scope });
+    if action == AdminAction::Unpark {
         body["was_parked"] = Value::Bool(changed);
     }
     json_response(StatusCode::OK, &body)
@@ -305,16 +310,18 @@ fn check_admin_key(gateway: &Gateway, headers: &HeaderMap) -> Option<Response> {
     check_key(table.config.admin_key.as_ref(), headers, "an admin key")
 }
 
-/// `None` when no operations key is configured, or it (or the admin key,
-/// which can do more) was presented: the console reads with the one key
+/// `None` when no operations key is configured, or it or the admin key
+/// (which can do more) was presented: the console reads with the one key
 /// its operator typed.
 fn check_ops_key(gateway: &Gateway, headers: &HeaderMap) -> Option<Response> {
     let table = gateway.table();
-    let denied = check_key(table.config.ops_key.as_ref(), headers, "the operations key")?;
-    if table.config.ops_key.is_none() || check_admin_key(gateway, headers).is_none() {
+    let ops = table.config.ops_key.as_ref()?;
+    let admin = table.config.admin_key.as_ref();
+    let presented = presented_key(headers);
+    if presented.is_some_and(|k| ops.matches(k) || admin.is_some_and(|a| a.matches(k))) {
         return None;
     }
-    Some(denied)
+    check_key(None, headers, "the operations key (or the admin key)")
 }
 
 fn check_key(key: Option<&Secret>, headers: &HeaderMap, what: &str) -> Option<Response> {

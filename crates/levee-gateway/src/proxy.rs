@@ -234,20 +234,7 @@ fn authenticate(table: &Table, headers: &HeaderMap) -> Result<Option<Caller>, &'
 
 /// The key a caller presents: `Authorization: Bearer`, `x-api-key` or
 /// Azure's `api-key`.
-pub(crate) fn presented_key(headers: &HeaderMap) -> Option<&[u8]> {
-    if let Some(value) = headers.get(header::AUTHORIZATION) {
-        let bytes = value.as_bytes();
-        let prefix = b"bearer ";
-        if bytes.len() > prefix.len() && bytes[..prefix.len()].eq_ignore_ascii_case(prefix) {
-            return Some(bytes[prefix.len()..].trim_ascii());
-        }
-    }
-    ["x-api-key", "api-key"]
-        .into_iter()
-        .find_map(|name| headers.get(name))
-        .map(|v| v.as_bytes().trim_ascii())
-        .filter(|k| !k.is_empty())
-}
+pub(crate) use tower_levee::axum::presented_key;
 
 /// The gateway's own error, in the caller's API's shape.
 pub(crate) fn own_error(

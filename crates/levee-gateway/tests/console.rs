@@ -51,14 +51,14 @@ async fn the_console_shows_a_gate_a_park_and_the_unpark_in_a_real_browser() {
         eprintln!("skipped: no Chromium or npm modules ({how})");
         return;
     };
-    // The first call is throttled for 6 s, then the provider serves.
+    // The first call is throttled for 12 s, then the provider serves.
     let busy = Provider::start(|_, n| {
         if n == 0 {
             Reply::json(
                 429,
                 r#"{"error":{"message":"Rate limit reached for requests","type":"requests","code":"rate_limit_exceeded"}}"#,
             )
-            .with_header("retry-after", "6")
+            .with_header("retry-after", "12")
         } else {
             completion()
         }

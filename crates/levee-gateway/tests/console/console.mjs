@@ -1,6 +1,6 @@
 // The console in Debian's Chromium, headless, over a running gateway
 // (started by tests/console.rs with two fake providers: `gpt-busy` is
-// throttled for 6 s on its first call, `gpt-capped` always finds its spend
+// throttled for 12 s on its first call, `gpt-capped` always finds its spend
 // cap reached). Exits non-zero with every failed step named.
 //
 // Env: LEVEE_URL, LEVEE_CLIENT_KEY, LEVEE_ADMIN_KEY, CHROMIUM, MODULES (the
@@ -61,7 +61,8 @@ try {
   await step('the page loads and reads the state', async () => {
     const res = await page.goto(`${url}/levee/console`, { waitUntil: 'domcontentloaded' });
     if (!res.ok()) throw new Error(`HTTP ${res.status()}`);
-    await page.locator('#status', { hasText: 'Updated' }).waitFor();
+    await page.locator('#updated', { hasText: 'Updated' }).waitFor();
+    await page.locator('#status', { hasText: 'Live' }).waitFor();
   });
 
   await step('without the key, no admin control and the admin routes answer 401', async () => {
@@ -79,7 +80,6 @@ try {
     await row(page, 'park', 'parked').first().waitFor();
     await page.locator('#timeline li[data-to="gated"]').first().waitFor();
     await page.locator('#timeline li[data-to="parked"]').first().waitFor();
-    await page.screenshot({ path: process.env.SCREENSHOT, fullPage: true });
   });
 
   await step('the gate\'s countdown falls', async () => {
@@ -90,10 +90,12 @@ try {
       const m = /([\d.]+) s/.exec(document.querySelector(sel)?.textContent || '');
       return m && Number(m[1]) < before;
     }, ['#scopes tr[data-mechanism="gate"][data-state="gated"] .reopens', first]);
+    await page.screenshot({ path: process.env.SCREENSHOT, fullPage: true });
   });
 
   await step('the gate clears when its wait ends', async () => {
-    await row(page, 'gate', 'gated').first().waitFor({ state: 'detached' });
+    // The provider asked for 12 s.
+    await row(page, 'gate', 'gated').first().waitFor({ state: 'detached', timeout: 40_000 });
     await row(page, 'gate', 'clear').first().waitFor();
     const why = await row(page, 'gate', 'clear').first().textContent();
     if (!/gated [\d.]+ s in the last hour/.test(why)) throw new Error(`no time gated shown: ${why}`);
@@ -106,8 +108,7 @@ try {
     const unpark = row(page, 'park', 'parked').first().getByRole('button', { name: /^Unpark / });
     await unpark.waitFor();
     // By keyboard: the buttons are buttons.
-    await unpark.focus();
-    await page.keyboard.press('Enter');
+    await unpark.press('Enter');
     await row(page, 'park', 'active').first().waitFor();
     // The unpark's own event names its origin once it has arrived.
     await row(page, 'park', 'active').first().locator('.changed-by', { hasText: /^manual/ }).waitFor();
@@ -126,6 +127,7 @@ try {
   });
 
   const foreign = requests.filter((u) => !u.startsWith('data:') && new URL(u).hostname !== '127.0.0.1');
+  if (requests.some((u) => u.includes(process.env.LEVEE_ADMIN_KEY))) failures.push('the admin key went into a URL');
   if (foreign.length) failures.push(`requests left loopback: ${[...new Set(foreign)].join(', ')}`);
   if (consoleErrors.length) failures.push(`console errors: ${consoleErrors.join(' | ')}`);
   log(`${requests.length} requests, all to ${new URL(url).host}`);

@@ -86,12 +86,14 @@
 mod console;
 mod error;
 mod health;
+mod key;
 #[cfg(test)]
 mod tests;
 
-pub use self::console::{Console, EventLog, EventRecord, page_routes};
+pub use self::console::{AdminAction, Console, EventLog, EventRecord, page_routes};
 pub use self::error::LeveeError;
 pub use self::health::{HealthGroup, HealthHandler, HealthSource, health_handler};
+pub use self::key::{key_matches, presented_key};
 
 #[cfg(doc)]
 use crate::{

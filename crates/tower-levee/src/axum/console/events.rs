@@ -25,6 +25,10 @@ const DEFAULT_KEPT: usize = 512;
 /// page reconnects and catches up from what is kept).
 const LISTENER_BACKLOG: usize = 256;
 
+/// How many streams may follow one log: past it, the oldest is ended (a
+/// page reconnects, and catches up from what is kept).
+const MAX_LISTENERS: usize = 256;
+
 /// How often an idle event stream sends a comment, so that proxies and
 /// browsers keep the connection open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -173,6 +177,15 @@ impl EventLog {
     pub(crate) fn stream(&self, after: Option<u64>) -> EventStream {
         let (tx, rx) = mpsc::channel(LISTENER_BACKLOG);
         let mut log = self.lock();
+        // A reader gone since the last event is forgotten now, not at the
+        // next event, which may be hours away.
+        log.listeners.retain(|tx| !tx.is_closed());
+        if log.listeners.len() >= MAX_LISTENERS {
+            log.listeners.remove(0);
+        }
+        // An id from before a restart (at or past the next one) resumes
+        // nothing: the stream starts from what is kept.
+        let after = after.filter(|&after| after < log.next_seq);
         let replay: VecDeque<Bytes> = match after {
             Some(after) => log
                 .kept
@@ -201,6 +214,19 @@ impl EventLog {
             live: rx,
             keep_alive,
         }
+    }
+
+    /// Ends every open stream once it has sent what it holds (a server
+    /// shutting down: a page's stream never ends by itself). Later
+    /// streams follow the log as before.
+    pub fn close(&self) {
+        self.lock().listeners.clear();
+    }
+
+    /// How many streams follow the log.
+    #[cfg(test)]
+    pub(crate) fn listeners(&self) -> usize {
+        self.lock().listeners.len()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Log> {

@@ -18,6 +18,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::health::{HealthSource, health_handler};
+use super::key::{key_matches, presented_key};
 use crate::breaker::BreakerHandle;
 
 pub use self::events::{EventLog, EventRecord};
@@ -46,6 +47,12 @@ pub use self::page::page_routes;
 /// and goes only in the page's own requests (`Authorization: Bearer`);
 /// without it the page has no buttons, and the admin routes answer `401`.
 /// Its Content-Security-Policy lets it reach nothing but its own origin.
+///
+/// The health snapshot and the event stream need no key here: they name
+/// targets, scopes and why they were refused, never a key or a body. A
+/// service reachable by strangers puts the router behind its own guard
+/// (`Router::route_layer`), as it would its health route; the admin
+/// routes always ask for their key.
 ///
 /// ```
 /// use axum::Router;
@@ -76,6 +83,12 @@ struct Admin {
     targets: Vec<(String, BreakerHandle)>,
 }
 
+impl Admin {
+    fn presented(&self, headers: &HeaderMap) -> bool {
+        presented_key(headers).is_some_and(|k| key_matches(self.key.as_bytes(), k))
+    }
+}
+
 impl Console {
     /// A console over `health` (a [`FailoverHandle`](crate::failover::FailoverHandle),
     /// a [`BreakerHandle`], a [`HealthGroup`](super::HealthGroup)) and the
@@ -91,14 +104,21 @@ impl Console {
     /// Adds the admin routes and the page's buttons, for requests that
     /// present `key` (`Authorization: Bearer`, or `x-api-key`): open, close
     /// and isolate a breaker's scope, unpark a billing scope, each on the
-    /// breaker layer named here. The key is never logged or shown.
+    /// breaker layer named here. The key is never logged or shown. An
+    /// empty key (an unset variable read with `unwrap_or_default`) adds
+    /// nothing: no key opens the admin routes.
     pub fn admin<N: Into<String>>(
         mut self,
         key: impl Into<String>,
         targets: impl IntoIterator<Item = (N, BreakerHandle)>,
     ) -> Self {
+        let key = key.into();
+        if key.trim().is_empty() {
+            self.admin = None;
+            return self;
+        }
         self.admin = Some(Arc::new(Admin {
-            key: key.into().into_boxed_str(),
+            key: key.into_boxed_str(),
             targets: targets
                 .into_iter()
                 .map(|(name, handle)| (name.into(), handle))
@@ -161,22 +181,61 @@ impl EventLog {
     }
 }
 
-/// Whether the request presents `key`: `Authorization: Bearer <key>` or
-/// `x-api-key: <key>`, compared in constant time.
-fn presents_key(headers: &HeaderMap, key: &str) -> bool {
-    let presented = headers
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()));
-    presented.is_some_and(|p| {
-        let (p, k) = (p.trim().as_bytes(), key.as_bytes());
-        p.len() == k.len() && p.iter().zip(k).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
-    })
+/// What an operator may do to a scope, from the console's buttons or an
+/// admin route (`POST …/targets/{target}/{action}`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AdminAction {
+    /// Open a failure domain's breaker (take the target out of rotation).
+    Open,
+    /// Close a failure domain's breaker.
+    Close,
+    /// Hold a failure domain's breaker open until it is closed by hand.
+    Isolate,
+    /// Unpark a billing scope.
+    Unpark,
+}
+
+impl AdminAction {
+    /// What an unknown action's answer says is known.
+    pub const EXPECTED: &'static str = "the actions are open, close, isolate and unpark";
+
+    /// The action its route names: `open`, `close`, `isolate`, `unpark`.
+    pub fn from_name(name: &str) -> Option<AdminAction> {
+        match name {
+            "open" => Some(AdminAction::Open),
+            "close" => Some(AdminAction::Close),
+            "isolate" => Some(AdminAction::Isolate),
+            "unpark" => Some(AdminAction::Unpark),
+            _ => None,
+        }
+    }
+
+    /// Its name in a route.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdminAction::Open => "open",
+            AdminAction::Close => "close",
+            AdminAction::Isolate => "isolate",
+            AdminAction::Unpark => "unpark",
+        }
+    }
+
+    /// Does it to `scope` through `handle`; whether an unpark found the
+    /// scope parked (always `false` for the others).
+    pub fn apply(self, handle: &BreakerHandle, scope: &str) -> bool {
+        match self {
+            AdminAction::Open => handle.open(scope),
+            AdminAction::Close => handle.close(scope),
+            AdminAction::Isolate => handle.isolate(scope),
+            AdminAction::Unpark => return handle.unpark(scope),
+        }
+        false
+    }
 }
 
 async fn admin_targets(State(admin): State<Arc<Admin>>, headers: HeaderMap) -> Response {
-    if !presents_key(&headers, &admin.key) {
+    if !admin.presented(&headers) {
         return unauthorized();
     }
     let targets: Vec<_> = admin
@@ -198,9 +257,16 @@ async fn admin_action(
     Query(query): Query<ScopeQuery>,
     headers: HeaderMap,
 ) -> Response {
-    if !presents_key(&headers, &admin.key) {
+    if !admin.presented(&headers) {
         return unauthorized();
     }
+    let Some(action) = AdminAction::from_name(&action) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "unknown_action",
+            &format!("`{action}`: {}", AdminAction::EXPECTED),
+        );
+    };
     let handles: Vec<&BreakerHandle> = admin
         .targets
         .iter()
@@ -227,23 +293,11 @@ async fn admin_action(
     };
     let mut was_parked = false;
     for handle in handles {
-        match action.as_str() {
-            "open" => handle.open(&scope),
-            "close" => handle.close(&scope),
-            "isolate" => handle.isolate(&scope),
-            "unpark" => was_parked |= handle.unpark(&scope),
-            other => {
-                return error(
-                    StatusCode::NOT_FOUND,
-                    "unknown_action",
-                    &format!("`{other}`: the actions are open, close, isolate and unpark"),
-                );
-            }
-        }
+        was_parked |= action.apply(handle, &scope);
     }
-    tracing::info!(target: "levee::console", target_name = %target, action = %action, scope = %scope, "admin action");
-    let mut body = json!({ "target": target, "action": action, "scope": scope });
-    if action == "unpark" {
+    tracing::info!(target: "levee::console", target_name = %target, action = action.as_str(), scope = %scope, "admin action");
+    let mut body = json!({ "target": target, "action": action.as_str(), "scope": scope });
+    if action == AdminAction::Unpark {
         body["was_parked"] = json!(was_parked);
     }
     json_response(StatusCode::OK, &body)

@@ -15,7 +15,7 @@ const STYLE: &str = include_str!("assets/console.css");
 
 /// The page may reach its own origin and nothing else, runs only its own
 /// script, and is framed by no one.
-const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+pub(super) const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
     connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; \
     frame-ancestors 'none'";
 

@@ -127,11 +127,80 @@ async fn last_event_id_resumes_after_the_event_it_names() {
 async fn a_stream_dropped_by_its_reader_is_forgotten_at_the_next_event() {
     let (handle, events) = parked().await;
     let stream = events.stream(None);
-    assert!(format!("{events:?}").contains("listeners: 1"));
+    assert_eq!(events.listeners(), 1);
     drop(stream);
     handle.open("api.openai.com");
-    assert!(format!("{events:?}").contains("listeners: 0"));
+    assert_eq!(events.listeners(), 0);
     assert_eq!(events.last(10).len(), 2);
+    // Nor does a reader gone in a quiet time stay: the next reader clears it.
+    drop(events.stream(None));
+    let _next = events.stream(None);
+    assert_eq!(events.listeners(), 1);
+}
+
+#[tokio::test]
+async fn a_reader_too_far_behind_is_dropped_and_its_stream_ends() {
+    let (handle, events) = parked().await;
+    let mut stream = events.stream(None);
+    // 300 changes while the reader reads nothing: more than it may hold.
+    for i in 0..150 {
+        let scope = format!("domain-{i}");
+        handle.open(&scope);
+        handle.close(&scope);
+    }
+    assert_eq!(events.listeners(), 0);
+    let mut frames = 0;
+    while let Some(frame) =
+        std::future::poll_fn(|cx| http_body::Body::poll_frame(std::pin::Pin::new(&mut stream), cx))
+            .await
+    {
+        frame.unwrap();
+        frames += 1;
+    }
+    // The opening comment, what was kept when it connected, and the backlog.
+    assert!(frames > 200, "{frames}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_stream_sends_a_comment_every_15_seconds() {
+    let log = EventLog::new();
+    let mut body = Body::new(log.stream(None));
+    let mut next = async || {
+        let frame = body.frame().await.expect("open").unwrap();
+        String::from_utf8(frame.into_data().unwrap().to_vec()).unwrap()
+    };
+    assert_eq!(next().await, ": levee events\n\n");
+    // Paused time: the runtime advances to the keep-alive's tick.
+    let before = tokio::time::Instant::now();
+    assert_eq!(next().await, ": keep-alive\n\n");
+    assert_eq!(before.elapsed(), Duration::from_secs(15));
+}
+
+#[tokio::test]
+async fn an_id_from_before_a_restart_resumes_from_what_is_kept() {
+    let (handle, events) = parked().await;
+    let app = console(&handle, events);
+    let req = Request::get("/levee/events")
+        .header("last-event-id", "9000")
+        .body(Body::empty())
+        .unwrap();
+    let mut body = app.oneshot(req).await.unwrap().into_body();
+    assert!(next_frame(&mut body).await.starts_with(':'));
+    assert!(next_frame(&mut body).await.starts_with("id: 1\n"));
+}
+
+#[tokio::test]
+async fn closing_the_log_ends_every_open_stream() {
+    let (handle, events) = parked().await;
+    let mut body = Body::new(events.stream(None));
+    events.close();
+    assert!(next_frame(&mut body).await.starts_with(':'));
+    assert!(next_frame(&mut body).await.starts_with("id: 1\n"));
+    let end = tokio::time::timeout(Duration::from_secs(10), body.frame())
+        .await
+        .unwrap();
+    assert!(end.is_none(), "the stream ended");
+    drop(handle);
 }
 
 #[tokio::test]
@@ -142,7 +211,7 @@ async fn the_admin_routes_refuse_without_the_key_and_unpark_with_it() {
     let scope = park_scope(&health);
     let unpark = format!("/levee/admin/targets/openai/unpark?scope={scope}");
 
-    for key in [None, Some("wrong-key"), Some("console-admin-ke")] {
+    for key in [None, Some("wrong-key"), Some("console-admin-ke"), Some(" ")] {
         assert_eq!(
             send(&app, "GET", "/levee/admin/targets", key)
                 .await
@@ -218,7 +287,16 @@ async fn the_page_reaches_only_its_origin_and_draws_the_health_handlers_snapshot
     assert_eq!(page.status(), StatusCode::OK);
     assert_eq!(page.headers()[CONTENT_TYPE], "text/html; charset=utf-8");
     let policy = page.headers()[CONTENT_SECURITY_POLICY].to_str().unwrap();
-    assert!(policy.contains("default-src 'none'") && policy.contains("connect-src 'self'"));
+    assert_eq!(policy, super::page::POLICY);
+    for directive in [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "connect-src 'self'",
+        "frame-ancestors 'none'",
+    ] {
+        assert!(policy.contains(directive), "{directive}");
+    }
     let html = String::from_utf8(
         page.into_body()
             .collect()
@@ -248,6 +326,38 @@ async fn the_page_reaches_only_its_origin_and_draws_the_health_handlers_snapshot
         console_health["openai"]["scopes"],
         handler_health["openai"]["scopes"]
     );
+}
+
+#[tokio::test]
+async fn an_empty_admin_key_opens_no_admin_route() {
+    let (handle, events) = parked().await;
+    let app: Router = Console::new(handle.clone(), events)
+        .admin("", [("openai", handle.clone())])
+        .router();
+    let req = Request::get("/levee/admin/targets")
+        .header("x-api-key", "")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(app.oneshot(req).await.unwrap().status(), 404);
+}
+
+#[test]
+fn the_script_writes_text_never_markup_nor_styles_nor_other_origins() {
+    let script = include_str!("assets/console.js");
+    for banned in [
+        "innerHTML",
+        "outerHTML",
+        "insertAdjacentHTML",
+        "document.write",
+        ".style",
+        "eval(",
+        "http://",
+        "https://",
+        "localStorage",
+        "sessionStorage",
+    ] {
+        assert!(!script.contains(banned), "console.js uses {banned}");
+    }
 }
 
 #[test]

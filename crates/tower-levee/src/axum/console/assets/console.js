@@ -13,6 +13,7 @@
   let admin = false;
   let snapshot = null;
   let snapshotAt = 0;
+  let asked = 0; // the newest snapshot asked for: an older answer is dropped
   let lastRefresh = 0;
   let refreshTimer = null;
   let events = null; // the AbortController of the event stream
@@ -118,7 +119,8 @@
     el('tbody', {}, ...rows));
 
   const actionButtons = (target, scope) => {
-    if (!admin) return null;
+    // A breaker layer served alone has no name for the admin routes.
+    if (!admin || !target) return null;
     const buttons = [];
     const act = (action, words) => el('button', {
       type: 'button',
@@ -183,18 +185,28 @@
     return b ? `${b[field].p50_ms} / ${b[field].p99_ms} ms` : '—';
   };
 
-  // Each target's share of what was served in the last five minutes, from
-  // the snapshots this page has read.
-  const recentShare = (key, counts) => {
+  // Each target's served count, once per snapshot read, for its share of
+  // the last five minutes.
+  const recordServed = (found) => {
+    const counts = new Map();
+    for (const { label: where, failover } of found.failovers) {
+      for (const t of failover.targets) counts.set(`${where}\u0000${t.name}`, t.served);
+    }
     const now = Date.now();
     served.push({ at: now, counts });
     while (served.length > 1 && served[0].at < now - SHARE_WINDOW_MS) served.shift();
-    const first = served[0].counts;
+  };
+
+  const recentShare = (prefix) => {
+    const first = served[0]?.counts ?? new Map();
+    const last = served[served.length - 1]?.counts ?? new Map();
     let total = 0;
     const delta = new Map();
-    for (const [k, v] of counts) {
-      if (!k.startsWith(key)) continue;
-      const d = v - (first.get(k) ?? 0);
+    for (const [k, v] of last) {
+      if (!k.startsWith(prefix)) continue;
+      // A counter that went back (a restarted server) counts from zero.
+      const before = first.get(k) ?? 0;
+      const d = v >= before ? v - before : v;
       delta.set(k, d);
       total += d;
     }
@@ -202,12 +214,8 @@
   };
 
   const drawRoutes = (found) => {
-    const counts = new Map();
-    for (const { label: where, failover } of found.failovers) {
-      for (const t of failover.targets) counts.set(`${where}\u0000${t.name}`, t.served);
-    }
     const sections = found.failovers.map(({ label: where, failover }) => {
-      const { delta, total } = recentShare(`${where}\u0000`, counts);
+      const { delta, total } = recentShare(`${where}\u0000`);
       const rows = failover.targets.map((t) => {
         const d = delta.get(`${where}\u0000${t.name}`) ?? 0;
         const share = total > 0 ? `${Math.round((100 * d) / total)}%` : '—';
@@ -251,31 +259,48 @@
 
   const draw = () => {
     if (!snapshot) return;
+    // Redrawing replaces the buttons: the one that had focus gets it back.
+    const focused = document.activeElement?.getAttribute('aria-label');
     const found = read(snapshot);
     drawScopes(found);
     drawRoutes(found);
     drawLimits(found);
+    if (focused) {
+      for (const b of document.querySelectorAll('button[aria-label]')) {
+        if (b.getAttribute('aria-label') === focused) { b.focus(); break; }
+      }
+    }
   };
 
   // === the snapshot, every two seconds ===
 
-  const setStatus = (text) => { $('status').textContent = text; };
+  // The live region speaks only when what it says changes; the time of the
+  // last update is beside it, silent.
+  const setStatus = (text) => {
+    if ($('status').textContent !== text) $('status').textContent = text;
+  };
 
   const refresh = async () => {
     lastRefresh = Date.now();
+    const ask = ++asked;
     try {
       const res = await fetch(new URL('health', base), { headers: auth(), cache: 'no-store' });
+      if (ask !== asked) return;
       if (res.status === 401) {
         setStatus('This server asks for a key to read its state: enter it above.');
         return;
       }
       if (!res.ok) throw new Error(`health answered ${res.status}`);
-      snapshot = await res.json();
+      const json = await res.json();
+      if (ask !== asked) return;
+      snapshot = json;
       snapshotAt = Date.now();
+      recordServed(read(snapshot));
       draw();
-      setStatus(`Updated ${new Date(snapshotAt).toLocaleTimeString()}.`);
+      setStatus('Live.');
+      $('updated').textContent = `Updated ${new Date(snapshotAt).toLocaleTimeString()}.`;
     } catch (e) {
-      setStatus(`Cannot read the state (${e.message}); retrying.`);
+      if (ask === asked) setStatus(`Cannot read the state (${e.message}); retrying.`);
     }
   };
 
@@ -362,7 +387,7 @@
     try {
       const res = await fetch(new URL('admin/targets', base), { headers: auth(), cache: 'no-store' });
       admin = res.ok;
-      keyStatus(res.ok ? 'Admin controls on.' : res.status === 401 ? 'Key refused: no admin controls.' : 'This server has no admin controls.');
+      keyStatus(res.ok ? 'Admin controls on.' : res.status === 401 ? 'Key kept for reading; it is not the admin key.' : 'Key kept for reading; this server has no admin controls.');
     } catch (e) {
       admin = false;
       keyStatus(`Cannot check the key (${e.message}).`);
