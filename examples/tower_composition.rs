@@ -31,7 +31,8 @@ use tower::timeout::TimeoutLayer;
 use tower::timeout::error::Elapsed;
 use tower::{ServiceBuilder, ServiceExt};
 use tower_levee::breaker::Scope;
-use tower_levee::retry::{BudgetPolicy, RetryBudget, is_levee_rejection};
+use tower_levee::error::is_rejection;
+use tower_levee::retry::{BudgetPolicy, RetryBudget};
 use tower_levee::{BoxError, BreakerLayer, BulkheadLayer, CircuitOpen};
 
 /// How many requests the fake provider received, per path.
@@ -108,7 +109,7 @@ async fn run() -> Result<(), BoxError> {
         err.is::<CircuitOpen>(),
         "account-b refused with CircuitOpen",
     )?;
-    check(is_levee_rejection(&err), "CircuitOpen is a Levee rejection")?;
+    check(is_rejection(&*err), "CircuitOpen is a Levee rejection")?;
     check(
         hit("/ok") == 0,
         "the refused request never reached the provider",

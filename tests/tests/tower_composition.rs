@@ -17,8 +17,9 @@ use tower::timeout::TimeoutLayer;
 use tower::timeout::error::Elapsed;
 use tower::{Service, ServiceBuilder, ServiceExt};
 use tower_levee::breaker::BreakerHandle;
+use tower_levee::error::is_rejection;
 use tower_levee::failover::{Failover, NoTargetAvailable, Target};
-use tower_levee::retry::{BudgetPolicy, RetryBudget, is_levee_rejection};
+use tower_levee::retry::{BudgetPolicy, RetryBudget};
 use tower_levee::{
     BoxError, BreakerLayer, BulkheadFull, BulkheadLayer, CircuitOpen, Parked, Throttled,
 };
@@ -132,7 +133,7 @@ async fn per_attempt_timeouts_are_availability_failures_that_open_the_breaker() 
     // refusal is not retried: no call, no token.
     let err = svc.clone().oneshot(req("/ok")).await.unwrap_err();
     assert!(err.is::<CircuitOpen>(), "{err}");
-    assert!(is_levee_rejection(&err));
+    assert!(is_rejection(&*err));
     assert_eq!(provider.calls(), 3);
     assert_eq!(budget.snapshot().retries, 2);
 }
@@ -242,7 +243,7 @@ async fn every_levee_rejection_is_returned_after_one_call() {
             .layer(RetryLayer::new(BudgetPolicy::new(budget.clone())))
             .service(refusing(calls.clone(), make));
         let err = svc.oneshot(req("/ok")).await.unwrap_err();
-        assert!(is_levee_rejection(&err), "{name}");
+        assert!(is_rejection(&*err), "{name}");
         assert_eq!(calls.load(Ordering::SeqCst), 1, "{name} was retried");
         assert_eq!(budget.snapshot().retries, 0, "{name}");
     }
@@ -268,7 +269,7 @@ async fn every_levee_rejection_is_returned_after_one_call() {
             Box::new(std::io::Error::from(std::io::ErrorKind::ConnectionReset))
         }));
     let err = svc.oneshot(req("/ok")).await.unwrap_err();
-    assert!(!is_levee_rejection(&err));
+    assert!(!is_rejection(&*err));
     assert_eq!(calls.load(Ordering::SeqCst), 3);
 }
 

@@ -63,7 +63,7 @@ fn upstream(
 async fn call<S>(svc: &S)
 where
     S: tower::Service<Request<String>, Error = BoxError> + Clone,
-    S::Response: Into<Response<tower_levee::breaker::ResponseBody<String>>>,
+    S::Response: Into<Response<tower_levee::body::ResponseBody<String>>>,
 {
     let res: Response<_> = svc.clone().oneshot(openai()).await.unwrap().into();
     res.into_body().collect().await.unwrap();

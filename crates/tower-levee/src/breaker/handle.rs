@@ -128,9 +128,6 @@ pub struct LimitLeft {
     pub reset: Option<Duration>,
 }
 
-/// The former name of [`ScopeHealth`].
-pub type ScopeState = ScopeHealth;
-
 impl ScopeHealth {
     fn new(scope: &str, state: State) -> Self {
         ScopeHealth {

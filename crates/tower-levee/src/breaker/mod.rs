@@ -73,7 +73,7 @@
 //! ```
 
 mod admission;
-pub mod body;
+pub(crate) mod body;
 mod cost;
 mod deadline;
 pub mod error;
@@ -93,13 +93,12 @@ mod shared;
 mod tracker;
 
 pub(crate) use self::admission::{PeekCache, PeekMemo};
-pub use self::body::ResponseBody;
-pub(crate) use self::body::ServedTag;
+pub(crate) use self::body::{ResponseBody, ServedTag};
 pub use self::cost::TokenCost;
 pub use self::error::{CircuitOpen, Parked, Throttled};
 pub use self::event::{EventSubscriber, Origin, ScopeEvent};
 pub use self::fleet::{FleetUpdate, MAX_ADOPTED_OPEN};
-pub use self::handle::{BreakerHandle, LimitLeft, Rejections, ScopeHealth, ScopeState};
+pub use self::handle::{BreakerHandle, LimitLeft, Rejections, ScopeHealth};
 pub use self::hold::StreamHold;
 pub use self::latency::LatencyEstimate;
 pub use self::layer::{BreakerLayer, BreakerLayerBuilder};

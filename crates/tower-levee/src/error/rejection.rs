@@ -197,7 +197,20 @@ from_rejection!(
 ///
 /// Levee's rejections are answers, not failures: they are never retried or
 /// slept on (but for the one wait [`RetryBudgetLayer`](crate::RetryBudgetLayer)
-/// knows is not blind), and never counted against a breaker.
+/// knows is not blind), and never counted against a breaker. Use it in a
+/// `tower::retry::Policy` of your own to return them untouched
+/// ([`BudgetPolicy`](crate::retry::BudgetPolicy) does):
+///
+/// ```
+/// use std::time::Duration;
+/// use tower_levee::{BoxError, CircuitOpen};
+/// use tower_levee::error::is_rejection;
+///
+/// let open: BoxError = Box::new(CircuitOpen::new("api.openai.com", Duration::from_secs(30)));
+/// assert!(is_rejection(&*open));
+/// let reset: BoxError = Box::new(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+/// assert!(!is_rejection(&*reset));
+/// ```
 pub fn is_rejection(err: &(dyn Error + 'static)) -> bool {
     Rejection::find(err).is_some()
 }

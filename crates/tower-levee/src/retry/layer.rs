@@ -125,20 +125,6 @@ impl<C> fmt::Debug for RetryBudgetLayerBuilder<C> {
 }
 
 impl<C> RetryBudgetLayer<C> {
-    /// Attempts per request, the first included (default 3).
-    ///
-    /// # Panics
-    ///
-    /// If `attempts` is 0. [`RetryBudgetLayer::builder`] returns a typed
-    /// error instead.
-    #[deprecated(
-        note = "panics on 0: use `RetryBudgetLayer::builder(..).max_attempts(n).build()`, which returns a typed error"
-    )]
-    pub fn max_attempts(mut self, attempts: u32) -> Self {
-        self.policy.set_max_attempts(attempts);
-        self
-    }
-
     policy_setters!(waits: policy);
 
     /// The caller's overall deadline, measured from `call`: no retry starts

@@ -77,7 +77,7 @@
 //! A stack that keeps `tower::retry::Retry` gets the same rules from
 //! [`BudgetPolicy`] (a `tower::retry::Policy` over a [`RetryBudget`]), and a
 //! policy of its own can skip Levee's rejections with
-//! [`is_levee_rejection`].
+//! [`is_rejection`](crate::error::is_rejection).
 //!
 //! # Request bodies
 //!
@@ -170,4 +170,4 @@ pub use self::layer::{RetryBudgetLayer, RetryBudgetLayerBuilder};
 pub(crate) use self::policy::Policy;
 pub use self::policy::{Deadline, RetryOutcome, Stop};
 pub use self::service::Retry;
-pub use self::tower_policy::{BudgetPolicy, BudgetPolicyBuilder, is_levee_rejection};
+pub use self::tower_policy::{BudgetPolicy, BudgetPolicyBuilder};

@@ -170,16 +170,6 @@ impl Policy {
         Ok(())
     }
 
-    /// Sets the attempts per request, the first included: both retry
-    /// builders' `max_attempts`.
-    pub(crate) fn set_max_attempts(&mut self, attempts: u32) {
-        assert!(
-            attempts >= 1,
-            "max_attempts counts the first attempt: at least 1"
-        );
-        self.max_attempts = attempts;
-    }
-
     /// How long to wait before the next attempt after `attempt` attempts
     /// failed: the provider's hint rounded up to the millisecond, else capped
     /// exponential backoff with full jitter (`rand` draws from `0..=1`).
@@ -211,12 +201,6 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    #[should_panic(expected = "max_attempts counts the first attempt")]
-    fn zero_attempts_is_refused_where_it_is_set() {
-        Policy::default().set_max_attempts(0);
-    }
 
     fn c(verdict: Verdict, should: Option<bool>) -> Classification {
         let mut c = Classification::new(verdict, "test");

@@ -1,5 +1,5 @@
 //! Levee's retry decision for a plain `tower::retry::Retry`:
-//! [`BudgetPolicy`] and the [`is_levee_rejection`] predicate.
+//! [`BudgetPolicy`].
 //!
 //! [`RetryBudgetLayer`](super::RetryBudgetLayer) is the retry layer Levee
 //! recommends. A stack that already uses `tower::retry::Retry` (or a user's
@@ -19,37 +19,7 @@ use tokio::time::Sleep;
 use super::budget::RetryBudget;
 use super::decide::{Next, Rules};
 use super::policy::{Deadline, Policy, policy_setters};
-use crate::error::{BoxError, is_rejection};
-
-/// Whether `err` is a refusal made by a Levee layer — [`CircuitOpen`],
-/// [`Throttled`], [`Parked`], [`BulkheadFull`] or [`NoTargetAvailable`] —
-/// anywhere in its source chain: [`is_rejection`](crate::error::is_rejection)
-/// for a [`BoxError`].
-///
-/// Such a request was never sent: retrying it at once hits the same closed
-/// door, and sleeping on it is the caller's call, not a retry policy's. Use
-/// it in your own `tower::retry::Policy` to return them untouched
-/// ([`BudgetPolicy`] does):
-///
-/// ```
-/// use std::time::Duration;
-/// use tower_levee::{BoxError, CircuitOpen};
-/// use tower_levee::retry::is_levee_rejection;
-///
-/// let open: BoxError = Box::new(CircuitOpen::new("api.openai.com", Duration::from_secs(30)));
-/// assert!(is_levee_rejection(&open));
-/// let reset: BoxError = Box::new(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
-/// assert!(!is_levee_rejection(&reset));
-/// ```
-///
-/// [`CircuitOpen`]: crate::breaker::CircuitOpen
-/// [`Throttled`]: crate::breaker::Throttled
-/// [`Parked`]: crate::breaker::Parked
-/// [`BulkheadFull`]: crate::bulkhead::BulkheadFull
-/// [`NoTargetAvailable`]: crate::failover::NoTargetAvailable
-pub fn is_levee_rejection(err: &BoxError) -> bool {
-    is_rejection(&**err)
-}
+use crate::error::BoxError;
 
 /// A `tower::retry::Policy` with Levee's retry rules, drawing every retry
 /// from a [`RetryBudget`]: for stacks that keep tower's own `Retry`.
@@ -64,7 +34,7 @@ pub fn is_levee_rejection(err: &BoxError) -> bool {
 ///
 /// - the verdict is retryable (availability or throttling, with
 ///   `x-should-retry` taken into account), and the error is not a Levee
-///   rejection ([`is_levee_rejection`]): those are returned at once;
+///   rejection ([`is_rejection`](crate::error::is_rejection)): those are returned at once;
 /// - attempts remain (3 in all by default);
 /// - the wait fits: the provider's hint rounded up to the millisecond, else
 ///   exponential backoff with full jitter (500 ms base, 8 s cap), no longer
@@ -182,20 +152,6 @@ impl<C> fmt::Debug for BudgetPolicyBuilder<C> {
 }
 
 impl<C> BudgetPolicy<C> {
-    /// Attempts per request, the first included (default 3).
-    ///
-    /// # Panics
-    ///
-    /// If `attempts` is 0. [`BudgetPolicy::builder`] returns a typed error
-    /// instead.
-    #[deprecated(
-        note = "panics on 0: use `BudgetPolicy::builder(..).max_attempts(n).build()`, which returns a typed error"
-    )]
-    pub fn max_attempts(mut self, attempts: u32) -> Self {
-        self.policy.set_max_attempts(attempts);
-        self
-    }
-
     policy_setters!(waits: policy);
 
     /// Classifies responses that carry no `Classification` extension (and
@@ -314,6 +270,7 @@ impl<C> fmt::Debug for BudgetPolicy<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::is_rejection;
     use crate::test_util::Wrapped;
     use std::time::Duration;
     use tower::retry::Policy as _;
@@ -330,9 +287,9 @@ mod tests {
     fn a_rejection_deep_in_the_source_chain_is_a_rejection() {
         let open: BoxError = Box::new(CircuitOpen::new("a", Duration::from_secs(1)));
         let wrapped: BoxError = Box::new(Wrapped(open));
-        assert!(is_levee_rejection(&wrapped));
+        assert!(is_rejection(&*wrapped));
         let other: BoxError = Box::new(Wrapped("boom".into()));
-        assert!(!is_levee_rejection(&other));
+        assert!(!is_rejection(&*other));
     }
 
     #[tokio::test(start_paused = true)]
