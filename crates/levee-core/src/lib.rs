@@ -31,6 +31,7 @@
 //! assert_eq!(c.verdict, Verdict::Throttled);
 //! assert_eq!(c.wait, Some(std::time::Duration::from_secs(7)));
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod breaker;
 pub mod budget;

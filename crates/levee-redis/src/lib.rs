@@ -70,6 +70,7 @@
 //! assert_eq!(fleet.replica(), "web-7f9c");
 //! # }
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
 mod config;

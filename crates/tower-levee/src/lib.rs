@@ -87,6 +87,7 @@
 //! A new mechanism gets a state machine in `levee-core` (decide there) and a
 //! folder here (act here). Anything a second file needs moves down to where
 //! both can import it; nothing is copied, and nothing reaches up.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use levee_core as core;
 
