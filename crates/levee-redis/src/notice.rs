@@ -4,6 +4,20 @@
 //! A value read from Redis is input like any response body: another
 //! version, a hand-written key or a corrupt write must give a typed error
 //! and change nothing.
+//!
+//! # Replicas of two releases
+//!
+//! During a rolling upgrade the fleet holds replicas of the old release and
+//! the new one, reading each other's notices:
+//! - A release may add a field: older replicas read the notice and ignore
+//!   the field, newer ones read an older notice without it (every added
+//!   field has a default).
+//! - A release may add a kind of decision: older replicas refuse that
+//!   notice (counted as a decode error, never applied) and keep deciding
+//!   for themselves, as a replica without the fleet does.
+//! - A change that an older replica would misread (a field whose meaning
+//!   changes) raises the format's version (`v`): replicas of the two then
+//!   ignore each other's notices until the upgrade ends.
 
 use std::fmt;
 use std::time::Duration;
@@ -90,8 +104,8 @@ pub struct Notice {
     pub manual: bool,
 }
 
+// Unknown fields are read and ignored: a later release may add one.
 #[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct Wire<'a> {
     v: u32,
     kind: Kind,
@@ -124,10 +138,10 @@ impl Notice {
         serde_json::to_vec(&wire).expect("a notice always serializes")
     }
 
-    /// Reads a notice, refusing anything this version did not write:
-    /// another version, an unknown field or kind, an empty or oversized
-    /// name, a wait beyond [`MAX_WAIT`] or missing where the decision
-    /// needs one.
+    /// Reads a notice, refusing anything it cannot apply: another version,
+    /// an unknown kind, an empty or oversized name, a wait beyond
+    /// [`MAX_WAIT`] or missing where the decision needs one. A field it does
+    /// not know (a later release's) is ignored.
     pub fn decode(bytes: &[u8]) -> Result<Notice, DecodeError> {
         if bytes.len() > MAX_NOTICE_BYTES {
             return Err(DecodeError::new(format!(
@@ -268,7 +282,6 @@ mod tests {
             (br#"{"v":1,"kind":"parked","layer":"","scope":"a","replica":"r","wait_ms":99999999999999}"#, "more than a month"),
             (br#"{"v":1,"kind":"gated","layer":"","scope":"a","replica":"r","wait_ms":-5}"#, "invalid value"),
             (br#"{"v":1,"kind":"gated","layer":"","scope":"a\nb","replica":"r","wait_ms":5}"#, "control character"),
-            (br#"{"v":1,"kind":"gated","layer":"","scope":"a","replica":"r","wait_ms":5,"key":"sk-x"}"#, "unknown field"),
         ] {
             let err = Notice::decode(bytes).unwrap_err().to_string();
             assert!(err.starts_with("not a fleet notice: "), "{err}");
@@ -281,6 +294,33 @@ mod tests {
                 .to_string()
                 .contains("more than 4096")
         );
+    }
+
+    #[test]
+    fn replicas_of_two_releases_read_each_others_notices() {
+        // As the first release wrote it, and as one without the fields
+        // added since (`reason`, `manual`) would have.
+        let first = br#"{"v":1,"kind":"gated","layer":"","scope":"api.openai.com/gpt-4o","replica":"web-1","wait_ms":30000,"reason":"status:429","manual":false}"#;
+        assert_eq!(Notice::decode(first).unwrap(), gated());
+        let fewer = br#"{"v":1,"kind":"gated","layer":"","scope":"api.openai.com/gpt-4o","replica":"web-1","wait_ms":30000}"#;
+        let n = Notice::decode(fewer).unwrap();
+        assert_eq!((n.reason.as_str(), n.manual), ("", false));
+        // A later release's field is read past.
+        let later = br#"{"v":1,"kind":"gated","layer":"","scope":"api.openai.com/gpt-4o","replica":"web-1","wait_ms":30000,"reason":"status:429","manual":false,"model":"gpt-4o","lease":{"ttl_ms":6000}}"#;
+        assert_eq!(Notice::decode(later).unwrap(), gated());
+        // What this release writes, an older reader of the fields it knew
+        // reads the same: those fields are all still there, unchanged.
+        let ours: serde_json::Value = serde_json::from_slice(&gated().encode()).unwrap();
+        let theirs: serde_json::Value = serde_json::from_slice(first).unwrap();
+        for field in ["v", "kind", "layer", "scope", "replica", "wait_ms"] {
+            assert_eq!(ours[field], theirs[field], "{field}");
+        }
+        // A later release's kind of decision is refused, not misapplied.
+        let err = Notice::decode(
+            br#"{"v":1,"kind":"lease_free","layer":"","scope":"a","replica":"r","wait_ms":0}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("unknown variant"), "{err}");
     }
 
     fn kinds() -> impl Strategy<Value = Kind> {
