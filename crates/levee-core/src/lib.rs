@@ -31,6 +31,12 @@
 //! assert_eq!(c.verdict, Verdict::Throttled);
 //! assert_eq!(c.wait, Some(std::time::Duration::from_secs(7)));
 //! ```
+//!
+//! # Features
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `serde` | every configuration and classification rule from TOML/JSON/YAML, durations in `humantime` form, errors that name the field |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod breaker;

@@ -70,6 +70,13 @@
 //! assert_eq!(fleet.replica(), "web-7f9c");
 //! # }
 //! ```
+//!
+//! # Features
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `metrics` | `levee_fleet_connected` and the fleet's counters through the `metrics` facade |
+//! | `local-server` | `LocalRedis`: a `redis-server` of the process's own on a free loopback port (the drill's `--live` fleets, examples, tests) |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 

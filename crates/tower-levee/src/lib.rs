@@ -51,9 +51,12 @@
 //! | feature | what it adds |
 //! |---|---|
 //! | `serde` | `tower_levee::config`: every layer's configuration from TOML/JSON/YAML, validated at load |
+//! | `toml` | `tower_levee::config::from_toml`: a configuration file read with the key, line and column of what is wrong (turns on `serde`) |
 //! | `reqwest` | `tower_levee::reqwest::HttpClient`: a `reqwest::Client` as a `Service<http::Request<B>>` |
+//! | `reqwest-middleware` | `tower_levee::reqwest_middleware::LeveeMiddleware`: the breaker, gate and park as a reqwest middleware (rig, any `ClientWithMiddleware`) |
+//! | `async-openai` | `tower_levee::async_openai::OpenAiService`: a Levee stack under `async_openai::Client::with_http_service` |
 //! | `metrics` | `tower_levee::metrics::MetricsReporter`: every layer's state and counters through the `metrics` facade |
-//! | `axum` | `tower_levee::axum`: every Levee error as a `429`/`503` JSON response with `Retry-After`, a health handler (turns on `serde`) |
+//! | `axum` | `tower_levee::axum`: every Levee error as a `429`/`503` JSON response with `Retry-After`, a health handler, the console (turns on `serde`) |
 //! | `api` | `tower_levee::api`: refusals and errors in an OpenAI or Anthropic API's own shape, for a server that speaks one; a request body read within a cap |
 //!
 //! A `hyper_util::client::legacy::Client` is already a
