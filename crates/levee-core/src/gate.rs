@@ -178,6 +178,8 @@ impl GateConfigBuilder {
 
 // === GateDecision ===
 
+// Exhaustive on purpose: a throttle closes the gate or parks the account;
+// a third outcome would need every caller to act on it.
 /// What [`GateState::throttle`] decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum GateDecision {

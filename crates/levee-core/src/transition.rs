@@ -25,6 +25,7 @@ use crate::clock::Timestamp;
 
 /// Which mechanism changed state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Mechanism {
     /// The availability/credential breaker.
     Breaker,
@@ -86,6 +87,7 @@ named!(Mechanism);
 
 /// The state of one scope of one mechanism: the one list of state names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum State {
     /// A breaker that admits calls and counts their failures.
     Closed,

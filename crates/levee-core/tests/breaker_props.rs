@@ -393,6 +393,7 @@ proptest! {
             Jitter::None => nominal,
             Jitter::Full => nominal.mul_f64(0.1),
             Jitter::Equal => nominal / 2,
+            _ => unreachable!("the strategy draws only the jitters above"),
         };
         prop_assert_eq!(lo, floor);
         for _ in 0..16 {

@@ -45,6 +45,7 @@ const MAX_REASON: usize = 512;
 /// Which decision a notice carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Kind {
     /// A quota scope was throttled (a `429` with its wait).
     Gated,

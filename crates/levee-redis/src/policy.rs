@@ -20,6 +20,7 @@ use tokio::time::Instant;
 /// opened needs no one's. So in a fleet of two, `Quorum(2)` never adopts
 /// (use `Follow` there), and in a fleet of `n`, `Quorum(n)` never does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BreakerPolicy {
     /// Adopt once this many distinct replicas report the domain open
     /// (default 2; at least 1).

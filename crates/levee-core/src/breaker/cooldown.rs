@@ -23,6 +23,7 @@ pub const FULL_JITTER_FLOOR: f64 = 0.1;
     derive(serde::Serialize, serde::Deserialize),
     serde(rename_all = "lowercase")
 )]
+#[non_exhaustive]
 pub enum Jitter {
     /// Exactly the nominal duration.
     None,
@@ -72,6 +73,7 @@ impl Jitter {
 /// eighteen, and one back after two minutes is back within about 20 s
 /// (tripling would cost one probe fewer and wait about 50 s).
 #[derive(Clone)]
+#[non_exhaustive]
 pub enum Cooldown {
     /// Exactly `base` for the first `hold` cool-offs, then
     /// `base × multiplier^(reopens − hold + 1)` (`reopens` with no hold),

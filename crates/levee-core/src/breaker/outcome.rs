@@ -9,6 +9,8 @@ use crate::transition::State;
 
 // === BreakerStatus ===
 
+// Exhaustive on purpose: a circuit breaker's three states (closed, open,
+// half-open) are the pattern itself; a fourth would change every caller.
 /// The three states of a breaker.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum BreakerStatus {
@@ -159,6 +161,8 @@ impl Permit {
     }
 }
 
+// Exhaustive on purpose: a call is let through or refused; a third answer
+// would change every caller.
 /// The answer of [`BreakerState::admit`](super::BreakerState::admit).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Admission {

@@ -65,6 +65,7 @@ pub trait TrippingPolicy: Send + Sync + fmt::Debug {
 /// ([`credential_threshold`](super::BreakerConfig::credential_threshold)) on
 /// top of whichever rule is chosen here; they also count as failures for it.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub enum Tripping {
     /// Opens after `threshold` failures with no success in between (default 5).
     Consecutive {

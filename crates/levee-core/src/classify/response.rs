@@ -70,6 +70,7 @@ impl<'a> ResponseView<'a> {
 /// tower-http's `ClassifyResponse` answers `Ready` or `RequiresEos`.
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)] // returned once per response and moved once
+#[non_exhaustive]
 pub enum HeadDecision {
     /// The head decides: here is the classification. The body goes to the
     /// caller untouched.

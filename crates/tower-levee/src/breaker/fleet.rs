@@ -195,7 +195,8 @@ fn longest_cooloff(cfg: &BreakerConfig) -> Duration {
     let longest = |c: &Cooldown| match c {
         // Saturating arithmetic: the capped maximum.
         Cooldown::Exponential { .. } => c.bounds(u32::MAX).1,
-        Cooldown::Custom(_) => MAX_ADOPTED_OPEN,
+        // A user's schedule, or one a later version adds: the cap.
+        _ => MAX_ADOPTED_OPEN,
     };
     longest(&cfg.cooldown).max(longest(&cfg.credential_cooldown))
 }

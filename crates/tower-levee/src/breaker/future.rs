@@ -108,6 +108,8 @@ impl<C: Classify> Call<C> {
                 }
                 Route::Plain(Some((c, reopens)))
             }
+            // A decision a later version adds: the body, read, decides.
+            _ => Route::Peek,
         }
     }
 
