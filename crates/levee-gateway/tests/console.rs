@@ -7,8 +7,8 @@
 //! there are no buttons and the admin routes answer 401; axe-core finds no
 //! serious accessibility violation. It saves a screenshot.
 //!
-//! Chromium and the npm modules are made by `tests/console/setup.sh` (CI
-//! runs it). Without them the test says so and passes, unless `CI` is set:
+//! Chromium comes from apt (`.ci/run` installs it) and the npm modules
+//! from `tests/console/setup.sh` (CI runs it). Without them the test says so and passes, unless `CI` is set:
 //! then it fails.
 
 mod support;
@@ -25,7 +25,7 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The modules and the browser, when setup.sh has made them.
+/// The modules and the browser, when they are installed.
 fn browser() -> Option<(PathBuf, &'static str)> {
     let modules = root().join("target/console-browser/node_modules");
     let chromium = "/usr/bin/chromium";
@@ -43,7 +43,7 @@ fn completion() -> Reply {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_console_shows_a_gate_a_park_and_the_unpark_in_a_real_browser() {
     let Some((modules, chromium)) = browser() else {
-        let how = "run crates/levee-gateway/tests/console/setup.sh";
+        let how = "apt-get install -y chromium, then run crates/levee-gateway/tests/console/setup.sh";
         assert!(
             std::env::var_os("CI").is_none(),
             "CI needs Chromium and the console's npm modules: {how}"

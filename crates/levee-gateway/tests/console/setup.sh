@@ -1,20 +1,15 @@
 #!/usr/bin/env bash
-# Makes what the console's browser test needs: Debian's Chromium (apt) and
-# playwright-core and axe-core from npm, pinned by package-lock.json, in
-# target/console-browser. CI runs it before `cargo test`; run it once
-# locally to take part in that test.
+# Makes what the console's browser test needs besides Debian's Chromium
+# (which .ci/run installs with redis-server): playwright-core and axe-core
+# from npm, pinned by package-lock.json, in target/console-browser. CI runs
+# it before `cargo test`; run it once locally to take part in that test.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../../.." && pwd)
 dir=$root/target/console-browser
 if [ ! -x /usr/bin/chromium ]; then
-    if [ "$(id -u)" = 0 ]; then
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-    else
-        sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-    fi
+    echo "the console's browser test needs Debian's Chromium: apt-get install -y chromium (.ci/run installs it)" >&2
 fi
-/usr/bin/chromium --version 2>/dev/null || true
 if [ -d "$dir/node_modules" ] && cmp -s "$here/package-lock.json" "$dir/package-lock.json"; then
     echo "console browser modules up to date: $dir"
     exit 0
