@@ -321,7 +321,7 @@ fn check_ops_key(gateway: &Gateway, headers: &HeaderMap) -> Option<Response> {
     if presented.is_some_and(|k| ops.matches(k) || admin.is_some_and(|a| a.matches(k))) {
         return None;
     }
-    check_key(None, headers, "the operations key (or the admin key)")
+    Some(denied("the operations key (or the admin key)"))
 }
 
 fn check_key(key: Option<&Secret>, headers: &HeaderMap, what: &str) -> Option<Response> {
@@ -329,16 +329,17 @@ fn check_key(key: Option<&Secret>, headers: &HeaderMap, what: &str) -> Option<Re
         (Some(key), Some(presented)) => key.matches(presented),
         _ => false,
     };
-    if ok {
-        None
-    } else {
-        Some(own_error(
-            ApiDialect::OpenAi,
-            StatusCode::UNAUTHORIZED,
-            "invalid_api_key",
-            &format!("{what} is required (Authorization: Bearer, or x-api-key)"),
-        ))
-    }
+    (!ok).then(|| denied(what))
+}
+
+/// The `401` for a request without `what`.
+fn denied(what: &str) -> Response {
+    own_error(
+        ApiDialect::OpenAi,
+        StatusCode::UNAUTHORIZED,
+        "invalid_api_key",
+        &format!("{what} is required (Authorization: Bearer, or x-api-key)"),
+    )
 }
 
 // === answers ===

@@ -8,8 +8,8 @@
 //! serious accessibility violation. It saves a screenshot.
 //!
 //! Chromium comes from apt (`.ci/run` installs it) and the npm modules
-//! from `tests/console/setup.sh` (CI runs it). Without them the test says so and passes, unless `CI` is set:
-//! then it fails.
+//! from `tests/console/setup.sh` (CI runs it). Without them the test says
+//! so and passes, unless `CI` is set: then it fails.
 
 mod support;
 
@@ -43,7 +43,8 @@ fn completion() -> Reply {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_console_shows_a_gate_a_park_and_the_unpark_in_a_real_browser() {
     let Some((modules, chromium)) = browser() else {
-        let how = "apt-get install -y chromium, then run crates/levee-gateway/tests/console/setup.sh";
+        let how =
+            "apt-get install -y chromium, then run crates/levee-gateway/tests/console/setup.sh";
         assert!(
             std::env::var_os("CI").is_none(),
             "CI needs Chromium and the console's npm modules: {how}"
@@ -90,29 +91,14 @@ async fn the_console_shows_a_gate_a_park_and_the_unpark_in_a_real_browser() {
     );
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/console/console.mjs");
     let screenshot = root().join("target/console.png");
-    let url = format!("http://{}", gw.addr);
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("node")
-            .arg(script)
-            .env("MODULES", &modules)
-            .env("LEVEE_URL", url)
-            .env("LEVEE_CLIENT_KEY", CLIENT_KEY)
-            .env("LEVEE_ADMIN_KEY", ADMIN_KEY)
-            .env("CHROMIUM", chromium)
-            .env("SCREENSHOT", screenshot)
-            .output()
-            .expect("node runs")
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("{stdout}");
-    assert!(
-        out.status.success(),
-        "the browser test failed:\n{stdout}\n{stderr}\n--- gateway log ---\n{}",
-        gw.log()
-    );
+    let mut node = Command::new("node");
+    node.arg(script)
+        .env("MODULES", &modules)
+        .env("LEVEE_CLIENT_KEY", CLIENT_KEY)
+        .env("LEVEE_ADMIN_KEY", ADMIN_KEY)
+        .env("CHROMIUM", chromium)
+        .env("SCREENSHOT", screenshot);
+    gw.run_client(node).await;
     assert!(
         !gw.log().contains(ADMIN_KEY),
         "the admin key reached the log"

@@ -213,25 +213,9 @@ async fn the_official_python_sdks_are_served_refused_and_failed_over_as_document
     let gw = Gateway::start(&config, &[("CLIENT_KEY", KEY), ("P_KEY", "sk-provider")]);
 
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/check_sdks.py");
-    let url = format!("http://{}", gw.addr);
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(python)
-            .arg(script)
-            .env("LEVEE_URL", url)
-            .env("LEVEE_KEY", KEY)
-            .output()
-            .expect("python runs")
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("{stdout}");
-    assert!(
-        out.status.success(),
-        "{stdout}\n{stderr}\n--- gateway log ---\n{}",
-        gw.log()
-    );
+    let mut sdks = Command::new(python);
+    sdks.arg(script).env("LEVEE_KEY", KEY);
+    let stdout = gw.run_client(sdks).await;
     assert!(stdout.contains("all SDK checks passed"));
     for targets in &providers {
         // The provider's 429, then one call that served: the refusal in

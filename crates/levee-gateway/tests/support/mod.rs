@@ -325,6 +325,26 @@ impl Gateway {
         format!("http://{}{path}", self.addr)
     }
 
+    /// Runs a client program (an SDK script, a browser test) against the
+    /// gateway, its address in `LEVEE_URL`; prints what it printed, fails
+    /// with its output and the gateway's log unless it exits 0, and returns
+    /// its standard output.
+    pub async fn run_client(&self, mut command: Command) -> String {
+        command.env("LEVEE_URL", format!("http://{}", self.addr));
+        let out = tokio::task::spawn_blocking(move || command.output().expect("the client runs"))
+            .await
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        println!("{stdout}");
+        assert!(
+            out.status.success(),
+            "the client failed:\n{stdout}\n{stderr}\n--- gateway log ---\n{}",
+            self.log()
+        );
+        stdout
+    }
+
     /// Everything the gateway logged so far.
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()

@@ -75,11 +75,17 @@ pub struct EventLog {
     shared: Arc<Mutex<Log>>,
 }
 
+/// An event as recorded, and as streams send it.
+struct Kept {
+    record: EventRecord,
+    frame: Bytes,
+}
+
 struct Log {
-    kept: VecDeque<Arc<EventRecord>>,
+    kept: VecDeque<Kept>,
     capacity: usize,
     next_seq: u64,
-    listeners: Vec<mpsc::Sender<Arc<EventRecord>>>,
+    listeners: Vec<mpsc::Sender<Bytes>>,
 }
 
 impl Default for EventLog {
@@ -136,7 +142,7 @@ impl EventLog {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, millis);
         let mut log = self.lock();
-        let record = Arc::new(EventRecord {
+        let record = EventRecord {
             seq: log.next_seq,
             at_ms,
             target: target.to_owned(),
@@ -148,16 +154,18 @@ impl EventLog {
             reason: event.reason().to_owned(),
             origin: event.origin().as_str(),
             remaining_ms: event.remaining().map(millis),
-        });
+        };
+        // Framed once, for every stream that follows or will replay it.
+        let frame = frame(&record);
         log.next_seq += 1;
         if log.kept.len() == log.capacity {
             log.kept.pop_front();
         }
-        log.kept.push_back(Arc::clone(&record));
         // A listener that is gone or too far behind is dropped; its stream
         // ends, and the page reconnects from what is kept.
         log.listeners
-            .retain(|tx| tx.try_send(Arc::clone(&record)).is_ok());
+            .retain(|tx| tx.try_send(frame.clone()).is_ok());
+        log.kept.push_back(Kept { record, frame });
     }
 
     /// The last `n` events, oldest first.
@@ -166,7 +174,7 @@ impl EventLog {
         log.kept
             .iter()
             .skip(log.kept.len().saturating_sub(n))
-            .map(|r| EventRecord::clone(r))
+            .map(|k| k.record.clone())
             .collect()
     }
 
@@ -186,20 +194,11 @@ impl EventLog {
         // An id from before a restart (at or past the next one) resumes
         // nothing: the stream starts from what is kept.
         let after = after.filter(|&after| after < log.next_seq);
-        let replay: VecDeque<Bytes> = match after {
-            Some(after) => log
-                .kept
-                .iter()
-                .filter(|r| r.seq > after)
-                .map(|r| frame(r))
-                .collect(),
-            None => log
-                .kept
-                .iter()
-                .skip(log.kept.len().saturating_sub(100))
-                .map(|r| frame(r))
-                .collect(),
+        let from = match after {
+            Some(after) => log.kept.partition_point(|k| k.record.seq <= after),
+            None => log.kept.len().saturating_sub(100),
         };
+        let replay: VecDeque<Bytes> = log.kept.range(from..).map(|k| k.frame.clone()).collect();
         log.listeners.push(tx);
         drop(log);
         let mut keep_alive =
@@ -262,7 +261,7 @@ pin_project! {
     /// drops it (the reader fell too far behind).
     pub(crate) struct EventStream {
         replay: VecDeque<Bytes>,
-        live: mpsc::Receiver<Arc<EventRecord>>,
+        live: mpsc::Receiver<Bytes>,
         keep_alive: Interval,
     }
 }
@@ -280,9 +279,9 @@ impl Body for EventStream {
             return Poll::Ready(Some(Ok(Frame::data(bytes))));
         }
         match this.live.poll_recv(cx) {
-            Poll::Ready(Some(record)) => {
+            Poll::Ready(Some(frame)) => {
                 this.keep_alive.reset();
-                Poll::Ready(Some(Ok(Frame::data(frame(&record)))))
+                Poll::Ready(Some(Ok(Frame::data(frame))))
             }
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => match this.keep_alive.poll_tick(cx) {

@@ -77,6 +77,18 @@ async fn next_frame(body: &mut Body) -> String {
     String::from_utf8(frame.into_data().unwrap().to_vec()).unwrap()
 }
 
+/// The first event a stream resuming after `last_event_id` sends (past its
+/// opening comment).
+async fn first_event_after(app: Router, last_event_id: &str) -> String {
+    let req = Request::get("/levee/events")
+        .header("last-event-id", last_event_id)
+        .body(Body::empty())
+        .unwrap();
+    let mut body = app.oneshot(req).await.unwrap().into_body();
+    assert!(next_frame(&mut body).await.starts_with(':'));
+    next_frame(&mut body).await
+}
+
 fn park_scope(health: &Value) -> String {
     let scopes = health["openai"]["scopes"].as_array().unwrap();
     let park = scopes.iter().find(|s| s["mechanism"] == "park").unwrap();
@@ -114,13 +126,7 @@ async fn last_event_id_resumes_after_the_event_it_names() {
     let (handle, events) = parked().await;
     handle.open("api.openai.com");
     let app = console(&handle, events);
-    let req = Request::get("/levee/events")
-        .header("last-event-id", "1")
-        .body(Body::empty())
-        .unwrap();
-    let mut body = app.oneshot(req).await.unwrap().into_body();
-    assert!(next_frame(&mut body).await.starts_with(':'));
-    assert!(next_frame(&mut body).await.starts_with("id: 2\n"));
+    assert!(first_event_after(app, "1").await.starts_with("id: 2\n"));
 }
 
 #[tokio::test]
@@ -180,13 +186,7 @@ async fn an_idle_stream_sends_a_comment_every_15_seconds() {
 async fn an_id_from_before_a_restart_resumes_from_what_is_kept() {
     let (handle, events) = parked().await;
     let app = console(&handle, events);
-    let req = Request::get("/levee/events")
-        .header("last-event-id", "9000")
-        .body(Body::empty())
-        .unwrap();
-    let mut body = app.oneshot(req).await.unwrap().into_body();
-    assert!(next_frame(&mut body).await.starts_with(':'));
-    assert!(next_frame(&mut body).await.starts_with("id: 1\n"));
+    assert!(first_event_after(app, "9000").await.starts_with("id: 1\n"));
 }
 
 #[tokio::test]
