@@ -38,6 +38,8 @@ class Api:
                      f"script reads ({FORMAT_VERSIONS}): update api/snapshot.py")
         self.index = doc["index"]
         self.paths = doc["paths"]
+        self.crates = doc["external_crates"]
+        self.deps = set()
         self.lines = set()
         self.items = set()
 
@@ -50,7 +52,7 @@ class Api:
             return "()"
         (k, v), = t.items()
         if k == "resolved_path":
-            return v["path"].split("::")[-1] + self.args(v.get("args"))
+            return self.path(v)
         if k == "generic" or k == "primitive":
             return v
         if k == "borrowed_ref":
@@ -82,7 +84,16 @@ class Api:
         return k
 
     def path(self, p):
+        self.note(p.get("id"))
         return p["path"].split("::")[-1] + self.args(p.get("args"))
+
+    def note(self, id):
+        """Records the crate of a type or trait named in the public API."""
+        summary = self.paths.get(str(id)) if id is not None else None
+        if summary and summary["crate_id"] != 0:
+            name = self.crates[str(summary["crate_id"])]["name"]
+            if name not in ("std", "core", "alloc"):
+                self.deps.add(name)
 
     def args(self, a):
         if not a:
@@ -275,7 +286,10 @@ def snapshot(crate):
     doc = rustdoc_json(crate)
     api = Api(doc)
     api.walk(doc["root"], crate.replace("-", "_"))
-    return sorted(api.lines), len(api.items)
+    # The crates whose types or traits the API names: a public dependency's
+    # major version is part of this crate's API.
+    deps = [f"public dependency {d}" for d in sorted(api.deps)]
+    return deps + sorted(api.lines), len(api.items)
 
 
 def main():

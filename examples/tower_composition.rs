@@ -66,8 +66,9 @@ async fn run() -> Result<(), BoxError> {
         // tower's own Retry, with Levee's rules and budget. Short backoff
         // for the example; the default is 500 ms × 2ⁿ up to 8 s.
         .layer(RetryLayer::new(
-            BudgetPolicy::new(budget.clone())
-                .backoff(Duration::from_millis(10), Duration::from_millis(50)),
+            BudgetPolicy::builder(budget.clone())
+                .backoff(Duration::from_millis(10), Duration::from_millis(50))
+                .build()?,
         ))
         .layer(BulkheadLayer::named("llm", 16))
         .layer(breaker)

@@ -81,6 +81,7 @@ use std::time::Duration;
 use crate::clock::{Timestamp, duration_nanos};
 use crate::config_error::ConfigError;
 
+#[doc(hidden)]
 /// Number of time slots the window is divided into.
 pub const SLOTS: usize = 10;
 
@@ -202,6 +203,7 @@ impl Default for BudgetConfig {
 
 /// Totals since the bucket was created.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BucketStats {
     /// Requests deposited.
     pub deposited: u64,

@@ -42,11 +42,13 @@ impl Timestamp {
     }
 }
 
+#[doc(hidden)]
 /// A duration in nanoseconds, saturating at `u64::MAX` (584 years).
 pub fn duration_nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
+#[doc(hidden)]
 /// `d` rounded up to the next whole millisecond (saturating): how a wait
 /// is applied everywhere, so that a wait is never cut short by the
 /// millisecond resolution of the caller that sleeps on it.

@@ -24,6 +24,7 @@ use std::fmt;
 /// );
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConfigError {
     /// The dotted path of the field, e.g. `"breaker.failure_ratio"`.
     pub field: &'static str,

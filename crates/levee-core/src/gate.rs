@@ -70,6 +70,7 @@ use crate::config_error::{ConfigError, positive_duration};
 use crate::pace::{Allowance, InFlight, PaceConfig};
 use crate::transition::{State, Transition, human};
 
+#[doc(hidden)]
 /// Gated spans kept exactly for [`GateState::gated_in_last`]; older ones are
 /// merged pairwise, so memory stays bounded and only old spans lose precision.
 pub const GATE_HISTORY_SPANS: usize = 32;
@@ -78,6 +79,7 @@ pub const GATE_HISTORY_SPANS: usize = 32;
 
 /// How the throttle gate treats a 429. Shared by every quota scope.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct GateConfig {
     /// How long to gate when the throttle carried no wait hint (5 s).
     pub default_wait: Duration,
@@ -178,8 +180,10 @@ impl GateConfigBuilder {
 
 // === GateDecision ===
 
-// Exhaustive on purpose: a throttle closes the gate or parks the account;
-// a third outcome would need every caller to act on it.
+#[allow(
+    clippy::exhaustive_enums,
+    reason = "a throttle closes the gate or parks the account; a third outcome would need every caller to act on it"
+)]
 /// What [`GateState::throttle`] decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum GateDecision {
@@ -228,6 +232,7 @@ pub struct GateState {
 /// How often a gate closed, by why.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct Closings {
     /// On a provider's throttle (a `429`).
     pub throttled: u64,
@@ -373,7 +378,7 @@ impl GateState {
         self.deadline = Some(until);
         let transition = (self.gated_since.is_none() && now < until).then(|| {
             self.gated_since = Some(now);
-            Transition::between(State::Clear, State::Gated, now, reason)
+            Transition::new(State::Clear, State::Gated, now, reason)
                 .with_until(Some(until))
                 .with_cause(Some(cause.as_str().to_owned()))
         });
@@ -400,7 +405,7 @@ impl GateState {
             return (Some(deadline.saturating_duration_since(now)), None);
         }
         self.settle(now);
-        let t = Transition::between(State::Gated, State::Clear, now, "throttle deadline passed");
+        let t = Transition::new(State::Gated, State::Clear, now, "throttle deadline passed");
         (None, Some(t))
     }
 

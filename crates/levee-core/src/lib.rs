@@ -32,12 +32,36 @@
 //! assert_eq!(c.wait, Some(std::time::Duration::from_secs(7)));
 //! ```
 //!
+//! # Stability
+//!
+//! Types that may grow (a new verdict, a new state, a new field on a
+//! record) are `#[non_exhaustive]`: match them with a wildcard arm, and
+//! build configurations through their builders or `Default` and field
+//! assignment. Items hidden from these docs (`#[doc(hidden)]`) are shared
+//! with Levee's own crates and carry no semver promise.
+//!
 //! # Features
 //!
 //! | feature | what it adds |
 //! |---|---|
 //! | `serde` | every configuration and classification rule from TOML/JSON/YAML, durations in `humantime` form, errors that name the field |
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// A type users can build or match in full cannot grow without a breaking
+// release: each public one is `#[non_exhaustive]`, or exhaustive on purpose
+// with an `#[allow]` that says why.
+#![deny(clippy::exhaustive_enums, clippy::exhaustive_structs)]
+
+/// The crates whose types or traits appear in this crate's API, at the
+/// versions it was built with. Name them through here and a second,
+/// mismatched version of one cannot creep into a build. `api/levee-core.txt`
+/// lists them (`public dependency …`), and the snapshot check fails when
+/// one is added or dropped.
+pub mod deps {
+    pub use fastrand;
+    pub use http;
+    #[cfg(feature = "serde")]
+    pub use serde;
+}
 
 pub mod breaker;
 pub mod budget;

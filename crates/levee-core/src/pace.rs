@@ -80,6 +80,7 @@ use crate::config_error::ConfigError;
 /// How much of a limit to leave unused. In a configuration file: a number
 /// (`requests_reserve = 5`) or a percentage (`tokens_reserve = "2%"`).
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum Reserve {
     /// A fixed number of requests or tokens.
     Count(u64),
@@ -112,6 +113,7 @@ impl Reserve {
 
 /// When to pause a quota scope.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct PaceConfig {
     /// Whether to pace at all (default: yes). Off, a layer reads no
     /// rate-limit header on a success and reacts to 429s only.
@@ -146,6 +148,13 @@ impl Default for PaceConfig {
 }
 
 impl PaceConfig {
+    /// A builder starting from the defaults.
+    pub fn builder() -> PaceConfigBuilder {
+        PaceConfigBuilder {
+            config: PaceConfig::default(),
+        }
+    }
+
     /// Checks every field; the error names the first invalid one.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.requests_reserve.validate("pace.requests_reserve")?;
@@ -166,6 +175,7 @@ impl PaceConfig {
         }
     }
 
+    #[doc(hidden)]
     /// The cheap test a layer makes on every response, without a lock:
     /// `None` when pacing is off. See [`PaceCheck`].
     pub fn check(&self) -> Option<PaceCheck> {
@@ -187,6 +197,51 @@ impl PaceConfig {
     }
 }
 
+/// Builds a validated [`PaceConfig`].
+#[derive(Clone, Debug)]
+pub struct PaceConfigBuilder {
+    config: PaceConfig,
+}
+
+impl PaceConfigBuilder {
+    /// Whether to pace at all.
+    pub fn enabled(mut self, on: bool) -> Self {
+        self.config.enabled = on;
+        self
+    }
+
+    /// Requests left unused of each request limit.
+    pub fn requests_reserve(mut self, reserve: Reserve) -> Self {
+        self.config.requests_reserve = reserve;
+        self
+    }
+
+    /// Tokens left unused of each token limit.
+    pub fn tokens_reserve(mut self, reserve: Reserve) -> Self {
+        self.config.tokens_reserve = reserve;
+        self
+    }
+
+    /// The longest pause pacing imposes.
+    pub fn max_pause(mut self, max: Duration) -> Self {
+        self.config.max_pause = max;
+        self
+    }
+
+    /// Whether to spread requests at the rate the provider refills.
+    pub fn spread(mut self, on: bool) -> Self {
+        self.config.spread = on;
+        self
+    }
+
+    /// Validates and returns the config.
+    pub fn build(self) -> Result<PaceConfig, ConfigError> {
+        self.config.validate()?;
+        Ok(self.config)
+    }
+}
+
+#[doc(hidden)]
 /// Whether a response's limits deserve a closer look: some limit is at or
 /// under a bound no reserve exceeds, or has used half of itself, so that
 /// its scope's allowance is worth recording (and shown in a layer's
@@ -242,10 +297,12 @@ impl PaceCheck {
     }
 }
 
+#[doc(hidden)]
 /// The longest burst [`Spacing`] lets through at once: one second of the
 /// provider's rate, the shortest window a provider is documented to count.
 pub const SPREAD_BURST: Duration = Duration::from_secs(1);
 
+#[doc(hidden)]
 /// How far apart to send a scope's requests: the rate at which the
 /// provider says its tightest short request limit refills, spent evenly
 /// with bursts of at most [`SPREAD_BURST`] (the generic cell rate
@@ -335,6 +392,7 @@ impl Spacing {
 /// Calls sent that a provider's latest report did not count yet, and the
 /// tokens they were estimated to use ([`estimate_tokens`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct InFlight {
     /// Requests.
     pub requests: u64,
@@ -343,6 +401,11 @@ pub struct InFlight {
 }
 
 impl InFlight {
+    /// `requests` calls in flight, estimated to use `tokens` tokens.
+    pub const fn new(requests: u64, tokens: u64) -> Self {
+        InFlight { requests, tokens }
+    }
+
     fn of(self, dimension: Dimension) -> u64 {
         match dimension {
             Dimension::Requests => self.requests,

@@ -27,7 +27,7 @@
 //! let cause = Reason::new_static("anthropic:enforced_spend_limit_reached");
 //!
 //! let parked = park.park(&cfg, clock.now(), None, &cause).unwrap();
-//! assert_eq!((parked.from, parked.to), ("active", "parked"));
+//! assert_eq!((parked.from.as_str(), parked.to.as_str()), ("active", "parked"));
 //! assert_eq!(park.check(clock.now()).0, Some(Duration::from_secs(3600)));
 //!
 //! // Finance raised the cap.
@@ -46,6 +46,7 @@ use crate::transition::{State, Transition, human};
 
 /// How long to park when the provider names no reset. Shared by every billing scope.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ParkConfig {
     /// The park when the quota signal carried no reset time (1 h).
     pub default_park: Duration,
@@ -179,7 +180,7 @@ impl ParkState {
         self.reason = Some(cause.clone());
         self.since = Some(now);
         Some(
-            Transition::between(State::Active, State::Parked, now, reason())
+            Transition::new(State::Active, State::Parked, now, reason())
                 .with_until(Some(until))
                 .with_cause(Some(cause.as_str().to_owned())),
         )
@@ -189,7 +190,7 @@ impl ParkState {
     pub fn unpark(&mut self, now: Timestamp) -> Option<Transition> {
         self.until?;
         self.clear();
-        Some(Transition::between(
+        Some(Transition::new(
             State::Parked,
             State::Active,
             now,
@@ -207,7 +208,7 @@ impl ParkState {
             return (Some(until.saturating_duration_since(now)), None);
         }
         self.clear();
-        let t = Transition::between(State::Parked, State::Active, now, "quota reset time passed");
+        let t = Transition::new(State::Parked, State::Active, now, "quota reset time passed");
         (None, Some(t))
     }
 

@@ -113,6 +113,7 @@ impl<'a> RequestFields<'a> {
     }
 }
 
+#[doc(hidden)]
 /// `body` with the JSON string at `span` (a [`RequestFields::model_span`]
 /// of it) replaced by `model`, quoted and escaped: every other byte as it
 /// was. `None` if `span` is not a JSON string of `body`.

@@ -50,8 +50,8 @@ impl Mechanism {
 /// comparison with a `&str` both ways, and `Serialize` as the name.
 macro_rules! named {
     ($ty:ident) => {
-        impl fmt::Display for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str(self.as_str())
             }
         }
@@ -82,6 +82,8 @@ macro_rules! named {
         }
     };
 }
+
+pub(crate) use named;
 
 named!(Mechanism);
 
@@ -161,13 +163,14 @@ named!(State);
 /// The key itself is not part of the transition: the state machines hold the
 /// state of a single key and do not know its name; the registry adds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Transition {
     /// The mechanism that changed state.
     pub mechanism: Mechanism,
-    /// The state before, e.g. `"closed"`: a [`State::as_str`] name.
-    pub from: &'static str,
-    /// The state after, e.g. `"open"`: a [`State::as_str`] name.
-    pub to: &'static str,
+    /// The state before.
+    pub from: State,
+    /// The state after, of the same mechanism.
+    pub to: State,
     /// When the change happened (the `now` passed to the method).
     pub at: Timestamp,
     /// Until when the new state holds, when it has a deadline: the end of a
@@ -186,16 +189,12 @@ pub struct Transition {
 }
 
 impl Transition {
-    /// A transition with no deadline, no cause and no failure count.
-    pub fn new(
-        mechanism: Mechanism,
-        from: &'static str,
-        to: &'static str,
-        at: Timestamp,
-        reason: impl Into<String>,
-    ) -> Self {
+    /// A transition of `to`'s mechanism from `from` to `to`, with no
+    /// deadline, no cause and no failure count.
+    pub fn new(from: State, to: State, at: Timestamp, reason: impl Into<String>) -> Self {
+        debug_assert_eq!(from.mechanism(), to.mechanism(), "one mechanism");
         Transition {
-            mechanism,
+            mechanism: to.mechanism(),
             from,
             to,
             at,
@@ -204,25 +203,6 @@ impl Transition {
             cause: None,
             consecutive_failures: 0,
         }
-    }
-
-    /// A transition of `to`'s mechanism from `from` to `to`, with no
-    /// deadline, no cause and no failure count: how the state machines make
-    /// theirs.
-    pub fn between(from: State, to: State, at: Timestamp, reason: impl Into<String>) -> Self {
-        debug_assert_eq!(from.mechanism(), to.mechanism(), "one mechanism");
-        Transition::new(to.mechanism(), from.as_str(), to.as_str(), at, reason)
-    }
-
-    /// The state before, typed (`None` only if `from` was set by hand to a
-    /// name no state has).
-    pub fn from_state(&self) -> Option<State> {
-        State::from_name(self.from)
-    }
-
-    /// The state after, typed.
-    pub fn to_state(&self) -> Option<State> {
-        State::from_name(self.to)
     }
 
     /// Sets [`until`](Transition::until).
@@ -300,9 +280,8 @@ mod tests {
     #[test]
     fn transition_displays_mechanism_states_and_reason() {
         let t = Transition::new(
-            Mechanism::Breaker,
-            "closed",
-            "open",
+            State::Closed,
+            State::Open,
             Timestamp::ZERO,
             "opened manually: maintenance",
         );
@@ -318,10 +297,10 @@ mod tests {
     fn every_state_name_reads_back_and_belongs_to_one_mechanism() {
         for state in State::ALL {
             assert_eq!(State::from_name(state.as_str()), Some(state));
-            let t = Transition::between(state, state, Timestamp::ZERO, "");
+            let t = Transition::new(state, state, Timestamp::ZERO, "");
             assert_eq!(
-                (t.mechanism, t.from_state(), t.to_state()),
-                (state.mechanism(), Some(state), Some(state))
+                (t.mechanism, t.from, t.to),
+                (state.mechanism(), state, state)
             );
         }
         assert_eq!(State::from_name("half-open"), None);

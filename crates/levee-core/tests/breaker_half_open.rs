@@ -10,6 +10,7 @@ use levee_core::breaker::{
 };
 use levee_core::classify::Verdict;
 use levee_core::clock::Timestamp;
+use levee_core::transition::State;
 use levee_core::transition::Transition;
 
 const KEY: &str = "api.openai.com";
@@ -88,7 +89,7 @@ fn after_the_cool_off_one_probe_is_admitted_and_its_success_closes() {
 
     let (admission, t) = h.state.admit(&h.cfg, h.now);
     let t = t.expect("open -> half_open");
-    assert_eq!((t.from, t.to), ("open", "half_open"));
+    assert_eq!((t.from, t.to), (State::Open, State::HalfOpen));
     assert_eq!(t.reason, "cool-off over, admitting 1 probe");
     let probe = admission.permit().unwrap();
     assert!(probe.is_probe());
@@ -102,7 +103,7 @@ fn after_the_cool_off_one_probe_is_admitted_and_its_success_closes() {
     );
 
     let t = h.record(probe, Outcome::success()).expect("closes");
-    assert_eq!((t.from, t.to), ("half_open", "closed"));
+    assert_eq!((t.from, t.to), (State::HalfOpen, State::Closed));
     assert_eq!(t.reason, "closed after 1 of 1 probes succeeded");
     assert!(h.admit().is_allowed());
 }
@@ -116,7 +117,7 @@ fn a_failed_probe_reopens_with_a_longer_cool_off_and_recovery_resets_growth() {
         h.wait_out_cool_off();
         let probe = h.permit();
         let t = h.record(probe, unavailable()).expect("reopens");
-        assert_eq!((t.from, t.to), ("half_open", "open"));
+        assert_eq!((t.from, t.to), (State::HalfOpen, State::Open));
         assert_eq!(t.reason, "reopened after 1 of 1 probes failed (status:503)");
         assert_eq!(h.cool_off(), secs(expected));
     }
@@ -332,7 +333,7 @@ fn manual_open_behaves_as_a_trip_and_close_resets_everything() {
         .state
         .open(&h.cfg, h.now, &mut h.rng, "maintenance")
         .unwrap();
-    assert_eq!((t.from, t.to), ("closed", "open"));
+    assert_eq!((t.from, t.to), (State::Closed, State::Open));
     assert_eq!(t.reason, "opened manually: maintenance");
     assert_eq!(t.cause, None);
     assert_eq!(h.cool_off(), secs(30));
@@ -349,7 +350,7 @@ fn manual_open_behaves_as_a_trip_and_close_resets_everything() {
     assert_eq!(h.cool_off(), secs(60));
 
     let t = h.state.close(h.now).unwrap();
-    assert_eq!((t.from, t.to), ("open", "closed"));
+    assert_eq!((t.from, t.to), (State::Open, State::Closed));
     assert_eq!(h.state.reopens(), 0);
     assert!(h.state.close(h.now).is_none(), "already closed");
     h.trip();
@@ -360,7 +361,7 @@ fn manual_open_behaves_as_a_trip_and_close_resets_everything() {
 fn isolate_holds_the_breaker_open_until_closed() {
     let mut h = Harness::exact(1, 1.0);
     let t = h.state.isolate(h.now).unwrap();
-    assert_eq!((t.from, t.to, t.until), ("closed", "open", None));
+    assert_eq!((t.from, t.to, t.until), (State::Closed, State::Open, None));
     assert_eq!(t.reason, "isolated manually");
     assert!(h.state.is_isolated());
     assert_eq!(h.state.open_until(), None);

@@ -8,6 +8,7 @@ use levee_core::breaker::{
 };
 use levee_core::classify::Verdict;
 use levee_core::clock::Timestamp;
+use levee_core::transition::State;
 use levee_core::transition::{Mechanism, Transition};
 
 mod support;
@@ -44,7 +45,7 @@ fn five_consecutive_availability_failures_open_by_default() {
 
     let t = h.call(unavailable()).expect("fifth failure opens");
     assert_eq!(t.mechanism, Mechanism::Breaker);
-    assert_eq!((t.from, t.to), ("closed", "open"));
+    assert_eq!((t.from, t.to), (State::Closed, State::Open));
     assert_eq!(
         t.reason,
         "opened after 5 consecutive availability failures (status:503)"
@@ -200,7 +201,7 @@ fn failure_breakdown_explains_an_open_breaker_until_closed() {
     let t = h.state.close(h.now).unwrap();
     assert_eq!(
         (t.from, t.to, t.reason.as_str()),
-        ("open", "closed", "closed manually")
+        (State::Open, State::Closed, "closed manually")
     );
     assert!(h.state.failure_breakdown().is_empty());
     assert_eq!(h.state.consecutive_failures(), 0);

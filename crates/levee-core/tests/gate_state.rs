@@ -7,6 +7,7 @@ use levee_core::classify::Reason;
 use levee_core::clock::Timestamp;
 use levee_core::gate::{GATE_HISTORY_SPANS, GateConfig, GateDecision, GateState};
 use levee_core::transition::Mechanism;
+use levee_core::transition::State;
 use proptest::prelude::*;
 
 const CAUSE: Reason = Reason::new_static("openai:rate_limit_exceeded");
@@ -38,7 +39,7 @@ fn a_hinted_throttle_gates_until_the_hint_then_clears_without_a_probe() {
     assert_eq!(until, at(107));
     let t = t.expect("clear -> gated");
     assert_eq!(t.mechanism, Mechanism::Gate);
-    assert_eq!((t.from, t.to), ("clear", "gated"));
+    assert_eq!((t.from, t.to), (State::Clear, State::Gated));
     assert_eq!(t.reason, "throttled for 7s (openai:rate_limit_exceeded)");
     assert_eq!(t.cause.as_deref(), Some("openai:rate_limit_exceeded"));
     assert_eq!(t.until, Some(at(107)));
@@ -52,7 +53,7 @@ fn a_hinted_throttle_gates_until_the_hint_then_clears_without_a_probe() {
     let t = t.expect("gated -> clear");
     assert_eq!(
         (t.from, t.to, t.reason.as_str()),
-        ("gated", "clear", "throttle deadline passed")
+        (State::Gated, State::Clear, "throttle deadline passed")
     );
     assert_eq!(gate.until(), None);
     assert!(gate.is_idle(at(107)));
@@ -330,7 +331,7 @@ fn a_scope_paced_at_its_reserve_is_gated_like_a_throttle_and_counted_apart() {
         .expect("paced");
     assert_eq!(until, at(11));
     let t = t.expect("clear -> gated");
-    assert_eq!((t.from, t.to), ("clear", "gated"));
+    assert_eq!((t.from, t.to), (State::Clear, State::Gated));
     assert!(
         t.reason.starts_with("paced for 1s (requests"),
         "{}",
@@ -366,7 +367,7 @@ fn a_throttle_another_replica_reports_gates_here_counts_as_a_throttle_and_never_
     let t = t.expect("clear -> gated");
     assert_eq!(
         (until, t.to, t.cause.as_deref()),
-        (at(35), "gated", Some("fleet"))
+        (at(35), State::Gated, Some("fleet"))
     );
     assert!(
         t.reason.contains("seen by the fleet: status:429"),

@@ -38,11 +38,11 @@ fn requests(limit: u64, remaining: u64, reset: &str) -> RateLimits {
 }
 
 fn count(reserve: u64) -> PaceConfig {
-    PaceConfig {
-        requests_reserve: Reserve::Count(reserve),
-        tokens_reserve: Reserve::Count(reserve),
-        ..PaceConfig::default()
-    }
+    PaceConfig::builder()
+        .requests_reserve(Reserve::Count(reserve))
+        .tokens_reserve(Reserve::Count(reserve))
+        .build()
+        .unwrap()
 }
 
 #[test]
@@ -161,11 +161,10 @@ fn a_share_reserve_is_validated_and_never_below_one_unit() {
     assert_eq!(Reserve::Share(0.02).of(Some(60)), 1);
     assert_eq!(Reserve::Share(0.02).of(Some(10_000)), 200);
     assert_eq!(Reserve::Share(0.02).of(None), 0);
-    let bad = PaceConfig {
-        tokens_reserve: Reserve::Share(1.5),
-        ..PaceConfig::default()
-    };
-    let err = bad.validate().unwrap_err();
+    let err = PaceConfig::builder()
+        .tokens_reserve(Reserve::Share(1.5))
+        .build()
+        .unwrap_err();
     assert!(err.to_string().contains("pace.tokens_reserve"), "{err}");
     assert!(PaceConfig::default().validate().is_ok());
 }

@@ -6,6 +6,7 @@ use levee_core::classify::Reason;
 use levee_core::clock::Timestamp;
 use levee_core::park::{ParkConfig, ParkState};
 use levee_core::transition::Mechanism;
+use levee_core::transition::State;
 use proptest::prelude::*;
 
 const SPEND_CAP: Reason = Reason::new_static("anthropic:enforced_spend_limit_reached");
@@ -26,7 +27,7 @@ fn a_quota_with_a_reset_parks_until_it_then_reinstates_without_a_probe() {
         .park(&cfg, at(10), Some(secs(86_400)), &SPEND_CAP)
         .expect("active -> parked");
     assert_eq!(t.mechanism, Mechanism::Park);
-    assert_eq!((t.from, t.to), ("active", "parked"));
+    assert_eq!((t.from, t.to), (State::Active, State::Parked));
     assert_eq!(
         t.reason,
         "parked until the quota resets in 1d (anthropic:enforced_spend_limit_reached)"
@@ -47,7 +48,7 @@ fn a_quota_with_a_reset_parks_until_it_then_reinstates_without_a_probe() {
     let t = t.expect("parked -> active");
     assert_eq!(
         (t.from, t.to, t.reason.as_str()),
-        ("parked", "active", "quota reset time passed")
+        (State::Parked, State::Active, "quota reset time passed")
     );
     assert!(park.is_idle());
     assert_eq!(park.reason(), None);
@@ -112,7 +113,7 @@ fn unpark_lifts_a_park_by_hand() {
     let t = park.unpark(at(5)).unwrap();
     assert_eq!(
         (t.from, t.to, t.reason.as_str()),
-        ("parked", "active", "unparked manually")
+        (State::Parked, State::Active, "unparked manually")
     );
     assert!(park.is_idle());
     assert_eq!(park.check(at(6)), (None, None));
@@ -164,7 +165,7 @@ fn a_park_that_ends_exactly_now_is_over_so_a_new_quota_answer_parks_afresh() {
     let t = park.park(&cfg, at(60), Some(secs(30)), &SPEND_CAP);
     assert_eq!(
         t.map(|t| (t.from, t.to)),
-        Some(("active", "parked")),
+        Some((State::Active, State::Parked)),
         "a new park, not an extension"
     );
     assert_eq!(park.until(), Some(at(90)));
@@ -199,7 +200,7 @@ fn a_park_another_replica_reports_parks_here_and_only_ever_extends() {
         .expect("active -> parked");
     assert_eq!(
         (t.from, t.to, t.until),
-        ("active", "parked", Some(at(3610)))
+        (State::Active, State::Parked, Some(at(3610)))
     );
     assert!(t.reason.contains("seen by the fleet"), "{}", t.reason);
     assert!(park.adopt(at(11), at(100), &SPEND_CAP).is_none());

@@ -13,7 +13,6 @@ use levee_core::classify::{ProviderClassifier, StreamScanner, Verdict};
 use tokio::time::Instant;
 use tower::{Layer, ServiceExt};
 use tower_levee::breaker::{Scope, TokenCost};
-use tower_levee::config::BulkheadConfig;
 use tower_levee::failover::{Failover, NoTargetAvailable, ServedBy, Target};
 use tower_levee::retry::{Deadline, Retry, RetryOutcome, Stop};
 use tower_levee::{BoxError, RetryBudget, RetryBudgetLayer};
@@ -115,8 +114,8 @@ impl LeveeStack {
                     target,
                     scope: scope.to_owned(),
                     mechanism: ev.mechanism().as_str().to_owned(),
-                    from: ev.from().to_owned(),
-                    to: ev.to().to_owned(),
+                    from: ev.from().as_str().to_owned(),
+                    to: ev.to().as_str().to_owned(),
                     reason: ev.reason().to_owned(),
                 });
             })
@@ -147,12 +146,12 @@ impl LeveeStack {
             // the body as the caller reads it.
             let inner = tower::timeout::Timeout::new(provider.target(i), attempt_timeout);
             // A compartment per target, named after it.
-            let bulkhead = BulkheadConfig {
-                name: t.name.clone(),
-                ..cfg.bulkhead.clone()
-            }
-            .layer()
-            .map_err(|e| format!("[levee] {e}"))?;
+            let bulkhead = cfg
+                .bulkhead
+                .clone()
+                .name(t.name.clone())
+                .layer()
+                .map_err(|e| format!("[levee] {e}"))?;
             let scope = Scope::new()
                 .domain(t.name.clone())
                 .model(sc.load.model.clone())
@@ -178,9 +177,9 @@ impl LeveeStack {
             .map_err(|e| format!("[[target]]: {e}"))?;
         let budget = Arc::new(RetryBudget::from_config(retry.budget));
         let layer = retry
-            .apply(RetryBudgetLayer::new(budget.clone()))
-            .map_err(|e| format!("[levee] {e}"))?
-            .seed(sc.seed);
+            .apply(RetryBudgetLayer::builder(budget.clone()).seed(sc.seed))
+            .and_then(|builder| builder.build())
+            .map_err(|e| format!("[levee] {e}"))?;
         let svc = layer.layer(failover);
         Ok(LeveeStack {
             svc,

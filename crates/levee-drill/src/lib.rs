@@ -19,6 +19,13 @@
 //! Also here: [`tune`] (`levee-drill tune`, a search of a scenario's
 //! `[levee]` settings), [`classify_cmd`] (`levee-drill classify`) and
 //! [`samples`] (`levee-drill samples`).
+//!
+//! # Stability
+//!
+//! This library is the `levee-drill` binary's own, public so its tests and
+//! benchmarks can reach it: its modules carry no semver promise. What is
+//! kept stable is what a user touches: the command line, the scenario
+//! format and the JSON report.
 
 pub mod body;
 pub mod classify_cmd;

@@ -206,7 +206,10 @@ impl Table {
                 let failover = levee.failover.apply(failover)?.build()?;
                 let handle = failover.handle();
                 let budget = Arc::new(RetryBudget::from_config(levee.retry.budget));
-                let retry = levee.retry.apply(RetryBudgetLayer::new(budget.clone()))?;
+                let retry = levee
+                    .retry
+                    .apply(RetryBudgetLayer::builder(budget.clone()))?
+                    .build()?;
                 let stack = client_limits.layer(retry.layer(failover));
                 let label = format!("{}:{}", route.model, dialect.as_str());
                 reporter = reporter

@@ -71,6 +71,13 @@
 //! # }
 //! ```
 //!
+//! # Stability
+//!
+//! Types that may grow are `#[non_exhaustive]`: match them with a wildcard
+//! arm, and build configurations through their builders, setters or
+//! `Default`. Items hidden from these docs (`#[doc(hidden)]`) are shared
+//! with Levee's own crates and carry no semver promise.
+//!
 //! # Features
 //!
 //! | feature | what it adds |
@@ -78,7 +85,23 @@
 //! | `metrics` | `levee_fleet_connected` and the fleet's counters through the `metrics` facade |
 //! | `local-server` | `LocalRedis`: a `redis-server` of the process's own on a free loopback port (the drill's `--live` fleets, examples, tests) |
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// A type users can build or match in full cannot grow without a breaking
+// release: each public one is `#[non_exhaustive]`, or exhaustive on purpose
+// with an `#[allow]` that says why.
+#![deny(clippy::exhaustive_enums, clippy::exhaustive_structs)]
 #![forbid(unsafe_code)]
+
+/// The crates whose types or traits appear in this crate's API, at the
+/// versions it was built with. Name them through here and a second,
+/// mismatched version of one cannot creep into a build. `api/levee-redis.txt`
+/// lists them (`public dependency …`), and the snapshot check fails when
+/// one is added or dropped.
+pub mod deps {
+    pub use levee_core;
+    pub use serde;
+    pub use tokio;
+    pub use tower_levee;
+}
 
 mod config;
 mod fleet;

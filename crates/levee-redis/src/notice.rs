@@ -85,6 +85,7 @@ impl Kind {
 
 /// One replica's decision about one scope of one breaker layer.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Notice {
     /// What was decided.
     pub kind: Kind,

@@ -201,11 +201,7 @@ async fn garbage_in_the_store_is_counted_and_changes_nothing() {
     settle(10).await;
     let prefix = "test:v1:s:";
     // Written as by hand: into the keys, with no notice.
-    let space = levee_redis::Space {
-        prefix: prefix.into(),
-        channel: "elsewhere".into(),
-        index: "test:v1:index".into(),
-    };
+    let space = levee_redis::Space::new(prefix, "elsewhere", "test:v1:index");
     for (key, value, ttl) in [
         ("gate::x", &b"not json"[..], Some(60)),
         ("gate::y", br#"{"v":9,"kind":"gated","layer":"","scope":"api.openai.com","replica":"evil","wait_ms":5}"#, Some(60)),

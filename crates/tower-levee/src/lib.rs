@@ -46,6 +46,13 @@
 //! # }
 //! ```
 
+//! # Stability
+//!
+//! Types that may grow are `#[non_exhaustive]`: match them with a wildcard
+//! arm, and build configurations through their builders, setters or
+//! `Default`. Items hidden from these docs (`#[doc(hidden)]`) are shared
+//! with Levee's own crates and carry no semver promise.
+//!
 //! # Features
 //!
 //! | feature | what it adds |
@@ -91,8 +98,40 @@
 //! folder here (act here). Anything a second file needs moves down to where
 //! both can import it; nothing is copied, and nothing reaches up.
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// A type users can build or match in full cannot grow without a breaking
+// release: each public one is `#[non_exhaustive]`, or exhaustive on purpose
+// with an `#[allow]` that says why.
+#![deny(clippy::exhaustive_enums, clippy::exhaustive_structs)]
 
 pub use levee_core as core;
+
+/// The crates whose types or traits appear in this crate's API, at the
+/// versions it was built with. Name them through here and a second,
+/// mismatched version of one cannot creep into a build. `api/tower-levee.txt`
+/// lists them (`public dependency …`), and the snapshot check fails when
+/// one is added or dropped.
+pub mod deps {
+    #[cfg(feature = "async-openai")]
+    pub use async_openai;
+    #[cfg(feature = "axum")]
+    pub use axum;
+    pub use bytes;
+    pub use http;
+    pub use http_body;
+    pub use levee_core;
+    #[cfg(feature = "reqwest")]
+    pub use reqwest;
+    #[cfg(feature = "reqwest-middleware")]
+    pub use reqwest_middleware;
+    #[cfg(feature = "serde")]
+    pub use serde;
+    #[cfg(any(feature = "api", feature = "axum", feature = "async-openai"))]
+    pub use serde_json;
+    pub use tokio;
+    pub use tower;
+    pub use tower_layer;
+    pub use tower_service;
+}
 
 #[cfg(feature = "api")]
 pub mod api;

@@ -80,6 +80,11 @@ impl HttpClient {
         &self.client
     }
 
+    /// The wrapped client, mutably.
+    pub fn get_mut(&mut self) -> &mut ::reqwest::Client {
+        &mut self.client
+    }
+
     /// Unwraps the client.
     pub fn into_inner(self) -> ::reqwest::Client {
         self.client

@@ -240,7 +240,7 @@ async fn an_event_on_a_domain_shared_by_models_names_the_model_whose_call_caused
         .on_event(move |e: &ScopeEvent| {
             seen.lock().unwrap().push((
                 e.scope().to_owned(),
-                e.to().to_owned(),
+                e.to().as_str().to_owned(),
                 e.model().map(str::to_owned),
             ));
         })
@@ -286,28 +286,24 @@ fn a_hand_built_configuration_is_validated_when_the_layer_is_built() {
     use levee_core::breaker::Tripping;
     use levee_core::gate::GateConfig;
     use levee_core::park::ParkConfig;
-    let breaker = BreakerConfig {
-        tripping: Tripping::Rolling {
-            window: Duration::from_secs(30),
-            min_calls: 10,
-            failure_ratio: 1.5,
-        },
-        ..BreakerConfig::default()
+    // A configuration changed field by field skips the builder's check.
+    let mut breaker = BreakerConfig::default();
+    breaker.tripping = Tripping::Rolling {
+        window: Duration::from_secs(30),
+        min_calls: 10,
+        failure_ratio: 1.5,
     };
     let err = BreakerLayer::builder()
         .breaker(breaker)
         .build()
         .unwrap_err();
     assert!(err.to_string().contains("breaker.failure_ratio"), "{err}");
-    let gate = GateConfig {
-        jitter: 2.0,
-        ..GateConfig::default()
-    };
+    let mut gate = GateConfig::default();
+    gate.jitter = 2.0;
     let err = BreakerLayer::builder().gate(gate).build().unwrap_err();
     assert!(err.to_string().contains("gate.jitter"), "{err}");
-    let park = ParkConfig {
-        default_park: Duration::ZERO,
-    };
+    let mut park = ParkConfig::default();
+    park.default_park = Duration::ZERO;
     let err = BreakerLayer::builder().park(park).build().unwrap_err();
     assert!(err.to_string().contains("park.default_park"), "{err}");
 }

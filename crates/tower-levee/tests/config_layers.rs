@@ -22,72 +22,69 @@ where
 }
 
 fn custom() -> LeveeConfig {
-    LeveeConfig {
-        breaker: BreakerConfig::builder()
-            .rolling(Duration::from_secs(30), 8, 0.25)
-            .cooldown(Cooldown::fixed(Duration::from_secs(7)))
-            .half_open_probes(4)
-            .half_open_success_ratio(0.75)
-            .slow_call(Duration::from_millis(12_500))
-            .build()
-            .unwrap(),
-        gate: levee_core::gate::GateConfig::builder()
-            .default_wait(Duration::from_secs(2))
-            .max_wait(None)
-            .build()
-            .unwrap(),
-        park: levee_core::park::ParkConfig::builder()
-            .default_park(Duration::from_secs(600))
-            .build()
-            .unwrap(),
-        pace: levee_core::pace::PaceConfig {
-            enabled: true,
-            requests_reserve: levee_core::pace::Reserve::Count(3),
-            tokens_reserve: levee_core::pace::Reserve::Share(0.05),
-            max_pause: Duration::from_secs(30),
-            spread: false,
-        },
-        breaker_layer: BreakerLayerConfig {
-            peek_limit: 4096,
-            max_keys: 50,
-            isolate_by_model: true,
-            slow_stream: Some(Duration::from_secs(120)),
-            slow_call_by_model: BTreeMap::from([
-                ("gpt-4o".to_owned(), Duration::from_secs(30)),
-                ("o3".to_owned(), Duration::from_secs(240)),
-            ]),
-            first_content_timeout: Some(Duration::from_secs(20)),
-            first_content_timeout_by_model: BTreeMap::from([(
-                "o3".to_owned(),
-                Duration::from_secs(120),
-            )]),
-            stall_timeout: Some(Duration::from_secs(45)),
-            stream_hold: true,
-            stream_hold_max_bytes: 8192,
-            stream_hold_max_events: 16,
-            latency_estimate: true,
-            empty_body_is_failure: false,
-        },
-        retry: RetryConfig {
-            max_attempts: 5,
-            backoff_base: Duration::from_millis(250),
-            backoff_cap: Duration::from_secs(4),
-            max_wait: Duration::from_secs(20),
-            timeout: Some(Duration::from_secs(90)),
-            attempt_timeout: Some(Duration::from_secs(30)),
-            budget: BudgetConfig::new(Duration::from_secs(5), 2, 0.2),
-        },
-        bulkhead: BulkheadConfig {
-            name: "anthropic".into(),
-            max_concurrent: 16,
-            max_wait: Some(Duration::from_millis(50)),
-        },
-        failover: FailoverConfig {
-            max_targets_per_request: Some(2),
-            max_retry_after: Duration::from_secs(60),
-            overload_window: Duration::from_secs(10),
-        },
-    }
+    let mut config = LeveeConfig::default();
+    config.breaker = BreakerConfig::builder()
+        .rolling(Duration::from_secs(30), 8, 0.25)
+        .cooldown(Cooldown::fixed(Duration::from_secs(7)))
+        .half_open_probes(4)
+        .half_open_success_ratio(0.75)
+        .slow_call(Duration::from_millis(12_500))
+        .build()
+        .unwrap();
+    config.gate = levee_core::gate::GateConfig::builder()
+        .default_wait(Duration::from_secs(2))
+        .max_wait(None)
+        .build()
+        .unwrap();
+    config.park = levee_core::park::ParkConfig::builder()
+        .default_park(Duration::from_secs(600))
+        .build()
+        .unwrap();
+    config.pace = levee_core::pace::PaceConfig::builder()
+        .enabled(true)
+        .requests_reserve(levee_core::pace::Reserve::Count(3))
+        .tokens_reserve(levee_core::pace::Reserve::Share(0.05))
+        .max_pause(Duration::from_secs(30))
+        .spread(false)
+        .build()
+        .unwrap();
+    config.breaker_layer = BreakerLayerConfig::default()
+        .peek_limit(4096)
+        .max_keys(50)
+        .isolate_by_model(true)
+        .slow_stream(Some(Duration::from_secs(120)))
+        .slow_call_by_model(BTreeMap::from([
+            ("gpt-4o".to_owned(), Duration::from_secs(30)),
+            ("o3".to_owned(), Duration::from_secs(240)),
+        ]))
+        .first_content_timeout(Some(Duration::from_secs(20)))
+        .first_content_timeout_by_model(BTreeMap::from([(
+            "o3".to_owned(),
+            Duration::from_secs(120),
+        )]))
+        .stall_timeout(Some(Duration::from_secs(45)))
+        .stream_hold(true)
+        .stream_hold_max_bytes(8192)
+        .stream_hold_max_events(16)
+        .latency_estimate(true)
+        .empty_body_is_failure(false);
+    config.retry = RetryConfig::default()
+        .max_attempts(5)
+        .backoff_base(Duration::from_millis(250))
+        .backoff_cap(Duration::from_secs(4))
+        .max_wait(Duration::from_secs(20))
+        .timeout(Some(Duration::from_secs(90)))
+        .attempt_timeout(Some(Duration::from_secs(30)))
+        .budget(BudgetConfig::new(Duration::from_secs(5), 2, 0.2));
+    config.bulkhead = BulkheadConfig::default()
+        .name("anthropic".into())
+        .max_concurrent(16)
+        .max_wait(Some(Duration::from_millis(50)));
+    config.failover = FailoverConfig::default()
+        .max_targets_per_request(Some(2))
+        .max_retry_after(Duration::from_secs(60))
+        .overload_window(Duration::from_secs(10));
+    config
 }
 
 #[test]
@@ -289,13 +286,11 @@ fn bad_values_fail_at_load_naming_field_and_value() {
 
 #[test]
 fn custom_policies_are_refused_when_serialising() {
-    let config = LeveeConfig {
-        breaker: BreakerConfig::builder()
-            .cooldown(Cooldown::custom(|_| Duration::from_secs(1)))
-            .build()
-            .unwrap(),
-        ..LeveeConfig::default()
-    };
+    let mut config = LeveeConfig::default();
+    config.breaker = BreakerConfig::builder()
+        .cooldown(Cooldown::custom(|_| Duration::from_secs(1)))
+        .build()
+        .unwrap();
     let err = toml::to_string(&config).unwrap_err().to_string();
     assert_names(&err, &["cannot be serialised"]);
 }

@@ -223,9 +223,11 @@ impl<B> IsSuccess for Response<B> {
 }
 
 fn retry_layer() -> RetryBudgetLayer {
-    RetryBudgetLayer::new(Arc::new(RetryBudget::default()))
+    RetryBudgetLayer::builder(Arc::new(RetryBudget::default()))
         .timeout(Duration::from_secs(30))
         .seed(0)
+        .build()
+        .unwrap()
 }
 
 #[tokio::test(start_paused = true)]

@@ -79,7 +79,7 @@ async fn the_snapshot_gives_each_targets_state_deadline_reason_and_scopes() {
         .find(|s| s.mechanism == "park")
         .unwrap();
     assert_eq!(
-        (park.scope.as_str(), park.state),
+        (park.scope.as_str(), park.state.as_str()),
         ("api.example.com", "parked")
     );
 
@@ -189,7 +189,7 @@ async fn time_open_per_target_counts_from_the_trip_to_the_recovery() {
     assert_eq!(health.targets[1].open_time, Some(Duration::ZERO));
     let scope = &health.targets[0].scopes[0];
     assert_eq!(
-        (scope.mechanism, scope.open_time),
+        (scope.mechanism.as_str(), scope.open_time),
         ("breaker", Some(Duration::from_secs(90)))
     );
 

@@ -55,7 +55,12 @@ async fn a_no_target_available_of_only_throttled_targets_is_retried_at_the_earli
 
     let budget = Arc::new(RetryBudget::default());
     let mut svc = ServiceBuilder::new()
-        .layer(RetryBudgetLayer::new(budget.clone()).timeout(Duration::from_secs(30)))
+        .layer(
+            RetryBudgetLayer::builder(budget.clone())
+                .timeout(Duration::from_secs(30))
+                .build()
+                .unwrap(),
+        )
         .service(failover);
     let start = Instant::now();
     let res = svc.ready().await.unwrap().call(req()).await.unwrap();
@@ -76,7 +81,12 @@ async fn a_no_target_available_with_an_open_breaker_is_returned_at_once() {
     let failover = two_targets(&a, Duration::from_secs(3), &b, Duration::from_secs(3));
     let handle = failover.handle();
     let mut svc = ServiceBuilder::new()
-        .layer(RetryBudgetLayer::with_defaults().timeout(Duration::from_secs(30)))
+        .layer(
+            RetryBudgetLayer::builder(Default::default())
+                .timeout(Duration::from_secs(30))
+                .build()
+                .unwrap(),
+        )
         .service(failover);
     svc.ready().await.unwrap().call(req()).await.unwrap(); // a gated, b served
     handle.breaker("b").unwrap().open("api.example.com");
@@ -97,7 +107,12 @@ async fn a_reopen_past_the_deadline_is_not_waited_for() {
     let mut failover = two_targets(&a, Duration::from_secs(8), &b, Duration::from_secs(8));
     failover.ready().await.unwrap().call(req()).await.unwrap();
     let mut svc = ServiceBuilder::new()
-        .layer(RetryBudgetLayer::with_defaults().timeout(Duration::from_secs(5)))
+        .layer(
+            RetryBudgetLayer::builder(Default::default())
+                .timeout(Duration::from_secs(5))
+                .build()
+                .unwrap(),
+        )
         .service(failover);
     let start = Instant::now();
     let err = svc.ready().await.unwrap().call(req()).await.unwrap_err();

@@ -35,7 +35,7 @@ fn recorder(handle: &BreakerHandle) -> Seen {
     handle.subscribe(EventSubscriber::new(move |e| {
         s.lock()
             .unwrap()
-            .push((e.mechanism().as_str(), e.to(), e.origin()));
+            .push((e.mechanism().as_str(), e.to().as_str(), e.origin()));
     }));
     seen
 }

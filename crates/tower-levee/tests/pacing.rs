@@ -54,10 +54,7 @@ impl Provider {
 
 /// Pacing on the reserve alone: a burst goes as long as the count allows.
 fn unspread() -> PaceConfig {
-    PaceConfig {
-        spread: false,
-        ..PaceConfig::default()
-    }
+    PaceConfig::builder().spread(false).build().unwrap()
 }
 
 fn call() -> Request<String> {
@@ -110,10 +107,7 @@ async fn a_scope_at_its_reserve_is_refused_unsent_until_one_request_has_refilled
 async fn with_pacing_off_the_layer_sends_until_the_provider_says_429() {
     let provider = Provider::default();
     let layer = BreakerLayer::builder()
-        .pace(PaceConfig {
-            enabled: false,
-            ..PaceConfig::default()
-        })
+        .pace(PaceConfig::builder().enabled(false).build().unwrap())
         .build()
         .unwrap();
     let mut svc = layer.layer(provider.service());
@@ -149,7 +143,7 @@ async fn a_scope_far_from_its_limits_is_never_recorded() {
         .expect("recorded");
     let left = &gate.remaining[0];
     assert_eq!(
-        (left.dimension, left.remaining, left.limit),
+        (left.dimension.as_str(), left.remaining, left.limit),
         ("requests", 25, Some(60))
     );
     assert_eq!(left.reset, Some(Duration::from_secs(35)));

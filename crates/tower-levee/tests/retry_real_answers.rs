@@ -87,7 +87,12 @@ fn stack(
     let budget = Arc::new(RetryBudget::default());
     let handle = breaker.handle();
     let svc = ServiceBuilder::new()
-        .layer(RetryBudgetLayer::new(budget.clone()).seed(7))
+        .layer(
+            RetryBudgetLayer::builder(budget.clone())
+                .seed(7)
+                .build()
+                .unwrap(),
+        )
         .layer(breaker)
         .service(provider);
     (svc, budget, handle)
@@ -220,7 +225,12 @@ async fn over_a_failover_whose_targets_all_throttled_the_retry_waits_for_the_fir
     let failover = two_accounts(&primary, &backup, 1);
     let budget = Arc::new(RetryBudget::default());
     let mut svc = ServiceBuilder::new()
-        .layer(RetryBudgetLayer::new(budget.clone()).seed(7))
+        .layer(
+            RetryBudgetLayer::builder(budget.clone())
+                .seed(7)
+                .build()
+                .unwrap(),
+        )
         .service(failover);
 
     // Under a 2 s deadline: both gates close for about 5 s, so the real 429
@@ -247,7 +257,12 @@ async fn over_a_failover_whose_targets_all_throttled_the_retry_waits_for_the_fir
     let backup_again = Provider::new(vec![(429, RATE_LIMITED)]);
     let failover = two_accounts(&primary_again, &backup_again, 3);
     let mut svc = ServiceBuilder::new()
-        .layer(RetryBudgetLayer::new(budget.clone()).seed(7))
+        .layer(
+            RetryBudgetLayer::builder(budget.clone())
+                .seed(7)
+                .build()
+                .unwrap(),
+        )
         .service(failover);
     let res = send(&mut svc, request(Some(Duration::from_secs(30))))
         .await

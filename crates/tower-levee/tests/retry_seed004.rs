@@ -101,8 +101,10 @@ async fn retry_budget_alone_over_an_always_503_service_stays_within_requests_plu
     // Default layer and budget: 3 attempts, backoff, ttl 10 s, 10/s, 10%.
     let calls = Arc::new(AtomicUsize::new(0));
     let budget = Arc::new(RetryBudget::default());
-    let svc = RetryBudgetLayer::new(budget.clone())
+    let svc = RetryBudgetLayer::builder(budget.clone())
         .seed(4)
+        .build()
+        .unwrap()
         .layer(always_503(calls.clone()));
     let start = Instant::now();
     let end = drive(svc).await;

@@ -63,8 +63,10 @@ async fn a_fractional_hint_is_rounded_up_never_early() {
 async fn a_429_with_a_600s_hint_under_a_30s_deadline_is_returned_not_slept_on() {
     let provider = Provider::new(vec![throttled(Duration::from_secs(600)), ok()]);
     let budget = Arc::new(RetryBudget::default());
-    let svc = RetryBudgetLayer::new(budget.clone())
+    let svc = RetryBudgetLayer::builder(budget.clone())
         .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
         .layer(provider.clone());
     let start = Instant::now();
     let response = svc.oneshot(Request::new(String::new())).await.unwrap();

@@ -171,7 +171,10 @@ async fn api_keys_never_appear_in_events_errors_traces_or_debug() {
         .unwrap();
     let handle = breaker.handle();
     let bulkhead = BulkheadLayer::named("llm", 4);
-    let retry = RetryBudgetLayer::with_defaults().seed(7);
+    let retry = RetryBudgetLayer::builder(Default::default())
+        .seed(7)
+        .build()
+        .unwrap();
     let mut out = String::new();
     let _ = writeln!(out, "{breaker:?}\n{bulkhead:?}\n{retry:?}");
 

@@ -49,7 +49,12 @@ async fn drill(gap: Duration) -> (usize, usize, usize) {
         .build()
         .unwrap();
     let mut svc = ServiceBuilder::new()
-        .layer(RetryBudgetLayer::with_defaults().seed(4))
+        .layer(
+            RetryBudgetLayer::builder(Default::default())
+                .seed(4)
+                .build()
+                .unwrap(),
+        )
         .layer(breaker)
         .layer(BulkheadLayer::named("llm", 8))
         .service(always_503(calls.clone()));

@@ -285,10 +285,7 @@ async fn a_stream_that_keeps_sending_is_never_stalled() {
 async fn a_stream_past_the_hold_bound_is_released_as_it_is() {
     let primary = Provider::new(&[PING, PING, PING, PING], false);
     let backup = Provider::new(OK, true);
-    let hold = StreamHold {
-        max_events: 3,
-        ..StreamHold::default()
-    };
+    let hold = StreamHold::default().max_events(3);
     let svc = failover((&primary, holding(hold)), &backup);
     let res = svc.oneshot(request("gpt-4o")).await.unwrap();
     // Released after three events without output: what follows is the
@@ -379,7 +376,12 @@ async fn the_quick_start_stack_retries_a_stream_that_failed_before_its_output() 
     });
     let budget = Arc::new(tower_levee::RetryBudget::default());
     let svc = ServiceBuilder::new()
-        .layer(tower_levee::RetryBudgetLayer::new(budget).seed(3))
+        .layer(
+            tower_levee::RetryBudgetLayer::builder(budget)
+                .seed(3)
+                .build()
+                .unwrap(),
+        )
         .layer(BreakerLayer::new())
         .service(provider);
     let res = svc.oneshot(request("gpt-4o")).await.unwrap();
@@ -407,8 +409,10 @@ async fn dropping_the_quick_start_stack_while_its_stream_is_held_frees_the_permi
     let handle = breaker.handle();
     let svc = ServiceBuilder::new()
         .layer(
-            tower_levee::RetryBudgetLayer::new(Arc::new(tower_levee::RetryBudget::default()))
-                .seed(3),
+            tower_levee::RetryBudgetLayer::builder(Arc::new(tower_levee::RetryBudget::default()))
+                .seed(3)
+                .build()
+                .unwrap(),
         )
         .layer(bulkhead.clone())
         .layer(breaker)

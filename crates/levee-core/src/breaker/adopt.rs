@@ -74,7 +74,14 @@ mod tests {
         let cfg = BreakerConfig::default();
         let mut b = BreakerState::new(&cfg);
         let t = b.adopt_open(at(1), at(21), "2 replicas").unwrap();
-        assert_eq!((t.from, t.to, t.until), ("closed", "open", Some(at(21))));
+        assert_eq!(
+            (t.from, t.to, t.until),
+            (
+                crate::transition::State::Closed,
+                crate::transition::State::Open,
+                Some(at(21))
+            )
+        );
         assert!(t.reason.contains("opened by the fleet: 2 replicas"));
         assert_eq!(b.reopens(), 0, "no growth from another replica's trip");
         match b.admit(&cfg, at(20)).0 {

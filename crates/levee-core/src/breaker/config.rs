@@ -27,6 +27,7 @@ use std::sync::Arc;
 /// | `probe_timeout` | 60 s |
 /// | `slow_call` | none |
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct BreakerConfig {
     /// When availability (and credential) failures open a closed breaker.
     pub tripping: Tripping,

@@ -9,8 +9,10 @@ use crate::transition::State;
 
 // === BreakerStatus ===
 
-// Exhaustive on purpose: a circuit breaker's three states (closed, open,
-// half-open) are the pattern itself; a fourth would change every caller.
+#[allow(
+    clippy::exhaustive_enums,
+    reason = "a circuit breaker's three states (closed, open, half-open) are the pattern itself; a fourth would change every caller"
+)]
 /// The three states of a breaker.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum BreakerStatus {
@@ -49,6 +51,7 @@ impl fmt::Display for BreakerStatus {
 
 /// The result of one admitted call, as the breaker needs it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Outcome {
     /// What the response (or transport failure) says about the account.
     pub verdict: Verdict,
@@ -145,6 +148,7 @@ impl Outcome {
 /// an outcome from before the last transition is ignored, so a slow call
 /// admitted while closed cannot reopen a breaker that has since recovered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Permit {
     /// [`BreakerState::generation`](super::BreakerState::generation) at admission.
     pub generation: u64,
@@ -155,14 +159,29 @@ pub struct Permit {
 }
 
 impl Permit {
+    /// A permit of a call admitted closed in `generation`, for a caller that
+    /// admits closed calls itself (tower-levee's lock-free path). Internal:
+    /// no semver promise.
+    #[doc(hidden)]
+    pub const fn closed(generation: u64) -> Self {
+        Permit {
+            generation,
+            probe: None,
+            // Only probes carry a lease; a closed call needs no timestamp.
+            admitted_at: Timestamp::ZERO,
+        }
+    }
+
     /// Whether this permit is a half-open probe.
     pub fn is_probe(&self) -> bool {
         self.probe.is_some()
     }
 }
 
-// Exhaustive on purpose: a call is let through or refused; a third answer
-// would change every caller.
+#[allow(
+    clippy::exhaustive_enums,
+    reason = "a call is let through or refused; a third answer would change every caller"
+)]
 /// The answer of [`BreakerState::admit`](super::BreakerState::admit).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Admission {

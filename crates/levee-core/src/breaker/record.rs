@@ -54,6 +54,7 @@ impl BreakerState {
         }
     }
 
+    #[doc(hidden)]
     /// Records a plain success (not slow, not a probe) under rolling
     /// tripping when that is all it does: the breaker is closed with
     /// nothing counted since the last success, so the success only adds to
@@ -81,6 +82,7 @@ impl BreakerState {
         true
     }
 
+    #[doc(hidden)]
     /// Whether a plain success would only add to the rolling window: the
     /// state was made for rolling tripping (no custom policy) and is idle,
     /// so the success has no count to clear. While this holds, successes
@@ -90,6 +92,7 @@ impl BreakerState {
         self.window.is_some() && !self.custom_policy && self.is_idle()
     }
 
+    #[doc(hidden)]
     /// Counts `successes` plain successes in the rolling window's bucket of
     /// `at`: successes counted outside the state while
     /// [`success_only_counts`](Self::success_only_counts) held. Ignored if
@@ -105,6 +108,7 @@ impl BreakerState {
         }
     }
 
+    #[doc(hidden)]
     /// When the rolling window's bucket holding `now` ends: until then,
     /// successes counted outside the state fall in that bucket.
     pub fn window_bucket_end(window: Duration, now: Timestamp) -> Timestamp {

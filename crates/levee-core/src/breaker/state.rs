@@ -325,7 +325,7 @@ impl BreakerState {
         now: Timestamp,
         reason: String,
     ) -> Transition {
-        Transition::between(from.state(), self.status.state(), now, reason)
+        Transition::new(from.state(), self.status.state(), now, reason)
             .with_consecutive_failures(self.consecutive_failures)
     }
 

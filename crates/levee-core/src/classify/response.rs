@@ -22,6 +22,7 @@ use super::verdict::{Classification, TransportFailure, Verdict};
 /// A response as the classifier sees it: status, headers and a bounded peek of
 /// the body (empty for a 2xx that was not peeked).
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct ResponseView<'a> {
     /// The HTTP status.
     pub status: StatusCode,

@@ -122,6 +122,7 @@ impl From<String> for Reason {
 
 /// The result of classifying one response or transport failure.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Classification {
     /// What the outcome says about the account.
     pub verdict: Verdict,

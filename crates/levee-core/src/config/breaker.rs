@@ -12,7 +12,7 @@ use crate::breaker::{BreakerConfig, Cooldown, Jitter, Tripping};
 use crate::config_error::ConfigError;
 
 /// `min_calls` of a rolling window when the file names none.
-pub const DEFAULT_MIN_CALLS: u32 = 10;
+pub(crate) const DEFAULT_MIN_CALLS: u32 = 10;
 
 /// A [`BreakerConfig`] as written in a file; every field optional.
 ///
@@ -22,47 +22,47 @@ pub const DEFAULT_MIN_CALLS: u32 = 10;
 /// [`DEFAULT_MIN_CALLS`]); giving both kinds is an error.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct BreakerSpec {
+pub(crate) struct BreakerSpec {
     /// Consecutive failures that open the breaker.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub threshold: Option<u32>,
+    pub(crate) threshold: Option<u32>,
     /// The rolling window's length.
     #[serde(with = "duration::option", skip_serializing_if = "Option::is_none")]
-    pub window: Option<Duration>,
+    pub(crate) window: Option<Duration>,
     /// Calls needed in the window before its ratio counts.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub min_calls: Option<u32>,
+    pub(crate) min_calls: Option<u32>,
     /// The failure share in `[0, 1]` that opens the breaker.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub failure_ratio: Option<f64>,
+    pub(crate) failure_ratio: Option<f64>,
     /// Consecutive credential failures that open the breaker.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub credential_threshold: Option<u32>,
+    pub(crate) credential_threshold: Option<u32>,
     /// The cool-off after an availability trip.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cooldown: Option<CooldownSpec>,
+    pub(crate) cooldown: Option<CooldownSpec>,
     /// The cool-off after a credential trip.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub credential_cooldown: Option<CooldownSpec>,
+    pub(crate) credential_cooldown: Option<CooldownSpec>,
     /// Trial calls per half-open round.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub half_open_probes: Option<u32>,
+    pub(crate) half_open_probes: Option<u32>,
     /// Share of the probes that must succeed to close, in `(0, 1]`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub half_open_success_ratio: Option<f64>,
+    pub(crate) half_open_success_ratio: Option<f64>,
     /// How long a probe holds its slot.
     #[serde(with = "duration::option", skip_serializing_if = "Option::is_none")]
-    pub probe_timeout: Option<Duration>,
+    pub(crate) probe_timeout: Option<Duration>,
     /// Latency over which a success counts as an availability failure.
     #[serde(with = "duration::option", skip_serializing_if = "Option::is_none")]
-    pub slow_call: Option<Duration>,
+    pub(crate) slow_call: Option<Duration>,
 }
 
 /// A cool-off schedule as written in a file: a duration string (a fixed
 /// cool-off, no jitter) or a table `{ base, multiplier, max, jitter }` whose
 /// missing fields keep the defaults of the schedule it replaces.
 #[derive(Clone, Debug, PartialEq)]
-pub enum CooldownSpec {
+pub(crate) enum CooldownSpec {
     /// `cooldown = "30s"`: always 30 s, no growth, no jitter.
     Fixed(Duration),
     /// `cooldown = { base = "10s", multiplier = 2.0, max = "5m", jitter = "full", hold = 5 }`.
@@ -72,29 +72,29 @@ pub enum CooldownSpec {
 /// The table form of [`CooldownSpec`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct ExponentialSpec {
+pub(crate) struct ExponentialSpec {
     /// The first cool-off.
     #[serde(with = "duration::option", skip_serializing_if = "Option::is_none")]
-    pub base: Option<Duration>,
+    pub(crate) base: Option<Duration>,
     /// Growth per failed recovery; at least 1.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub multiplier: Option<f64>,
+    pub(crate) multiplier: Option<f64>,
     /// The cap, before jitter.
     #[serde(with = "duration::option", skip_serializing_if = "Option::is_none")]
-    pub max: Option<Duration>,
+    pub(crate) max: Option<Duration>,
     /// `"none"`, `"full"` or `"equal"`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub jitter: Option<Jitter>,
+    pub(crate) jitter: Option<Jitter>,
     /// Cool-offs kept exactly at `base` before growth starts.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub hold: Option<u32>,
+    pub(crate) hold: Option<u32>,
 }
 
 // === spec -> config ===
 
 impl CooldownSpec {
     /// The schedule, with missing table fields taken from `default`.
-    pub fn to_cooldown(&self, default: &Cooldown) -> Cooldown {
+    pub(crate) fn to_cooldown(&self, default: &Cooldown) -> Cooldown {
         match self {
             CooldownSpec::Fixed(d) => Cooldown::fixed(*d),
             CooldownSpec::Exponential(e) => {

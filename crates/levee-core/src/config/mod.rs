@@ -4,12 +4,10 @@
 //! Each configuration type — [`BreakerConfig`](crate::breaker::BreakerConfig),
 //! [`GateConfig`](crate::gate::GateConfig), [`ParkConfig`](crate::park::ParkConfig),
 //! [`BudgetConfig`](crate::budget::BudgetConfig) — implements `Serialize` and
-//! `Deserialize` through a plain *spec* struct of this module
-//! ([`BreakerSpec`], [`GateSpec`], [`ParkSpec`], [`BudgetSpec`]). A spec is
-//! what the file says: every field optional (a missing one takes the
-//! default), unknown fields refused, durations written the human way
-//! (`"30s"`, `"250ms"`, `"2m"`, `"1h 30m"`, see [`duration`]). Turning a
-//! spec into a config (`TryFrom`) runs the same validation as the builders,
+//! `Deserialize` as what a file says: every field optional (a missing one
+//! takes the default), unknown fields refused, durations written the human
+//! way (`"30s"`, `"250ms"`, `"2m"`, `"1h 30m"`, see [`duration`]). Loading
+//! runs the same validation as the builders,
 //! so a bad value fails **at load**, with an error that names the field and
 //! the value:
 //!
@@ -59,10 +57,7 @@ pub mod duration;
 mod pace;
 mod specs;
 
-pub use breaker::{BreakerSpec, CooldownSpec, DEFAULT_MIN_CALLS, ExponentialSpec};
-pub use pace::PaceSpec;
-pub use specs::{BudgetSpec, GateSpec, MaxWait, ParkSpec};
-
+#[doc(hidden)]
 /// Deserialises `T`, the configuration of `section` (`"breaker"`), so that
 /// a malformed value's error names its field the way a validation error
 /// does: `invalid breaker.min_calls: invalid value: integer `-1`, expected

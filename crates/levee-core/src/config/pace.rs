@@ -22,22 +22,22 @@ use crate::pace::{PaceConfig, Reserve};
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct PaceSpec {
+pub(crate) struct PaceSpec {
     /// Whether to pace at all.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub enabled: Option<bool>,
+    pub(crate) enabled: Option<bool>,
     /// Requests left unused of each request limit.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub requests_reserve: Option<Reserve>,
+    pub(crate) requests_reserve: Option<Reserve>,
     /// Tokens left unused of each token limit.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tokens_reserve: Option<Reserve>,
+    pub(crate) tokens_reserve: Option<Reserve>,
     /// The longest pause pacing imposes.
     #[serde(with = "duration::option", skip_serializing_if = "Option::is_none")]
-    pub max_pause: Option<Duration>,
+    pub(crate) max_pause: Option<Duration>,
     /// Whether to spread requests at the provider's rate.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub spread: Option<bool>,
+    pub(crate) spread: Option<bool>,
 }
 
 impl TryFrom<PaceSpec> for PaceConfig {

@@ -24,21 +24,21 @@ use crate::park::ParkConfig;
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct GateSpec {
+pub(crate) struct GateSpec {
     /// The gate's length when a throttle carries no wait hint.
     #[serde(with = "duration::option", skip_serializing_if = "Option::is_none")]
-    pub default_wait: Option<Duration>,
+    pub(crate) default_wait: Option<Duration>,
     /// Relative spread of `default_wait`, in `[0, 1)`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub jitter: Option<f64>,
+    pub(crate) jitter: Option<f64>,
     /// The longest hinted wait that still gates (longer parks).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_wait: Option<MaxWait>,
+    pub(crate) max_wait: Option<MaxWait>,
 }
 
 /// [`GateSpec::max_wait`]: a duration string, or `"never"` to always gate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MaxWait {
+pub(crate) enum MaxWait {
     /// `"never"`: a throttle never parks the scope, however long its hint.
     Never,
     /// A hint longer than this parks the scope.
@@ -125,10 +125,10 @@ impl<'de> Deserialize<'de> for MaxWait {
 /// A [`ParkConfig`] as written in a file: `default_park = "1h"`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct ParkSpec {
+pub(crate) struct ParkSpec {
     /// The park when the provider names no reset time.
     #[serde(with = "duration::option", skip_serializing_if = "Option::is_none")]
-    pub default_park: Option<Duration>,
+    pub(crate) default_park: Option<Duration>,
 }
 
 impl TryFrom<ParkSpec> for ParkConfig {
@@ -177,16 +177,16 @@ impl<'de> Deserialize<'de> for ParkConfig {
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct BudgetSpec {
+pub(crate) struct BudgetSpec {
     /// How long a deposit counts, 1 ms to 1 h.
     #[serde(with = "duration::option", skip_serializing_if = "Option::is_none")]
-    pub ttl: Option<Duration>,
+    pub(crate) ttl: Option<Duration>,
     /// Retries per second allowed regardless of traffic.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub min_per_sec: Option<u32>,
+    pub(crate) min_per_sec: Option<u32>,
     /// Retries allowed per request, in `0.0..=1000.0`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub retry_ratio: Option<f64>,
+    pub(crate) retry_ratio: Option<f64>,
 }
 
 impl TryFrom<BudgetSpec> for BudgetConfig {

@@ -22,6 +22,7 @@ pub(crate) use self::redis::redact;
 /// the channel of their notices, and the index of their keys (so that a
 /// read of the fleet's decisions never walks the rest of a shared Redis).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Space {
     /// Every decision's key starts with it.
     pub prefix: String,
@@ -33,6 +34,7 @@ pub struct Space {
 
 /// One stored decision: its encoded notice and how long it still lives.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Stored {
     /// The encoded notice, as [`Store::put`] was given it.
     pub value: Vec<u8>,
@@ -40,6 +42,28 @@ pub struct Stored {
     /// replica's clock never enters it); `None` for a decision that lasts
     /// until removed.
     pub ttl: Option<Duration>,
+}
+
+impl Space {
+    /// A space of keys under `prefix`, notices on `channel`, its index at `index`.
+    pub fn new(
+        prefix: impl Into<String>,
+        channel: impl Into<String>,
+        index: impl Into<String>,
+    ) -> Self {
+        Space {
+            prefix: prefix.into(),
+            channel: channel.into(),
+            index: index.into(),
+        }
+    }
+}
+
+impl Stored {
+    /// A stored decision: for a [`Store`] of another kind than the two here.
+    pub fn new(value: Vec<u8>, ttl: Option<Duration>) -> Self {
+        Stored { value, ttl }
+    }
 }
 
 /// Notices as they arrive, until the store is lost: then the receiver

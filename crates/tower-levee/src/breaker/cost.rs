@@ -19,6 +19,10 @@
 /// assert_eq!(req.extensions().get::<TokenCost>(), Some(&TokenCost(513)));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(
+    clippy::exhaustive_structs,
+    reason = "a newtype a caller builds as `TokenCost(n)`: one number is all it can be"
+)]
 pub struct TokenCost(pub u64);
 
 impl TokenCost {

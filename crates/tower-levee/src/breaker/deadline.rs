@@ -378,7 +378,10 @@ mod tests {
         // The new park refuses until 30 s, then the first call reopens it.
         assert!(table.admit(None, || "org-a", || at(25)).is_err());
         let reopened = table.admit(None, || "org-a", || at(31)).expect("admitted");
-        assert_eq!(reopened.map(|t| t.to), Some("active"));
+        assert_eq!(
+            reopened.map(|t| t.to),
+            Some(levee_core::transition::State::Active)
+        );
         assert_eq!(
             table.active(),
             0,

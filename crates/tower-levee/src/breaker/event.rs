@@ -48,6 +48,13 @@ impl Origin {
     }
 }
 
+#[cfg(feature = "serde")]
+impl serde::Serialize for Origin {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 impl ScopeEvent {
     pub(crate) fn new(scope: &str, transition: Transition) -> Self {
         let remaining = transition
@@ -97,24 +104,15 @@ impl ScopeEvent {
         self.transition.mechanism
     }
 
-    /// The state before (`closed`, `open`, `half_open`, `clear`, `gated`, `active`, `parked`).
-    pub fn from(&self) -> &'static str {
+    /// The state before; its name ([`State::as_str`]) is one of `closed`,
+    /// `open`, `half_open`, `clear`, `gated`, `active`, `parked`.
+    pub fn from(&self) -> State {
         self.transition.from
     }
 
     /// The state after.
-    pub fn to(&self) -> &'static str {
+    pub fn to(&self) -> State {
         self.transition.to
-    }
-
-    /// The state before, typed.
-    pub fn from_state(&self) -> Option<State> {
-        self.transition.from_state()
-    }
-
-    /// The state after, typed.
-    pub fn to_state(&self) -> Option<State> {
-        self.transition.to_state()
     }
 
     /// Why, for a person: "opened after 5 consecutive availability failures (status:503)".
@@ -134,13 +132,13 @@ impl ScopeEvent {
 
     pub(crate) fn emit<'a>(&self, subscribers: impl IntoIterator<Item = &'a EventSubscriber>) {
         // An account out of rotation, or a spend cap reached: someone should look.
-        let alarming = matches!(self.to_state(), Some(State::Open | State::Parked));
+        let alarming = matches!(self.to(), State::Open | State::Parked);
         let mechanism = self.transition.mechanism.as_str();
         let origin = self.origin.as_str();
         if alarming {
-            tracing::warn!(target: "levee", scope = %self.scope, model = self.model(), mechanism, origin, from = self.from(), to = self.to(), remaining = ?self.remaining, "{}", self.reason());
+            tracing::warn!(target: "levee", scope = %self.scope, model = self.model(), mechanism, origin, from = %self.from(), to = %self.to(), remaining = ?self.remaining, "{}", self.reason());
         } else {
-            tracing::info!(target: "levee", scope = %self.scope, model = self.model(), mechanism, origin, from = self.from(), to = self.to(), remaining = ?self.remaining, "{}", self.reason());
+            tracing::info!(target: "levee", scope = %self.scope, model = self.model(), mechanism, origin, from = %self.from(), to = %self.to(), remaining = ?self.remaining, "{}", self.reason());
         }
         for s in subscribers {
             (s.0)(self);

@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use levee_core::breaker::BreakerStatus;
 use levee_core::classify::Verdict;
+use levee_core::classify::hints::{Dimension, Period};
 use levee_core::clock::{Clock, Timestamp};
 use levee_core::gate::Closings;
-use levee_core::transition::State;
+use levee_core::transition::{Mechanism, State};
 
 use super::admission::{PeekCache, PeekMemo, peek};
 use super::error::Refused;
@@ -34,9 +35,9 @@ pub struct BreakerHandle {
 /// a park), as [`BreakerHandle::states`] and a failover's health snapshot
 /// report it.
 ///
-/// The mechanism and the state are their stable names
-/// ([`Mechanism::as_str`](levee_core::transition::Mechanism::as_str), [`State::as_str`]); [`to_state`](Self::to_state)
-/// reads the state typed. With the `serde` feature it serializes to JSON
+/// The mechanism and the state serialize as their stable names
+/// ([`Mechanism::as_str`], [`State::as_str`]), and compare equal to them
+/// (`health.state == "open"`). With the `serde` feature it serializes to JSON
 /// with durations in milliseconds (`retry_after_ms`, `gated_last_hour_ms`,
 /// `gated_total_ms`, `open_time_ms`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,12 +45,12 @@ pub struct BreakerHandle {
 #[non_exhaustive]
 pub struct ScopeHealth {
     /// Which mechanism: `breaker`, `gate` or `park`.
-    pub mechanism: &'static str,
+    pub mechanism: Mechanism,
     /// The scope's key.
     pub scope: String,
     /// Its state: `closed`, `open`, `half_open`, `clear`, `gated`, `active`
     /// or `parked`.
-    pub state: &'static str,
+    pub state: State,
     /// How long until the scope admits requests again, if it does not now.
     #[cfg_attr(
         feature = "serde",
@@ -112,10 +113,14 @@ pub struct ScopeHealth {
 #[non_exhaustive]
 pub struct LimitLeft {
     /// `requests`, `tokens`, `input_tokens` or `output_tokens`.
-    pub dimension: &'static str,
-    /// `minute`, `hour`, `day`, `month`, or `""` when the header names none.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "str::is_empty"))]
-    pub period: &'static str,
+    pub dimension: Dimension,
+    /// `minute`, `hour`, `day`, `month`, or unnamed when the header names
+    /// none (then left out of the JSON).
+    #[cfg_attr(
+        feature = "serde",
+        serde(skip_serializing_if = "crate::breaker::handle::unnamed")
+    )]
+    pub period: Period,
     /// What is left now.
     pub remaining: u64,
     /// The limit, if reported.
@@ -128,12 +133,18 @@ pub struct LimitLeft {
     pub reset: Option<Duration>,
 }
 
+/// Whether a limit's period is unnamed: left out of the JSON.
+#[cfg(feature = "serde")]
+fn unnamed(period: &Period) -> bool {
+    *period == Period::Unnamed
+}
+
 impl ScopeHealth {
     fn new(scope: &str, state: State) -> Self {
         ScopeHealth {
-            mechanism: state.mechanism().as_str(),
+            mechanism: state.mechanism(),
             scope: scope.into(),
-            state: state.as_str(),
+            state,
             retry_after: None,
             gated_last_hour: None,
             gated_total: None,
@@ -145,18 +156,13 @@ impl ScopeHealth {
             closings: None,
         }
     }
-
-    /// The scope's state, typed (`None` only if `state` was set by hand to
-    /// a name no state has).
-    pub fn to_state(&self) -> Option<State> {
-        State::from_name(self.state)
-    }
 }
 
 /// Calls refused by each mechanism, counted apart from upstream failures
 /// ("why did errors spike with zero provider calls?").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct Rejections {
     /// Refused by an open breaker.
     pub breaker: u64,
@@ -200,8 +206,8 @@ impl BreakerHandle {
                 a.remaining(now)
                     .map(
                         |(dimension, period, remaining, limit, reset_at)| LimitLeft {
-                            dimension: dimension.as_str(),
-                            period: period.as_str(),
+                            dimension,
+                            period,
                             remaining,
                             limit,
                             reset: reset_at

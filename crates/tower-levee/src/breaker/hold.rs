@@ -42,6 +42,7 @@ pub(crate) struct HoldLimits {
 /// [`StreamScanner::has_content`]: levee_core::classify::StreamScanner::has_content
 /// [`BreakerLayerBuilder::first_content_timeout`]: super::BreakerLayerBuilder::first_content_timeout
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StreamHold {
     /// Whether streams are held at all (on).
     pub enabled: bool,
@@ -57,6 +58,20 @@ impl StreamHold {
     pub const DEFAULT_MAX_BYTES: usize = 64 * 1024;
     /// The default `max_events`.
     pub const DEFAULT_MAX_EVENTS: u32 = 64;
+
+    /// Sets [`max_bytes`](StreamHold::max_bytes).
+    #[must_use]
+    pub fn max_bytes(mut self, bytes: usize) -> Self {
+        self.max_bytes = bytes;
+        self
+    }
+
+    /// Sets [`max_events`](StreamHold::max_events).
+    #[must_use]
+    pub fn max_events(mut self, events: u32) -> Self {
+        self.max_events = events;
+        self
+    }
 
     /// No hold: a stream is handed on at its head, as a plain response is.
     pub fn off() -> Self {

@@ -99,12 +99,7 @@ impl DomainHot {
     #[inline]
     pub(crate) fn admit_closed(&self) -> Option<Permit> {
         let word = self.word.load(Ordering::Acquire);
-        (word & STATUS_MASK == 0).then_some(Permit {
-            generation: word >> GENERATION_SHIFT,
-            probe: None,
-            // Only probes carry a lease; a closed call needs no timestamp.
-            admitted_at: Timestamp::ZERO,
-        })
+        (word & STATUS_MASK == 0).then_some(Permit::closed(word >> GENERATION_SHIFT))
     }
 
     /// Whether the breaker is closed.
@@ -266,10 +261,10 @@ impl DomainHot {
 
     /// What is counted in flight now.
     pub(crate) fn in_flight(&self) -> InFlight {
-        InFlight {
-            requests: u64::from(self.in_flight.load(Ordering::Relaxed)),
-            tokens: self.in_flight_tokens.load(Ordering::Relaxed),
-        }
+        InFlight::new(
+            u64::from(self.in_flight.load(Ordering::Relaxed)),
+            self.in_flight_tokens.load(Ordering::Relaxed),
+        )
     }
 
     /// Starts or stops counting calls in flight (pacing a scope near its

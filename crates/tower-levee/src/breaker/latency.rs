@@ -112,6 +112,7 @@ fn representative(i: usize) -> Duration {
 /// half-octave buckets, so they are within a factor of √2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct LatencyEstimate {
     /// Responses counted, recent ones weighing more (halved every 2,048).
     pub samples: u64,

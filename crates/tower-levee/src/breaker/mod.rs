@@ -8,7 +8,7 @@
 //!
 //! [`Breaker`] classifies every response (a bounded peek of non-2xx bodies,
 //! handed back whole) and feeds one of three mechanisms, each keyed by its own
-//! [`scope`]:
+//! scope ([`Scope`], [`default_scope`]):
 //!
 //! - **availability** failures (timeouts, connect errors, 5xx, 529) and
 //!   **credential** rejections count toward the failure domain's breaker,
@@ -86,7 +86,7 @@ mod hot;
 mod latency;
 mod layer;
 mod reopening;
-pub mod scope;
+pub(crate) mod scope;
 mod service;
 mod settings;
 mod shared;

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 /// It is on failures only, and only when the layer knows the deadline (an
 /// isolated breaker has none).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub struct Reopening {
     /// When the scopes admit a call again.
     pub at: Instant,

@@ -64,6 +64,7 @@ impl Scope {
 
 /// The request's head, as a [`ScopeFn`] sees it.
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct RequestHead<'a> {
     /// The request method.
     pub method: &'a http::Method,
@@ -89,6 +90,7 @@ impl<'a> RequestHead<'a> {
 
 /// The scope names of one request, borrowed from it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ScopeKeys<'a> {
     /// The failure domain: the breaker's key.
     pub domain: &'a str,
@@ -116,6 +118,32 @@ pub(crate) fn is_json(headers: &http::HeaderMap) -> bool {
     headers
         .get(http::header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/json"))
+}
+
+impl<'a> ScopeKeys<'a> {
+    /// The scopes of a request to failure domain `domain`, with no model and
+    /// the domain as billing scope.
+    pub const fn new(domain: &'a str) -> Self {
+        ScopeKeys {
+            domain,
+            model: None,
+            billing: None,
+        }
+    }
+
+    /// Sets [`model`](ScopeKeys::model).
+    #[must_use]
+    pub const fn with_model(mut self, model: Option<&'a str>) -> Self {
+        self.model = model;
+        self
+    }
+
+    /// Sets [`billing`](ScopeKeys::billing).
+    #[must_use]
+    pub const fn with_billing(mut self, billing: Option<&'a str>) -> Self {
+        self.billing = billing;
+        self
+    }
 }
 
 /// A user function that names a request's scopes.
@@ -154,7 +182,7 @@ fn without_userinfo(authority: &str) -> &str {
 }
 
 /// The model or deployment a provider URL path names, if any.
-pub fn model_in_path(path: &str) -> Option<&str> {
+pub(crate) fn model_in_path(path: &str) -> Option<&str> {
     // One pass over the bytes, comparing only at a segment that starts with
     // `d` or `m` (a substring searcher built per call cost more than the
     // rest of the breaker's hot path).

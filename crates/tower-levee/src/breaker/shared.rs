@@ -179,11 +179,7 @@ impl Shared {
         let Some(mut cell) = lock_domain(handle) else {
             // Evicted between lookup and lock: only idle (closed) entries are,
             // and an outcome for a stale handle is ignored.
-            return Ok(Permit {
-                generation: 0,
-                probe: None,
-                admitted_at: Timestamp::ZERO,
-            });
+            return Ok(Permit::closed(0));
         };
         let now = self.clock.now();
         let (admission, transition) = cell.state.admit(&self.settings.breaker, now);
@@ -222,11 +218,7 @@ impl Shared {
         if verdict != Verdict::Success {
             self.stats.upstream[verdict as usize].fetch_add(1, Ordering::Relaxed);
         }
-        let outcome = Outcome {
-            verdict,
-            cause: classification.reason.clone(),
-            slow,
-        };
+        let outcome = Outcome::new(verdict, classification.reason.clone()).with_slow(slow);
         let (domain_key, domain) = cell.split();
         let config = &self.settings.breaker;
         // Only a failure can open a breaker, so only a failure draws a

@@ -12,7 +12,7 @@ use super::validated_config;
 use crate::breaker::{BreakerLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_PEEK_LIMIT, StreamHold};
 use crate::bulkhead::BulkheadLayer;
 use crate::failover::{DEFAULT_MAX_RETRY_AFTER, DEFAULT_OVERLOAD_WINDOW, FailoverBuilder};
-use crate::retry::{Policy, RetryBudget, RetryBudgetLayer};
+use crate::retry::{Policy, RetryBudget, RetryBudgetLayer, RetryBudgetLayerBuilder};
 
 /// `bulkhead.max_concurrent` when the file names none. An LLM call lasts
 /// seconds, so a limit sized for ordinary RPCs refuses real traffic: 64 in
@@ -307,18 +307,22 @@ impl RetryConfig {
     }
 
     /// A [`RetryBudgetLayer`] with its own budget. To share one budget
-    /// between dependencies, build the layer yourself with
-    /// [`RetryBudgetLayer::new`] and [`apply`](RetryConfig::apply).
+    /// between dependencies, start from [`RetryBudgetLayer::builder`] and
+    /// [`apply`](RetryConfig::apply) these settings to it.
     pub fn layer(&self) -> Result<RetryBudgetLayer, ConfigError> {
         self.validate()?;
         let budget = Arc::new(RetryBudget::from_config(self.budget));
-        self.apply(RetryBudgetLayer::new(budget))
+        self.apply(RetryBudgetLayer::builder(budget))?.build()
     }
 
-    /// Applies everything but the budget to `layer`.
-    pub fn apply<C>(&self, layer: RetryBudgetLayer<C>) -> Result<RetryBudgetLayer<C>, ConfigError> {
+    /// Applies everything but the budget to `builder` (its `build` checks
+    /// them again).
+    pub fn apply<C>(
+        &self,
+        builder: RetryBudgetLayerBuilder<C>,
+    ) -> Result<RetryBudgetLayerBuilder<C>, ConfigError> {
         self.validate()?;
-        Ok(layer.with_policy(self.policy()))
+        Ok(builder.with_policy(self.policy()))
     }
 }
 

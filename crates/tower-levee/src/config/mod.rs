@@ -110,6 +110,7 @@ use crate::breaker::BreakerLayerBuilder;
 /// [module docs](self) for the fields and their defaults.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct LeveeConfig {
     /// The breaker: tripping, cool-offs, probes, slow calls.
     pub breaker: BreakerConfig,
@@ -172,8 +173,20 @@ macro_rules! validated_config {
     ) => {
         $(#[$meta])*
         #[derive(serde::Serialize)]
+        #[non_exhaustive]
         pub struct $name {
             $( $(#[$fmeta])* pub $field: $ty, )*
+        }
+
+        impl $name {
+            $(
+                #[doc = concat!("Sets `", stringify!($field), "` (the field of that name), for a configuration built in code.")]
+                #[must_use]
+                pub fn $field(mut self, value: $ty) -> Self {
+                    self.$field = value;
+                    self
+                }
+            )*
         }
 
         impl<'de> serde::Deserialize<'de> for $name {

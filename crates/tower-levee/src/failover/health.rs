@@ -207,7 +207,7 @@ fn target_health(meta: &Meta, index: usize) -> TargetHealth {
     let refusing = |state: State| {
         scopes
             .iter()
-            .filter(|s| s.to_state() == Some(state))
+            .filter(|s| s.state == state)
             .map(|s| s.retry_after)
             .min()
     };
@@ -225,7 +225,7 @@ fn target_health(meta: &Meta, index: usize) -> TargetHealth {
     });
     let park_reason = scopes
         .iter()
-        .find(|s| s.to_state() == Some(State::Parked))
+        .find(|s| s.state == State::Parked)
         .and_then(|s| s.reason.clone());
     TargetHealth {
         name: t.name.to_owned(),
@@ -250,10 +250,7 @@ fn target_health(meta: &Meta, index: usize) -> TargetHealth {
 pub(crate) fn scope_health(breaker: &BreakerHandle, gate_reason: Option<&str>) -> Vec<ScopeHealth> {
     let mut scopes = breaker.states();
     if let Some(reason) = gate_reason {
-        for s in scopes
-            .iter_mut()
-            .filter(|s| s.to_state() == Some(State::Gated))
-        {
+        for s in scopes.iter_mut().filter(|s| s.state == State::Gated) {
             s.reason = Some(reason.to_owned());
         }
     }

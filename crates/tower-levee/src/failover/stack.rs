@@ -37,6 +37,30 @@ impl<S, C> TargetService<S, C> {
             None => Stack::Plain(breaker),
         })
     }
+
+    /// The target's own service, beneath its breaker (and bulkhead).
+    pub fn get_ref(&self) -> &S {
+        match &self.0 {
+            Stack::Plain(breaker) => breaker.get_ref(),
+            Stack::Limited(bulkhead) => bulkhead.get_ref().get_ref(),
+        }
+    }
+
+    /// The target's own service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        match &mut self.0 {
+            Stack::Plain(breaker) => breaker.get_mut(),
+            Stack::Limited(bulkhead) => bulkhead.get_mut().get_mut(),
+        }
+    }
+
+    /// The target's own service, its breaker (and bulkhead) dropped.
+    pub fn into_inner(self) -> S {
+        match self.0 {
+            Stack::Plain(breaker) => breaker.into_inner(),
+            Stack::Limited(bulkhead) => bulkhead.into_inner().into_inner(),
+        }
+    }
 }
 
 impl<S: fmt::Debug, C> fmt::Debug for TargetService<S, C> {

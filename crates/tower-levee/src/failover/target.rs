@@ -238,6 +238,7 @@ impl<S, B, C> fmt::Debug for Target<S, B, C> {
 /// targets reads the names of the later ones as `"(unnamed)"` (their
 /// `index` is still right).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct ServedBy {
     /// The target's name.
     pub target: &'static str,

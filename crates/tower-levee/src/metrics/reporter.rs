@@ -147,8 +147,8 @@ pub fn transition_counter(
             Label::new("target", target.clone()),
             Label::from_static_parts("mechanism", event.mechanism().as_str()),
             Label::new("scope", event.scope().to_owned()),
-            Label::from_static_parts("from", event.from()),
-            Label::from_static_parts("to", event.to()),
+            Label::from_static_parts("from", event.from().as_str()),
+            Label::from_static_parts("to", event.to().as_str()),
         ];
         counter!(TRANSITIONS, labels.iter()).increment(1);
     }
@@ -187,12 +187,12 @@ fn record_breaker(target: &Arc<str>, handle: &BreakerHandle) {
 fn record_scope(target: &Arc<str>, s: &ScopeHealth) {
     let labels = [
         Label::new("target", target.clone()),
-        Label::from_static_parts("mechanism", s.mechanism),
+        Label::from_static_parts("mechanism", s.mechanism.as_str()),
         Label::new("scope", s.scope.clone()),
     ];
-    let state = match s.to_state() {
-        Some(State::HalfOpen) => 2.0,
-        Some(state) if state.refuses() => 1.0,
+    let state = match s.state {
+        State::HalfOpen => 2.0,
+        state if state.refuses() => 1.0,
         _ => 0.0,
     };
     gauge!(SCOPE_STATE, labels.iter()).set(state);
@@ -225,8 +225,8 @@ fn record_scope(target: &Arc<str>, s: &ScopeHealth) {
         let labels = [
             Label::new("target", target.clone()),
             Label::new("scope", s.scope.clone()),
-            Label::from_static_parts("dimension", left.dimension),
-            Label::from_static_parts("period", left.period),
+            Label::from_static_parts("dimension", left.dimension.as_str()),
+            Label::from_static_parts("period", left.period.as_str()),
         ];
         gauge!(SCOPE_REMAINING, labels.iter()).set(left.remaining as f64);
     }

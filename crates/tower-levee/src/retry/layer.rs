@@ -82,37 +82,44 @@ pub struct RetryBudgetLayerBuilder<C = ProviderClassifier> {
 }
 
 impl<C> RetryBudgetLayerBuilder<C> {
-    policy_setters!(all: layer.policy);
+    policy_setters!(layer.policy);
 
-    /// The caller's overall deadline, measured from `call` (see
-    /// [`RetryBudgetLayer::timeout`]); above zero.
-    pub fn timeout(self, timeout: Duration) -> Self {
-        self.map(|l| l.timeout(timeout))
+    /// The caller's overall deadline, measured from `call`: no retry starts
+    /// if its wait would end after it. A [`Deadline`](super::Deadline)
+    /// request extension, when earlier, wins. The layer does not cancel an
+    /// attempt in flight; put a `tower::timeout` outside it for that. Above
+    /// zero.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.layer.policy.timeout = Some(timeout);
+        self
     }
 
-    /// Seeds the backoff jitter (for reproducible tests).
-    pub fn seed(self, seed: u64) -> Self {
-        self.map(|l| l.seed(seed))
+    /// Seeds the backoff jitter (for reproducible tests). Unseeded, each
+    /// service gets a random seed.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.layer.seed = Some(seed);
+        self
     }
 
     /// Classifies responses that carry no `Classification` extension (and
     /// transport errors) with `classifier`.
     pub fn classifier<C2>(self, classifier: C2) -> RetryBudgetLayerBuilder<C2> {
         RetryBudgetLayerBuilder {
-            layer: self.layer.classifier(classifier),
+            layer: self.layer.with_classifier(classifier),
         }
+    }
+
+    /// The builder with these knobs (checked by `build`).
+    #[cfg(feature = "serde")]
+    pub(crate) fn with_policy(mut self, policy: Policy) -> Self {
+        self.layer.policy = policy;
+        self
     }
 
     /// Checks every setting and builds the layer.
     pub fn build(self) -> Result<RetryBudgetLayer<C>, ConfigError> {
         self.layer.policy.validate()?;
         Ok(self.layer)
-    }
-
-    fn map(self, f: impl FnOnce(RetryBudgetLayer<C>) -> RetryBudgetLayer<C>) -> Self {
-        RetryBudgetLayerBuilder {
-            layer: f(self.layer),
-        }
     }
 }
 
@@ -125,40 +132,13 @@ impl<C> fmt::Debug for RetryBudgetLayerBuilder<C> {
 }
 
 impl<C> RetryBudgetLayer<C> {
-    policy_setters!(waits: policy);
-
-    /// The caller's overall deadline, measured from `call`: no retry starts
-    /// if its wait would end after it. A [`Deadline`](super::Deadline)
-    /// request extension, when earlier, wins. The layer does not cancel an
-    /// attempt in flight; put a `tower::timeout` outside it for that.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.policy.timeout = Some(timeout);
-        self
-    }
-
-    /// Seeds the backoff jitter (for reproducible tests). Unseeded, each
-    /// service gets a random seed.
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = Some(seed);
-        self
-    }
-
-    /// Classifies responses that carry no `Classification` extension (and
-    /// transport errors) with `classifier`.
-    pub fn classifier<C2>(self, classifier: C2) -> RetryBudgetLayer<C2> {
+    fn with_classifier<C2>(self, classifier: C2) -> RetryBudgetLayer<C2> {
         RetryBudgetLayer {
             budget: self.budget,
             classifier,
             policy: self.policy,
             seed: self.seed,
         }
-    }
-
-    /// The layer with these knobs (checked by the caller).
-    #[cfg(feature = "serde")]
-    pub(crate) fn with_policy(mut self, policy: Policy) -> Self {
-        self.policy = policy;
-        self
     }
 
     /// The budget retries are drawn from.

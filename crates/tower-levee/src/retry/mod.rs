@@ -55,8 +55,8 @@
 //!   said: an answer that closed its scope (a gate, a park, an open breaker)
 //!   carries a [`Reopening`], and the retry waits at least until then, since
 //!   sooner it would only be refused. No retry starts if its wait would end
-//!   past the caller's deadline ([`RetryBudgetLayer::timeout`] or a
-//!   [`Deadline`] extension), or exceeds [`RetryBudgetLayer::max_wait`]
+//!   past the caller's deadline ([`RetryBudgetLayerBuilder::timeout`] or a
+//!   [`Deadline`] extension), or exceeds [`RetryBudgetLayerBuilder::max_wait`]
 //!   (60 s): a `429` asking for 600 s under a 30 s deadline is returned, not
 //!   slept on, and so is a `429` without a hint whose gate outlasts the
 //!   deadline;
@@ -100,7 +100,7 @@
 //! state. The inner service is cloned only when a request retries (keep it
 //! cheap to clone, as for tower's `Retry`), from a spare each clone of the
 //! layer keeps. Nothing else allocates, no lock is taken and the clock is not read
-//! (unless a [`timeout`](RetryBudgetLayer::timeout) is set). Each clone of
+//! (unless a [`timeout`](RetryBudgetLayerBuilder::timeout) is set). Each clone of
 //! the service has its own copy of that state (sharing the budget), so that
 //! reference count never bounces between threads; the price is one small
 //! allocation per clone of the service, so keep a clone per task or worker

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 /// A request extension carrying the caller's overall deadline. The retry
 /// layer starts no retry whose wait would end after it. When the layer also
-/// has a [`timeout`](super::RetryBudgetLayer::timeout), the earlier of the
+/// has a [`timeout`](super::RetryBudgetLayerBuilder::timeout), the earlier of the
 /// two applies.
 ///
 /// ```
@@ -22,6 +22,10 @@ use tokio::time::Instant;
 /// req.extensions_mut().insert(Deadline(Instant::now() + Duration::from_secs(30)));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[allow(
+    clippy::exhaustive_structs,
+    reason = "a newtype a caller builds as `Deadline(at)`: one instant is all it can be"
+)]
 pub struct Deadline(pub Instant);
 
 /// Why the retry layer returned a response that was not a success. Inserted
@@ -66,6 +70,7 @@ impl fmt::Display for Stop {
 /// What the retry layer did with a request whose final response was not a
 /// success: a response extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct RetryOutcome {
     /// Attempts made, the first included.
     pub attempts: u32,
@@ -95,14 +100,20 @@ impl Default for Policy {
     }
 }
 
-/// The setters of the knobs both retry builders share, written once.
+/// The setters of the knobs both retry builders share, written once; each
+/// builder's `build` checks them.
 macro_rules! policy_setters {
-    // The waits, on the layer, the tower policy and both builders.
-    (waits: $($policy:ident).+) => {
+    ($($policy:ident).+) => {
+        /// Attempts per request, the first included (default 3; at least 1).
+        pub fn max_attempts(mut self, attempts: u32) -> Self {
+            self.$($policy).+.max_attempts = attempts;
+            self
+        }
+
         /// The backoff used when the provider gave no wait hint: the wait
         /// before attempt `n + 1` is drawn uniformly from
-        /// `0..=min(cap, base × 2ⁿ⁻¹)` (default 500 ms, 8 s; a builder's
-        /// `build` refuses a `cap` below `base`).
+        /// `0..=min(cap, base × 2ⁿ⁻¹)` (default 500 ms, 8 s; `cap` at least
+        /// `base`).
         pub fn backoff(mut self, base: std::time::Duration, cap: std::time::Duration) -> Self {
             self.$($policy).+.base = base;
             self.$($policy).+.cap = cap;
@@ -116,17 +127,6 @@ macro_rules! policy_setters {
             self.$($policy).+.max_wait = max_wait;
             self
         }
-    };
-    // Everything, on the builders, whose `build` checks it.
-    (all: $($policy:ident).+) => {
-        /// Attempts per request, the first included (default 3; at least 1,
-        /// checked by `build`).
-        pub fn max_attempts(mut self, attempts: u32) -> Self {
-            self.$($policy).+.max_attempts = attempts;
-            self
-        }
-
-        policy_setters!(waits: $($policy).+);
     };
 }
 pub(crate) use policy_setters;

@@ -126,13 +126,13 @@ pub struct BudgetPolicyBuilder<C = ProviderClassifier> {
 }
 
 impl<C> BudgetPolicyBuilder<C> {
-    policy_setters!(all: policy.policy);
+    policy_setters!(policy.policy);
 
     /// Classifies responses that carry no `Classification` extension (and
     /// transport errors) with `classifier`.
     pub fn classifier<C2>(self, classifier: C2) -> BudgetPolicyBuilder<C2> {
         BudgetPolicyBuilder {
-            policy: self.policy.classifier(classifier),
+            policy: self.policy.with_classifier(classifier),
         }
     }
 
@@ -152,11 +152,7 @@ impl<C> fmt::Debug for BudgetPolicyBuilder<C> {
 }
 
 impl<C> BudgetPolicy<C> {
-    policy_setters!(waits: policy);
-
-    /// Classifies responses that carry no `Classification` extension (and
-    /// transport errors) with `classifier`.
-    pub fn classifier<C2>(self, classifier: C2) -> BudgetPolicy<C2> {
+    fn with_classifier<C2>(self, classifier: C2) -> BudgetPolicy<C2> {
         BudgetPolicy {
             budget: self.budget,
             classifier,

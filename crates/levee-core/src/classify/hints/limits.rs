@@ -40,7 +40,7 @@ use crate::classify::headers;
 pub const MAX_RESET: Duration = Duration::from_secs(31 * 24 * 3600);
 
 /// The most windows one response is read for.
-pub const MAX_WINDOWS: usize = 8;
+pub(crate) const MAX_WINDOWS: usize = 8;
 
 /// What a limit counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -85,6 +85,9 @@ pub enum Period {
     Month,
 }
 
+crate::transition::named!(Dimension);
+crate::transition::named!(Period);
+
 impl Period {
     /// The name used in metrics and snapshots (`""` when not named).
     pub const fn as_str(self) -> &'static str {
@@ -100,6 +103,7 @@ impl Period {
 
 /// One limit as a response reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RateWindow {
     /// What it counts.
     pub dimension: Dimension,

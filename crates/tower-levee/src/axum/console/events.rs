@@ -16,7 +16,9 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio::time::{Interval, MissedTickBehavior};
 
-use crate::breaker::ScopeEvent;
+use levee_core::transition::{Mechanism, State};
+
+use crate::breaker::{Origin, ScopeEvent};
 
 /// How many events an [`EventLog`] keeps unless told otherwise.
 const DEFAULT_KEPT: usize = 512;
@@ -49,15 +51,15 @@ pub struct EventRecord {
     /// manual changes.
     pub model: Option<String>,
     /// `breaker`, `gate` or `park`.
-    pub mechanism: &'static str,
+    pub mechanism: Mechanism,
     /// The state before.
-    pub from: &'static str,
+    pub from: State,
     /// The state after.
-    pub to: &'static str,
+    pub to: State,
     /// Why, for a person.
     pub reason: String,
     /// `traffic`, `manual` or `fleet`.
-    pub origin: &'static str,
+    pub origin: Origin,
     /// Until the state ends, when it is a refusal with an end.
     pub remaining_ms: Option<u64>,
 }
@@ -148,11 +150,11 @@ impl EventLog {
             target: target.to_owned(),
             scope: event.scope().to_owned(),
             model: event.model().map(str::to_owned),
-            mechanism: event.mechanism().as_str(),
+            mechanism: event.mechanism(),
             from: event.from(),
             to: event.to(),
             reason: event.reason().to_owned(),
-            origin: event.origin().as_str(),
+            origin: event.origin(),
             remaining_ms: event.remaining().map(millis),
         };
         // Framed once, for every stream that follows or will replay it.
