@@ -17,7 +17,7 @@ LIBRARIES = ("levee-core", "tower-levee", "levee-redis")
 
 
 def version(text):
-    parts = [int(p) for p in text.split(".")[:3]]
+    parts = [int("".join(c for c in p if c.isdigit()) or 0) for p in text.split("-")[0].split(".")[:3]]
     return tuple(parts + [0] * (3 - len(parts)))
 
 

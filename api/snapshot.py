@@ -15,6 +15,10 @@ name, so the script checks the format version it was written for.
 import difflib, json, os, subprocess, sys
 
 CRATES = ["levee-core", "tower-levee", "levee-redis"]
+# Crates whose items users name through another crate.
+FACADES = {"serde_core": "serde", "axum_core": "axum"}
+# Auto traits whose loss breaks a user: listed even though rustdoc infers them.
+AUTO_TRAITS = {"Send", "Sync", "Unpin"}
 FORMAT_VERSIONS = {57}
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -74,7 +78,9 @@ class Api:
         if k == "raw_pointer":
             return "*" + ("mut " if v["is_mutable"] else "const ") + self.ty(v["type"])
         if k == "qualified_path":
-            tr = self.path(v["trait"]) if v.get("trait") else "_"
+            tr = self.path(v["trait"]) if v.get("trait") and v["trait"].get("path") else None
+            if tr is None:
+                return self.ty(v["self_type"]) + "::" + v["name"] + self.args(v.get("args"))
             return "<" + self.ty(v["self_type"]) + " as " + tr + ">::" + v["name"] + self.args(v.get("args"))
         if k == "function_pointer":
             sig = v["sig"]
@@ -92,7 +98,10 @@ class Api:
         summary = self.paths.get(str(id)) if id is not None else None
         if summary and summary["crate_id"] != 0:
             name = self.crates[str(summary["crate_id"])]["name"]
-            if name not in ("std", "core", "alloc"):
+            # The crate a user depends on, not the one that defines the
+            # item: serde's and axum's traits live in their `_core` crates.
+            name = FACADES.get(name, name)
+            if name not in ("std", "core", "alloc", "pin_project_lite"):
                 self.deps.add(name)
 
     def args(self, a):
@@ -212,7 +221,7 @@ class Api:
                     m = self.item(mid)
                     self.member(m, path)
             for iid in v.get("impls", []):
-                self.impl(self.item(iid), path)
+                self.impl(self.item(iid), path, id)
         elif k == "function":
             self.emit(id, self.fn(it, path))
         elif k == "constant":
@@ -246,11 +255,13 @@ class Api:
         elif k == "assoc_type":
             self.emit(m["id"], f"pub type {p}" + (" = " + self.ty(v["type"]) if v.get("type") else ""))
 
-    def impl(self, it, owner):
+    def impl(self, it, owner, owner_id=None):
         if it is None:
             return
         v = it["inner"]["impl"]
-        if v["is_synthetic"] or v["blanket_impl"] is not None:
+        if v["blanket_impl"] is not None:
+            return
+        if v["is_synthetic"] and (v["trait"] is None or v["trait"]["path"].split("::")[-1] not in AUTO_TRAITS):
             return
         if v["trait"] is None:
             for mid in v["items"]:
@@ -259,13 +270,33 @@ class Api:
                     self.member(m, owner)
         else:
             neg = "!" if v["is_negative"] else ""
-            self.emit(None, f"impl{self.generics(v['generics'])} {neg}{self.path(v['trait'])} for {owner}{self.wheres(v['generics'])}")
+            target = v["for"]
+            # The impl's own self type when it is not the owner (`impl
+            # PartialEq<State> for &str` sits on State's page).
+            is_owner = "resolved_path" in target and target["resolved_path"].get("id") == owner_id
+            for_ty = owner if is_owner or owner_id is None else self.ty(target)
+            head = f"impl{self.generics(v['generics'])} {neg}{self.path(v['trait'])} for {for_ty}"
+            self.emit(None, head + self.wheres(v["generics"]))
+            for mid in v["items"]:
+                m = self.item(mid)
+                if m is None:
+                    continue
+                (mk, mv), = m["inner"].items()
+                if mk == "assoc_type" and mv.get("type"):
+                    self.emit(None, f"{head}: type {m['name']} = {self.ty(mv['type'])}")
+                elif mk == "assoc_const":
+                    self.emit(None, f"{head}: const {m['name']}: {self.ty(mv['type'])}")
 
     def use(self, u, path, stack):
         v = u["inner"]["use"]
         target = v.get("id")
+        if u["visibility"] != "public":
+            return
         if v["is_glob"]:
             t = self.item(target) if target is not None else None
+            if target in stack:
+                return
+            stack = stack + (target,)
             if t and "module" in t["inner"]:
                 for child in t["inner"]["module"]["items"]:
                     c = self.item(child)
@@ -273,8 +304,6 @@ class Api:
                         self.walk(child, path + "::" + c["name"], stack) if "use" not in c["inner"] else self.use(c, path, stack)
             else:
                 self.emit(None, f"pub use {path}::* = {v['source']}::*")
-            return
-        if u["visibility"] != "public":
             return
         if target is not None and self.item(target) is not None:
             self.walk(target, path + "::" + v["name"], stack)
@@ -289,6 +318,11 @@ def snapshot(crate):
     # The crates whose types or traits the API names: a public dependency's
     # major version is part of this crate's API.
     deps = [f"public dependency {d}" for d in sorted(api.deps)]
+    prefix = f"pub use {crate.replace('-', '_')}::deps::"
+    exported = {l[len(prefix):].split(" = ")[0] for l in api.lines if l.startswith(prefix)}
+    missing = sorted(api.deps - exported)
+    if missing:
+        sys.exit(f"{crate}: public dependencies not re-exported in `deps`: {', '.join(missing)}")
     return deps + sorted(api.lines), len(api.items)
 
 
@@ -300,7 +334,12 @@ def main():
         kinds = {}
         for l in lines:
             k = l.replace("#[non_exhaustive] ", "").split(" ")[0:2]
-            key = k[1] if k[0] == "pub" and k[1] in ("fn", "struct", "enum", "trait", "mod", "const", "type", "use") else "field/variant" if k[0] == "pub" else "impl"
+            if k[0] == "public":
+                key = "dependency"
+            elif k[0] == "pub":
+                key = k[1] if k[1] in ("fn", "struct", "enum", "trait", "mod", "const", "type", "use") else "field/variant"
+            else:
+                key = "impl"
             kinds[key] = kinds.get(key, 0) + 1
         print(f"{crate}: {len(lines)} lines, {items} items; " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
         if mode == "--count":

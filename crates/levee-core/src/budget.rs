@@ -81,7 +81,6 @@ use std::time::Duration;
 use crate::clock::{Timestamp, duration_nanos};
 use crate::config_error::ConfigError;
 
-#[doc(hidden)]
 /// Number of time slots the window is divided into.
 pub const SLOTS: usize = 10;
 

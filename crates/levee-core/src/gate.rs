@@ -70,7 +70,6 @@ use crate::config_error::{ConfigError, positive_duration};
 use crate::pace::{Allowance, InFlight, PaceConfig};
 use crate::transition::{State, Transition, human};
 
-#[doc(hidden)]
 /// Gated spans kept exactly for [`GateState::gated_in_last`]; older ones are
 /// merged pairwise, so memory stays bounded and only old spans lose precision.
 pub const GATE_HISTORY_SPANS: usize = 32;

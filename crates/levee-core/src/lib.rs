@@ -63,6 +63,47 @@ pub mod deps {
     pub use serde;
 }
 
+/// What a type with a stable name (`as_str`) implements, written once:
+/// `Display`, comparison with a `&str` both ways, and `Serialize` as the
+/// name (when the crate that calls it has a `serde` feature on). Internal:
+/// shared with Levee's own crates, no semver promise.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! named {
+    ($ty:ident) => {
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl PartialEq<str> for $ty {
+            fn eq(&self, name: &str) -> bool {
+                self.as_str() == name
+            }
+        }
+
+        impl PartialEq<&str> for $ty {
+            fn eq(&self, name: &&str) -> bool {
+                self.as_str() == *name
+            }
+        }
+
+        impl PartialEq<$ty> for &str {
+            fn eq(&self, value: &$ty) -> bool {
+                *self == value.as_str()
+            }
+        }
+
+        #[cfg(feature = "serde")]
+        impl serde::Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+    };
+}
+
 pub mod breaker;
 pub mod budget;
 pub mod classify;

@@ -297,12 +297,10 @@ impl PaceCheck {
     }
 }
 
-#[doc(hidden)]
 /// The longest burst [`Spacing`] lets through at once: one second of the
 /// provider's rate, the shortest window a provider is documented to count.
 pub const SPREAD_BURST: Duration = Duration::from_secs(1);
 
-#[doc(hidden)]
 /// How far apart to send a scope's requests: the rate at which the
 /// provider says its tightest short request limit refills, spent evenly
 /// with bursts of at most [`SPREAD_BURST`] (the generic cell rate

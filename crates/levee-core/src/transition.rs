@@ -46,46 +46,7 @@ impl Mechanism {
     }
 }
 
-/// What a type with a stable name (`as_str`) implements: `Display`,
-/// comparison with a `&str` both ways, and `Serialize` as the name.
-macro_rules! named {
-    ($ty:ident) => {
-        impl std::fmt::Display for $ty {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-
-        impl PartialEq<str> for $ty {
-            fn eq(&self, name: &str) -> bool {
-                self.as_str() == name
-            }
-        }
-
-        impl PartialEq<&str> for $ty {
-            fn eq(&self, name: &&str) -> bool {
-                self.as_str() == *name
-            }
-        }
-
-        impl PartialEq<$ty> for &str {
-            fn eq(&self, value: &$ty) -> bool {
-                *self == value.as_str()
-            }
-        }
-
-        #[cfg(feature = "serde")]
-        impl serde::Serialize for $ty {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(self.as_str())
-            }
-        }
-    };
-}
-
-pub(crate) use named;
-
-named!(Mechanism);
+crate::named!(Mechanism);
 
 /// The state of one scope of one mechanism: the one list of state names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -156,7 +117,7 @@ impl State {
     }
 }
 
-named!(State);
+crate::named!(State);
 
 /// One change of state of one mechanism for one key.
 ///

@@ -64,7 +64,6 @@ impl Usage {
 /// The longest `usage` object read; a longer one is skipped.
 const MAX_OBJECT: usize = 4096;
 
-#[doc(hidden)]
 /// Bytes of a plain answer counted as one token when no usage is reported.
 pub const BYTES_PER_TOKEN: u64 = 4;
 

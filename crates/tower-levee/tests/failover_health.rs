@@ -57,7 +57,7 @@ async fn the_snapshot_gives_each_targets_state_deadline_reason_and_scopes() {
     let states: Vec<_> = health
         .targets
         .iter()
-        .map(|t| (t.name.as_str(), t.state))
+        .map(|t| (t.name.as_str(), t.state.as_str()))
         .collect();
     assert_eq!(
         states,

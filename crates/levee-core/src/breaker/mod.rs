@@ -107,12 +107,6 @@ mod tripping;
 pub use config::{BreakerConfig, BreakerConfigBuilder};
 pub use cooldown::{Cooldown, FULL_JITTER_FLOOR, Jitter};
 pub use outcome::{Admission, BreakerStatus, Outcome, Permit};
-pub use state::BreakerState;
-pub use tripping::{Tripping, TrippingPolicy};
-// Internal: shared with Levee's own crates, no semver promise (see the crate docs).
-#[doc(hidden)]
 pub use probes::HALF_OPEN_RETRY_AFTER;
-#[doc(hidden)]
-pub use state::ISOLATED_RETRY_AFTER;
-#[doc(hidden)]
-pub use tripping::ROLLING_BUCKETS;
+pub use state::{BreakerState, ISOLATED_RETRY_AFTER};
+pub use tripping::{ROLLING_BUCKETS, Tripping, TrippingPolicy};

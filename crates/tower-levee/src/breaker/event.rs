@@ -39,7 +39,7 @@ pub enum Origin {
 
 impl Origin {
     /// `traffic`, `manual` or `fleet`.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Origin::Traffic => "traffic",
             Origin::Manual => "manual",
@@ -48,12 +48,7 @@ impl Origin {
     }
 }
 
-#[cfg(feature = "serde")]
-impl serde::Serialize for Origin {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
+levee_core::named!(Origin);
 
 impl ScopeEvent {
     pub(crate) fn new(scope: &str, transition: Transition) -> Self {
@@ -136,9 +131,9 @@ impl ScopeEvent {
         let mechanism = self.transition.mechanism.as_str();
         let origin = self.origin.as_str();
         if alarming {
-            tracing::warn!(target: "levee", scope = %self.scope, model = self.model(), mechanism, origin, from = %self.from(), to = %self.to(), remaining = ?self.remaining, "{}", self.reason());
+            tracing::warn!(target: "levee", scope = %self.scope, model = self.model(), mechanism, origin, from = self.from().as_str(), to = self.to().as_str(), remaining = ?self.remaining, "{}", self.reason());
         } else {
-            tracing::info!(target: "levee", scope = %self.scope, model = self.model(), mechanism, origin, from = %self.from(), to = %self.to(), remaining = ?self.remaining, "{}", self.reason());
+            tracing::info!(target: "levee", scope = %self.scope, model = self.model(), mechanism, origin, from = self.from().as_str(), to = self.to().as_str(), remaining = ?self.remaining, "{}", self.reason());
         }
         for s in subscribers {
             (s.0)(self);

@@ -59,14 +59,14 @@ impl StreamHold {
     /// The default `max_events`.
     pub const DEFAULT_MAX_EVENTS: u32 = 64;
 
-    /// Sets [`max_bytes`](StreamHold::max_bytes).
+    /// Sets the `max_bytes` field.
     #[must_use]
     pub fn max_bytes(mut self, bytes: usize) -> Self {
         self.max_bytes = bytes;
         self
     }
 
-    /// Sets [`max_events`](StreamHold::max_events).
+    /// Sets the `max_events` field.
     #[must_use]
     pub fn max_events(mut self, events: u32) -> Self {
         self.max_events = events;

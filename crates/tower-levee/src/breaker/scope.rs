@@ -1,21 +1,5 @@
-//! Which breaker, gate and park a request belongs to.
-//!
-//! Three mechanisms, three scopes, since providers count quotas per account
-//! and model while outages hit an account, an endpoint or a region:
-//!
-//! - the **failure domain** keys the breaker: an account, deployment or
-//!   region endpoint (default: the URI's authority);
-//! - the **quota scope** keys the throttle gate: the failure domain × the
-//!   model, since providers rate-limit per model (Azure: per deployment);
-//! - the **billing scope** keys the park table: whatever a spend cap applies
-//!   to, usually the whole account or project (default: the failure domain).
-//!
-//! A caller that knows better sets a [`Scope`] in the request's extensions,
-//! or gives the layer its own [`ScopeFn`]. However they are named, the
-//! three keys are built from the names by one rule: the failure domain is
-//! the domain (with `isolate_by_model`, `domain/model`), the quota scope
-//! `domain/model` (the domain when no model is named), the billing scope the
-//! one named, else the domain.
+//! Which breaker, gate and park a request belongs to: [`Scope`],
+//! [`ScopeKeys`], [`default_scope`].
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -24,6 +8,23 @@ use crate::inline_str::InlineStr;
 
 /// Scope names set by the caller in the request's extensions. Every field is
 /// optional; an unset one falls back to the default derived from the URI.
+///
+/// Three mechanisms, three scopes, since providers count quotas per account
+/// and model while outages hit an account, an endpoint or a region:
+///
+/// - the **failure domain** keys the breaker: an account, deployment or
+///   region endpoint (default: the URI's authority);
+/// - the **quota scope** keys the throttle gate: the failure domain × the
+///   model, since providers rate-limit per model (Azure: per deployment);
+/// - the **billing scope** keys the park table: whatever a spend cap applies
+///   to, usually the whole account or project (default: the failure domain).
+///
+/// A caller that knows better sets a [`Scope`] in the request's extensions,
+/// or gives the layer its own [`ScopeFn`]. However they are named, the
+/// three keys are built from the names by one rule: the failure domain is
+/// the domain (with `isolate_by_model`, `domain/model`), the quota scope
+/// `domain/model` (the domain when no model is named), the billing scope the
+/// one named, else the domain.
 ///
 /// ```
 /// use tower_levee::breaker::Scope;
@@ -131,16 +132,16 @@ impl<'a> ScopeKeys<'a> {
         }
     }
 
-    /// Sets [`model`](ScopeKeys::model).
+    /// Sets the `model` field.
     #[must_use]
-    pub const fn with_model(mut self, model: Option<&'a str>) -> Self {
+    pub const fn model(mut self, model: Option<&'a str>) -> Self {
         self.model = model;
         self
     }
 
-    /// Sets [`billing`](ScopeKeys::billing).
+    /// Sets the `billing` field.
     #[must_use]
-    pub const fn with_billing(mut self, billing: Option<&'a str>) -> Self {
+    pub const fn billing(mut self, billing: Option<&'a str>) -> Self {
         self.billing = billing;
         self
     }

@@ -45,6 +45,42 @@ pub struct HealthSnapshot {
     pub no_target_available: u64,
 }
 
+/// What a target would do with a request now: the most lasting refusal
+/// among its scopes, else whether its bulkhead is full. Compares equal to
+/// its name (`health.state == "open"`) and serializes as it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TargetState {
+    /// Its billing scope is parked (a spend cap or quota).
+    Parked,
+    /// Its breaker is open.
+    Open,
+    /// Its breaker admits probes only.
+    HalfOpen,
+    /// Some quota scope of it is gated.
+    Throttled,
+    /// Its bulkhead has no permit free.
+    Full,
+    /// It admits requests.
+    Available,
+}
+
+impl TargetState {
+    /// `parked`, `open`, `half_open`, `throttled`, `full` or `available`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TargetState::Parked => "parked",
+            TargetState::Open => "open",
+            TargetState::HalfOpen => "half_open",
+            TargetState::Throttled => "throttled",
+            TargetState::Full => "full",
+            TargetState::Available => "available",
+        }
+    }
+}
+
+levee_core::named!(TargetState);
+
 /// One target's state.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -61,7 +97,7 @@ pub struct TargetHealth {
     /// The most lasting refusal among its scopes: `parked`, `open`,
     /// `half_open`, `throttled` (some quota scope gated), `full` (bulkhead),
     /// else `available`.
-    pub state: &'static str,
+    pub state: TargetState,
     /// How long until it admits requests again, when `state` refuses.
     #[cfg_attr(
         feature = "serde",
@@ -212,16 +248,16 @@ fn target_health(meta: &Meta, index: usize) -> TargetHealth {
             .min()
     };
     let (state, retry_after) = [
-        ("parked", State::Parked),
-        ("open", State::Open),
-        ("half_open", State::HalfOpen),
-        ("throttled", State::Gated),
+        (TargetState::Parked, State::Parked),
+        (TargetState::Open, State::Open),
+        (TargetState::HalfOpen, State::HalfOpen),
+        (TargetState::Throttled, State::Gated),
     ]
     .into_iter()
-    .find_map(|(name, scope_state)| refusing(scope_state).map(|r| (name, r)))
+    .find_map(|(target, scope_state)| refusing(scope_state).map(|r| (target, r)))
     .unwrap_or(match bulkhead {
-        Some(b) if b.in_flight >= b.limit => ("full", None),
-        _ => ("available", None),
+        Some(b) if b.in_flight >= b.limit => (TargetState::Full, None),
+        _ => (TargetState::Available, None),
     });
     let park_reason = scopes
         .iter()

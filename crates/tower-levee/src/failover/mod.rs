@@ -189,7 +189,7 @@ pub use self::builder::{
     DEFAULT_MAX_RETRY_AFTER, DEFAULT_OVERLOAD_WINDOW, FailoverBuilder, MAX_TARGETS,
 };
 pub use self::error::{NoTargetAvailable, Refusal, RefusalKind};
-pub use self::health::{BulkheadHealth, FailoverHandle, HealthSnapshot, TargetHealth};
+pub use self::health::{BulkheadHealth, FailoverHandle, HealthSnapshot, TargetHealth, TargetState};
 pub use self::service::Failover;
 pub use self::stack::TargetService;
 pub use self::state::Advance;

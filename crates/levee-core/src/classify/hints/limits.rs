@@ -85,8 +85,8 @@ pub enum Period {
     Month,
 }
 
-crate::transition::named!(Dimension);
-crate::transition::named!(Period);
+crate::named!(Dimension);
+crate::named!(Period);
 
 impl Period {
     /// The name used in metrics and snapshots (`""` when not named).

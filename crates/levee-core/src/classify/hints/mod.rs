@@ -46,7 +46,6 @@ use super::text::Needle;
 /// The instant date hints are measured from: the response's `Date` header,
 /// else `now`, else the system clock. Measuring from `Date` keeps a
 /// provider's "regain access on …" exact even when our clock is off.
-#[doc(hidden)]
 pub fn reference_time(headers: &HeaderMap, now: Option<SystemTime>) -> SystemTime {
     header_str(headers, &DATE)
         .and_then(http_date)
@@ -74,7 +73,6 @@ fn until(at: SystemTime, reference: SystemTime) -> Option<Duration> {
 /// The explicit header hint: `retry-after-ms`, `x-ms-retry-after-ms`, then
 /// `retry-after` (seconds, fractional seconds, or an HTTP-date measured from
 /// `reference`).
-#[doc(hidden)]
 pub fn retry_after(headers: &HeaderMap, reference: SystemTime) -> Option<Duration> {
     retry_after_lazy(headers, &|| reference)
 }
@@ -153,7 +151,6 @@ fn hedged(rest: &str) -> &str {
 /// seconds`, `Please retry in 56.18s`, `Your quota will reset after 5s`,
 /// `Quota will be replenished in 5.03:23:11`, or a date as in `You will regain
 /// access on 2026-09-01 at 00:00 UTC` (measured from `reference`).
-#[doc(hidden)]
 pub fn text_wait(text: &str, reference: SystemTime) -> Option<Duration> {
     let lower = if text.bytes().any(|c| c.is_ascii_uppercase()) {
         Cow::Owned(text.to_ascii_lowercase())
@@ -190,7 +187,6 @@ pub(crate) fn text_wait_lower(lower: &str, reference: LazyTime<'_>) -> Option<Du
 /// reset wins, since all must refill. OpenAI-style resets are Go durations
 /// (`6m0s`) or seconds; Anthropic's are RFC 3339 instants measured from
 /// `reference`. See [`RateLimits`].
-#[doc(hidden)]
 pub fn reset_wait(headers: &HeaderMap, reference: SystemTime) -> Option<Duration> {
     reset_wait_lazy(headers, &|| reference)
 }
@@ -203,7 +199,6 @@ pub(crate) fn reset_wait_lazy(headers: &HeaderMap, reference: LazyTime<'_>) -> O
 /// The provider's `x-should-retry: true|false` (Anthropic and the other
 /// Stainless-generated SDKs honour it). It changes retryability, never the
 /// verdict.
-#[doc(hidden)]
 pub fn should_retry(headers: &HeaderMap) -> Option<bool> {
     should_retry_value(header_str(headers, &X_SHOULD_RETRY)?)
 }
