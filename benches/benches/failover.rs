@@ -3,7 +3,10 @@
 //! (`common::first_target`: call the first target, count its success),
 //! that floor without the handle on the router's state each call clones,
 //! and, for two targets, that floor with the copy of the request a second
-//! target needs kept (`common::kept_copy`).
+//! target needs kept (`common::kept_copy`). `failover-stale-open` is the
+//! two-target case with a domain in the primary's layer that opened once
+//! and was never called again: its cool-off over, it refuses nothing, so
+//! the peeks stay on the fast path.
 //!
 //! Run: `cargo bench -p benches --bench failover`. Figures are ns per call;
 //! compare within one run (the machine is shared and noisy).
@@ -43,6 +46,29 @@ fn failover_primary_open() -> Failover<(), Empty<Bytes>, Bare> {
     f
 }
 
+/// Two targets, the primary healthy; its layer also holds a domain that
+/// opened once and was never called again, its cool-off long over.
+fn failover_stale_open() -> Failover<(), Empty<Bytes>, Bare> {
+    let config = tower_levee::core::breaker::BreakerConfig::builder()
+        .cooldown(tower_levee::core::breaker::Cooldown::fixed(
+            Duration::from_millis(1),
+        ))
+        .build()
+        .unwrap();
+    let layer = BreakerLayer::builder().breaker(config).build().unwrap();
+    let f = Failover::builder()
+        .target(Target::new("t0", Bare).breaker(layer))
+        .target(Target::new("t1", Bare))
+        .build()
+        .unwrap();
+    f.handle()
+        .breaker("t0")
+        .unwrap()
+        .open("retired.example.com");
+    std::thread::sleep(Duration::from_millis(10));
+    f
+}
+
 fn benches(c: &mut Criterion) {
     single_thread(c, "failover", "breaker", breaker());
     single_thread(
@@ -71,6 +97,7 @@ fn benches(c: &mut Criterion) {
         "failover-primary-open",
         failover_primary_open(),
     );
+    single_thread(c, "failover", "failover-stale-open", failover_stale_open());
 
     contended(c, "failover", "breaker", breaker());
     contended(

@@ -108,6 +108,13 @@ impl DomainHot {
         self.word.load(Ordering::Acquire) & STATUS_MASK == 0
     }
 
+    /// What the published breaker refuses: `None` when closed; else until
+    /// its cool-off ends (`Some(Some(until))`, open), or with no deadline
+    /// (`Some(None)`: half-open, admitting probes only, or isolated).
+    pub(crate) fn refusal_deadline(&self) -> Option<Option<Timestamp>> {
+        (!self.is_closed()).then(|| self.open_until.get())
+    }
+
     /// Whether a plain success needs no recording (closed and clean).
     #[inline]
     pub(crate) fn success_is_noop(&self) -> bool {

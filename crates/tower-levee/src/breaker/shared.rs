@@ -109,6 +109,20 @@ pub(crate) struct Shared {
     /// isolated), counted as each is published: a peek finding none, and
     /// no scope parked or gated, knows the answer without naming a scope.
     not_closed: AtomicU64,
+    /// Of those, the ones refusing with no deadline: half-open or isolated.
+    undated: AtomicU64,
+    /// The latest cool-off end an open breaker published (nanoseconds).
+    /// Once it has passed, and no breaker is half-open or isolated, no
+    /// breaker refuses a call (the next call to an open one is its probe),
+    /// so a domain that opened and was never called again does not keep
+    /// every peek on the slow path.
+    latest_open_until: AtomicU64,
+    /// Bumped by every publish that leaves a breaker not closed, after the
+    /// counts and the deadline: a peek that found every cool-off over
+    /// records the epoch it checked (`all_over_at`), and trusts that
+    /// answer, with no clock read, while the epoch stays the same.
+    epoch: AtomicU64,
+    all_over_at: AtomicU64,
     /// Subscribers added through the handle after the layer was built
     /// (a fleet sync): read on transitions only, and copied out before
     /// they are called, so a subscriber may subscribe another.
@@ -132,6 +146,10 @@ impl Shared {
             parks: DeadlineTable::new(max_keys),
             stats: Stats::default(),
             not_closed: AtomicU64::new(0),
+            undated: AtomicU64::new(0),
+            latest_open_until: AtomicU64::new(0),
+            epoch: AtomicU64::new(1),
+            all_over_at: AtomicU64::new(0),
             watchers: RwLock::new(Arc::from([])),
             rng: Mutex::new(rng),
             weak: weak.clone(),
@@ -331,25 +349,52 @@ impl Shared {
     /// Publishes a domain's breaker for the hot path (under its lock).
     pub(crate) fn publish(&self, handle: DomainHandle, state: &BreakerState) {
         if let Some(hot) = handle.hot() {
-            let was_closed = hot.is_closed();
+            let before = hot.refusal_deadline();
             hot.publish(state, &self.settings.breaker);
-            match (was_closed, hot.is_closed()) {
-                (true, false) => self.not_closed.fetch_add(1, Ordering::Relaxed),
-                (false, true) => self.not_closed.fetch_sub(1, Ordering::Relaxed),
-                _ => 0,
-            };
+            let after = hot.refusal_deadline();
+            count(&self.not_closed, before.is_some(), after.is_some());
+            count(&self.undated, before == Some(None), after == Some(None));
+            if let Some(Some(until)) = after {
+                self.latest_open_until
+                    .fetch_max(until.as_nanos(), Ordering::Relaxed);
+            }
+            if after.is_some() {
+                // After the counts and the deadline: a peek that reads this
+                // epoch reads them too.
+                self.epoch.fetch_add(1, Ordering::Release);
+            }
         }
     }
 
     /// Whether nothing in the layer can refuse a call now: every breaker
-    /// closed (only a closed, idle domain is ever evicted, so the count is
-    /// exact), no scope parked or gated. Advice, as a peek is: the call
-    /// decides.
+    /// closed, or open with its cool-off over (only a closed, idle domain
+    /// is ever evicted, so the counts are exact), and no scope parked or
+    /// gated. Advice, as a peek is: the call decides.
     #[inline]
     pub(crate) fn refuses_nothing(&self) -> bool {
-        self.not_closed.load(Ordering::Relaxed) == 0
+        (self.not_closed.load(Ordering::Relaxed) == 0 || self.every_cool_off_over())
             && !self.parks.is_active()
             && !self.gates.is_active()
+    }
+
+    /// Whether every breaker that is not closed is open with its cool-off
+    /// over: none half-open or isolated, and the latest deadline passed.
+    /// Time only moves on, so once true it stays true until a publish
+    /// changes what is open: checked against the clock once per epoch.
+    #[inline]
+    fn every_cool_off_over(&self) -> bool {
+        let epoch = self.epoch.load(Ordering::Acquire);
+        self.all_over_at.load(Ordering::Relaxed) == epoch || self.check_cool_offs(epoch)
+    }
+
+    #[inline(never)]
+    fn check_cool_offs(&self, epoch: u64) -> bool {
+        let over = self.undated.load(Ordering::Relaxed) == 0
+            && self.clock.now().as_nanos() >= self.latest_open_until.load(Ordering::Relaxed);
+        if over {
+            self.all_over_at.store(epoch, Ordering::Relaxed);
+        }
+        over
     }
 
     /// Gates the quota scope (or parks the billing scope, for a wait past
@@ -460,9 +505,20 @@ impl Shared {
     }
 }
 
+/// Counts a member in or out of a set as it enters or leaves it.
+fn count(members: &AtomicU64, was: bool, is: bool) {
+    match (was, is) {
+        (false, true) => members.fetch_add(1, Ordering::Relaxed),
+        (true, false) => members.fetch_sub(1, Ordering::Relaxed),
+        _ => 0,
+    };
+}
+
 #[cfg(test)]
 mod tests {
-    use crate::breaker::BreakerLayer;
+    use std::time::Duration;
+
+    use crate::breaker::{BreakerLayer, RequestHead};
 
     #[tokio::test(start_paused = true)]
     async fn refuses_nothing_follows_every_breaker_back_to_closed() {
@@ -478,5 +534,35 @@ mod tests {
         handle.open("api.anthropic.com");
         handle.close("api.anthropic.com");
         assert!(shared.refuses_nothing(), "every breaker closed again");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_breaker_whose_cool_off_passed_uncalled_refuses_nothing_but_an_isolated_one_does() {
+        let handle = BreakerLayer::new().handle();
+        let shared = &handle.shared;
+        let request = http::Request::get("https://api.openai.com/v1/chat/completions")
+            .body(())
+            .unwrap();
+        let head = RequestHead::of(&request);
+        handle.open("api.openai.com");
+        assert!(!shared.refuses_nothing(), "cooling off");
+        assert!(handle.admits(&head).is_err(), "the peek agrees");
+        // Never called again: once its cool-off is over, the next call to
+        // it would be its probe, so nothing refuses.
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        assert!(shared.refuses_nothing(), "every cool-off over");
+        assert!(handle.admits(&head).is_ok(), "the full peek agrees");
+        // An isolated breaker has no deadline: it refuses until closed.
+        handle.isolate("api.anthropic.com");
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        assert!(!shared.refuses_nothing(), "one isolated");
+        handle.close("api.anthropic.com");
+        assert!(
+            shared.refuses_nothing(),
+            "the open one still over, the isolated one closed"
+        );
+        // A new open with a later deadline refuses again.
+        handle.open("api.openai.com");
+        assert!(!shared.refuses_nothing(), "opened again");
     }
 }
