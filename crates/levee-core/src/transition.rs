@@ -126,11 +126,9 @@ crate::named!(State);
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Transition {
-    /// The mechanism that changed state.
-    pub mechanism: Mechanism,
     /// The state before.
     pub from: State,
-    /// The state after, of the same mechanism.
+    /// The state after, of the same mechanism ([`Transition::mechanism`]).
     pub to: State,
     /// When the change happened (the `now` passed to the method).
     pub at: Timestamp,
@@ -155,7 +153,6 @@ impl Transition {
     pub fn new(from: State, to: State, at: Timestamp, reason: impl Into<String>) -> Self {
         debug_assert_eq!(from.mechanism(), to.mechanism(), "one mechanism");
         Transition {
-            mechanism: to.mechanism(),
             from,
             to,
             at,
@@ -164,6 +161,11 @@ impl Transition {
             cause: None,
             consecutive_failures: 0,
         }
+    }
+
+    /// The mechanism that changed state: its states' own.
+    pub const fn mechanism(&self) -> Mechanism {
+        self.to.mechanism()
     }
 
     /// Sets [`until`](Transition::until).
@@ -190,7 +192,10 @@ impl fmt::Display for Transition {
         write!(
             f,
             "{} {} -> {}: {}",
-            self.mechanism, self.from, self.to, self.reason
+            self.mechanism(),
+            self.from,
+            self.to,
+            self.reason
         )
     }
 }
@@ -260,7 +265,7 @@ mod tests {
             assert_eq!(State::from_name(state.as_str()), Some(state));
             let t = Transition::new(state, state, Timestamp::ZERO, "");
             assert_eq!(
-                (t.mechanism, t.from, t.to),
+                (t.mechanism(), t.from, t.to),
                 (state.mechanism(), state, state)
             );
         }

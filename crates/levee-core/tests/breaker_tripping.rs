@@ -44,7 +44,7 @@ fn five_consecutive_availability_failures_open_by_default() {
     assert_eq!(h.state.status(), BreakerStatus::Closed);
 
     let t = h.call(unavailable()).expect("fifth failure opens");
-    assert_eq!(t.mechanism, Mechanism::Breaker);
+    assert_eq!(t.mechanism(), Mechanism::Breaker);
     assert_eq!((t.from, t.to), (State::Closed, State::Open));
     assert_eq!(
         t.reason,

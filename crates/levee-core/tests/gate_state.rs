@@ -38,7 +38,7 @@ fn a_hinted_throttle_gates_until_the_hint_then_clears_without_a_probe() {
     let (until, t) = gated(gate.throttle(&cfg, at(100), Some(secs(7)), &CAUSE, &mut rng()));
     assert_eq!(until, at(107));
     let t = t.expect("clear -> gated");
-    assert_eq!(t.mechanism, Mechanism::Gate);
+    assert_eq!(t.mechanism(), Mechanism::Gate);
     assert_eq!((t.from, t.to), (State::Clear, State::Gated));
     assert_eq!(t.reason, "throttled for 7s (openai:rate_limit_exceeded)");
     assert_eq!(t.cause.as_deref(), Some("openai:rate_limit_exceeded"));

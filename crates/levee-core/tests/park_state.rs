@@ -26,7 +26,7 @@ fn a_quota_with_a_reset_parks_until_it_then_reinstates_without_a_probe() {
     let t = park
         .park(&cfg, at(10), Some(secs(86_400)), &SPEND_CAP)
         .expect("active -> parked");
-    assert_eq!(t.mechanism, Mechanism::Park);
+    assert_eq!(t.mechanism(), Mechanism::Park);
     assert_eq!((t.from, t.to), (State::Active, State::Parked));
     assert_eq!(
         t.reason,

@@ -36,7 +36,7 @@ pub(crate) fn decision(layer: &Arc<str>, event: &ScopeEvent) -> Option<Decision>
     }
     let manual = origin == Origin::Manual;
     let transition = event.transition();
-    let kind = match (transition.mechanism, event.to()) {
+    let kind = match (transition.mechanism(), event.to()) {
         (Mechanism::Breaker, State::Open) if event.remaining().is_none() => {
             manual.then_some(Kind::Isolated)?
         }

@@ -96,7 +96,7 @@ impl ScopeEvent {
 
     /// Which mechanism changed state.
     pub fn mechanism(&self) -> Mechanism {
-        self.transition.mechanism
+        self.transition.mechanism()
     }
 
     /// The state before; its name ([`State::as_str`]) is one of `closed`,
@@ -128,7 +128,7 @@ impl ScopeEvent {
     pub(crate) fn emit<'a>(&self, subscribers: impl IntoIterator<Item = &'a EventSubscriber>) {
         // An account out of rotation, or a spend cap reached: someone should look.
         let alarming = matches!(self.to(), State::Open | State::Parked);
-        let mechanism = self.transition.mechanism.as_str();
+        let mechanism = self.transition.mechanism().as_str();
         let origin = self.origin.as_str();
         if alarming {
             tracing::warn!(target: "levee", scope = %self.scope, model = self.model(), mechanism, origin, from = self.from().as_str(), to = self.to().as_str(), remaining = ?self.remaining, "{}", self.reason());

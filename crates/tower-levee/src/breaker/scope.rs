@@ -90,6 +90,25 @@ impl<'a> RequestHead<'a> {
 }
 
 /// The scope names of one request, borrowed from it.
+///
+/// A [`ScopeFn`] builds them:
+///
+/// ```
+/// use tower_levee::breaker::{BreakerLayer, RequestHead, ScopeKeys};
+///
+/// /// One failure domain and one spend cap per tenant, named by a header.
+/// fn by_tenant<'a>(head: &RequestHead<'a>) -> ScopeKeys<'a> {
+///     let tenant = head
+///         .headers
+///         .get("x-tenant")
+///         .and_then(|v| v.to_str().ok())
+///         .unwrap_or("default");
+///     ScopeKeys::new(tenant).billing(Some(tenant))
+/// }
+///
+/// let layer = BreakerLayer::builder().scope_fn(by_tenant).build().unwrap();
+/// # let _ = layer;
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ScopeKeys<'a> {
@@ -165,11 +184,7 @@ pub fn default_scope<'a>(head: &RequestHead<'a>) -> ScopeKeys<'a> {
         .and_then(|s| s.model.as_deref())
         .or_else(|| model_in_path(head.uri.path()));
     let billing = ext.and_then(|s| s.billing.as_deref());
-    ScopeKeys {
-        domain,
-        model,
-        billing,
-    }
+    ScopeKeys::new(domain).model(model).billing(billing)
 }
 
 /// `host[:port]` of an authority: credentials in its userinfo
