@@ -123,7 +123,7 @@ crate::named!(State);
 ///
 /// The key itself is not part of the transition: the state machines hold the
 /// state of a single key and do not know its name; the registry adds it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Transition {
     /// The state before.
@@ -184,6 +184,22 @@ impl Transition {
     pub fn with_consecutive_failures(mut self, n: u32) -> Self {
         self.consecutive_failures = n;
         self
+    }
+}
+
+// By hand, to show the mechanism beside the states as when it was a field.
+impl fmt::Debug for Transition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Transition")
+            .field("mechanism", &self.mechanism())
+            .field("from", &self.from)
+            .field("to", &self.to)
+            .field("at", &self.at)
+            .field("until", &self.until)
+            .field("reason", &self.reason)
+            .field("cause", &self.cause)
+            .field("consecutive_failures", &self.consecutive_failures)
+            .finish()
     }
 }
 
