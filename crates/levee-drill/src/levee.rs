@@ -128,6 +128,8 @@ impl LeveeStack {
                     .replica(format!("replica-{}", link.replica))
                     .policy(link.spec.policy)
                     .sweep_every(link.spec.sweep_every)
+                    .probe_lease(link.spec.probe_lease)
+                    .share_failures(link.spec.share_failures)
                     .attach(&breaker.handle());
                 let spawned = match link.store {
                     FleetStore::Simulated(store) => fleet.spawn(store),

@@ -122,6 +122,10 @@ pub struct FleetSpec {
     pub policy: levee_redis::BreakerPolicy,
     /// How often each replica reads the store back.
     pub sweep_every: Duration,
+    /// The probe lease's life (`None`: each replica probes on its own).
+    pub probe_lease: Option<Duration>,
+    /// How long a replica's failure streak counts (`None`: not shared).
+    pub share_failures: Option<Duration>,
 }
 
 impl Scenario {
@@ -261,6 +265,8 @@ struct RawFleet {
     latency: Option<String>,
     policy: Option<String>,
     sweep_every: Option<String>,
+    probe_lease: Option<String>,
+    share_failures: Option<String>,
 }
 
 /// `store = "redis"`, or a list to compare: `["none", "redis"]`.
@@ -605,12 +611,30 @@ fn fleet_spec(raw: RawFleet) -> Result<(FleetSpec, Vec<&'static str>), ScenarioE
             format!("must be within 10ms..=1h, got {sweep_every:?}"),
         ));
     }
+    // A duration, or "off".
+    let optional = |field: &str, value: &Option<String>, default: Duration| match value.as_deref() {
+        None => Ok(Some(default)),
+        Some("off") => Ok(None),
+        Some(v) => dur(field, v).map(Some),
+    };
+    let probe_lease = optional(
+        "fleet.probe_lease",
+        &raw.probe_lease,
+        levee_redis::DEFAULT_PROBE_LEASE,
+    )?;
+    let share_failures = optional(
+        "fleet.share_failures",
+        &raw.share_failures,
+        levee_redis::DEFAULT_FAILURE_MEMORY,
+    )?;
     Ok((
         FleetSpec {
             replicas: raw.replicas,
             latency,
             policy,
             sweep_every,
+            probe_lease,
+            share_failures,
         },
         stores,
     ))

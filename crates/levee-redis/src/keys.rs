@@ -4,10 +4,14 @@ use crate::notice::{Kind, Notice};
 use crate::store::Space;
 
 /// The store's keys under one namespace and format version:
-/// `{namespace}:v1:{gate|park|isolate}:{layer}:{scope}` and
-/// `{namespace}:v1:open:{layer}:{replica}:{scope}` (a breaker open is one
-/// replica's report: a quorum counts them), with notices on
-/// `{namespace}:v1:notices`, indexed in `{namespace}:v1:index`. Layer names and replica ids hold no `:`, so
+/// `{namespace}:v1:s:{gate|park|isolate}:{layer}:{scope}`,
+/// `{namespace}:v1:s:open:{layer}:{replica}:{scope}` (a breaker open is one
+/// replica's report: a quorum counts them) and
+/// `{namespace}:v1:s:streak:{layer}:{replica}:{scope}` (a replica's failures
+/// in a row), with notices on `{namespace}:v1:notices`, indexed in
+/// `{namespace}:v1:index`; and the probe leases,
+/// `{namespace}:v1:lease:{layer}:{scope}`, outside the index (they hold a
+/// replica id, not a notice). Layer names and replica ids hold no `:`, so
 /// the scope, which may, comes last.
 #[derive(Clone, Debug)]
 pub(crate) struct Keys {
@@ -40,7 +44,8 @@ impl Keys {
             Kind::Parked => self.state("park", &n.layer, &n.scope),
             Kind::Isolated => self.state("isolate", &n.layer, &n.scope),
             Kind::Opened => self.open(&n.layer, &n.replica, &n.scope),
-            Kind::Recovered | Kind::Closed | Kind::Unparked => return None,
+            Kind::Failing if n.count > 0 => self.streak(&n.layer, &n.replica, &n.scope),
+            Kind::Recovered | Kind::Closed | Kind::Unparked | Kind::Failing => return None,
         })
     }
 
@@ -69,6 +74,7 @@ impl Keys {
                 keys
             }
             Kind::Unparked => vec![self.state("park", &n.layer, &n.scope)],
+            Kind::Failing => vec![self.streak(&n.layer, &n.replica, &n.scope)],
             Kind::Gated | Kind::Parked | Kind::Opened | Kind::Isolated => Vec::new(),
         }
     }
@@ -79,5 +85,19 @@ impl Keys {
 
     fn open(&self, layer: &str, replica: &str, scope: &str) -> String {
         format!("{}open:{layer}:{replica}:{scope}", self.space.prefix)
+    }
+
+    fn streak(&self, layer: &str, replica: &str, scope: &str) -> String {
+        format!("{}streak:{layer}:{replica}:{scope}", self.space.prefix)
+    }
+
+    /// The lease of a failure domain's probe: who sends the fleet's next one.
+    pub(crate) fn lease(&self, layer: &str, scope: &str) -> String {
+        let root = self
+            .space
+            .prefix
+            .strip_suffix("s:")
+            .unwrap_or(&self.space.prefix);
+        format!("{root}lease:{layer}:{scope}")
     }
 }

@@ -113,9 +113,11 @@ mod policy;
 mod store;
 
 pub use config::FleetConfig;
-pub use fleet::{Fleet, FleetBuilder, FleetHandle, FleetStatus};
+pub use fleet::{
+    DEFAULT_FAILURE_MEMORY, DEFAULT_PROBE_LEASE, Fleet, FleetBuilder, FleetHandle, FleetStatus,
+};
 #[cfg(feature = "local-server")]
 pub use local::LocalRedis;
 pub use notice::{DecodeError, Kind, MAX_NOTICE_BYTES, MAX_WAIT, Notice};
 pub use policy::BreakerPolicy;
-pub use store::{MemoryStore, Notices, RedisStore, Space, Store, StoreError, Stored};
+pub use store::{Lease, MemoryStore, Notices, RedisStore, Space, Store, StoreError, Stored};

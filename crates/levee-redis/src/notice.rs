@@ -61,6 +61,10 @@ pub enum Kind {
     Closed,
     /// An operator unparked a billing scope.
     Unparked,
+    /// A replica's failures of a failure domain in a row (`count`; zero:
+    /// its streak ended), counted with the other replicas' toward the
+    /// breaker's threshold.
+    Failing,
 }
 
 impl Kind {
@@ -79,6 +83,7 @@ impl Kind {
             Kind::Recovered => "recovered",
             Kind::Closed => "closed",
             Kind::Unparked => "unparked",
+            Kind::Failing => "failing",
         }
     }
 }
@@ -104,6 +109,11 @@ pub struct Notice {
     /// Made by an operator rather than by traffic: adopted by every replica
     /// whatever the breaker policy.
     pub manual: bool,
+    /// A number the kind carries: a [`Failing`](Kind::Failing) streak's
+    /// failures, or for an [`Opened`](Kind::Opened) that a failed probe
+    /// made, the fleet's failed probes since the domain last recovered (its
+    /// cool-off growth). Zero otherwise, and left out of the encoding then.
+    pub count: u32,
 }
 
 // Unknown fields are read and ignored: a later release may add one.
@@ -122,6 +132,12 @@ struct Wire<'a> {
     reason: std::borrow::Cow<'a, str>,
     #[serde(default)]
     manual: bool,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    count: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Notice {
@@ -136,6 +152,7 @@ impl Notice {
             wait_ms: u64::try_from(self.wait.as_millis()).unwrap_or(u64::MAX),
             reason: self.reason.as_str().into(),
             manual: self.manual,
+            count: self.count,
         };
         serde_json::to_vec(&wire).expect("a notice always serializes")
     }
@@ -170,7 +187,8 @@ impl Notice {
                 wire.wait_ms
             )));
         }
-        if wire.kind.has_wait() && wait.is_zero() {
+        let has_wait = wire.kind.has_wait() || (wire.kind == Kind::Failing && wire.count > 0);
+        if has_wait && wait.is_zero() {
             return Err(DecodeError::new(format!(
                 "{} with no wait",
                 wire.kind.as_str()
@@ -181,13 +199,10 @@ impl Notice {
             layer: wire.layer.into_owned(),
             scope: wire.scope.into_owned(),
             replica: wire.replica.into_owned(),
-            wait: if wire.kind.has_wait() {
-                wait
-            } else {
-                Duration::ZERO
-            },
+            wait: if has_wait { wait } else { Duration::ZERO },
             reason: wire.reason.into_owned(),
             manual: wire.manual,
+            count: wire.count,
         })
     }
 }
@@ -227,7 +242,7 @@ impl DecodeError {
     /// (recovered, closed, unparked) stored at all.
     pub(crate) fn expiry(kind: Kind, ttl: Option<Duration>) -> Self {
         DecodeError::new(match (kind, ttl) {
-            (Kind::Recovered | Kind::Closed | Kind::Unparked, _) => {
+            (Kind::Recovered | Kind::Closed | Kind::Unparked, _) | (Kind::Failing, None) => {
                 format!("{} is never stored", kind.as_str())
             }
             (_, None) => format!("{} stored with no expiry", kind.as_str()),
@@ -259,6 +274,7 @@ mod tests {
             wait: Duration::from_millis(30_000),
             reason: "status:429".into(),
             manual: false,
+            count: 0,
         }
     }
 
@@ -334,6 +350,7 @@ mod tests {
             Just(Kind::Recovered),
             Just(Kind::Closed),
             Just(Kind::Unparked),
+            Just(Kind::Failing),
         ]
     }
 
@@ -383,15 +400,18 @@ mod tests {
             wait_ms in 1u64..=MAX_WAIT.as_millis() as u64,
             reason in "[ -~]{0,64}",
             manual in any::<bool>(),
+            count in prop_oneof![Just(0u32), any::<u32>()],
         ) {
+            let timed = kind.has_wait() || (kind == Kind::Failing && count > 0);
             let n = Notice {
                 kind,
                 layer,
                 scope,
                 replica,
-                wait: if kind.has_wait() { Duration::from_millis(wait_ms) } else { Duration::ZERO },
+                wait: if timed { Duration::from_millis(wait_ms) } else { Duration::ZERO },
                 reason,
                 manual,
+                count,
             };
             prop_assert_eq!(Notice::decode(&n.encode()).unwrap(), n);
         }
@@ -410,6 +430,32 @@ mod tests {
                 "kind", "layer", "manual", "reason", "replica", "scope", "v", "wait_ms"
             ]
         );
+    }
+
+    #[test]
+    fn a_failing_streak_carries_its_count_and_its_memory_and_an_ended_one_neither() {
+        let failing = Notice {
+            kind: Kind::Failing,
+            count: 3,
+            wait: Duration::from_secs(30),
+            ..gated()
+        };
+        let text = String::from_utf8(failing.encode()).unwrap();
+        assert!(
+            text.contains(r#""kind":"failing""#) && text.contains(r#""count":3"#),
+            "{text}"
+        );
+        assert_eq!(Notice::decode(text.as_bytes()).unwrap(), failing);
+        let no_wait = br#"{"v":1,"kind":"failing","layer":"","scope":"a","replica":"r","wait_ms":0,"count":2}"#;
+        assert!(
+            Notice::decode(no_wait)
+                .unwrap_err()
+                .to_string()
+                .contains("failing with no wait")
+        );
+        let ended = br#"{"v":1,"kind":"failing","layer":"","scope":"a","replica":"r","wait_ms":0}"#;
+        let n = Notice::decode(ended).unwrap();
+        assert_eq!((n.count, n.wait), (0, Duration::ZERO));
     }
 
     #[test]

@@ -114,8 +114,10 @@ async fn a_recovery_elsewhere_sends_this_replica_to_its_own_probe() {
     fleet[0].trip().await;
     settle(10).await;
     assert!(fleet[1].refuses().is_some());
-    // The cool-off ends on replica 0; its probe succeeds.
+    // The cool-off ends on replica 0 (its fleet asked who probes just
+    // before: replica 0); its probe succeeds.
     tokio::time::advance(Duration::from_secs(10)).await;
+    settle(10).await;
     fleet[0].answer(Answer::ok());
     assert_eq!(fleet[0].call().await.unwrap(), 200);
     settle(10).await;
@@ -330,7 +332,14 @@ async fn a_manual_open_ends_with_an_operators_close_elsewhere() {
 #[tokio::test(start_paused = true)]
 async fn one_replica_alone_never_holds_the_fleet_open_once_the_others_recovered() {
     let store = MemoryStore::new();
-    let fleet = fleet_of(&store, 4, BreakerPolicy::Quorum(2));
+    // Each replica probes its own path here (no lease), and counts alone.
+    let fleet: Vec<Replica> = (0..4)
+        .map(|i| {
+            Replica::with(store.clone(), &format!("web-{i}"), |f| {
+                f.probe_lease(None).share_failures(None)
+            })
+        })
+        .collect();
     settle(10).await;
     // A real outage, seen by three replicas: a quorum.
     for r in &fleet[..3] {

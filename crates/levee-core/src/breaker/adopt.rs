@@ -1,8 +1,13 @@
 //! What another replica of the same service learned: a breaker it opened,
-//! or a recovery it saw.
+//! a recovery it saw, the failures it counted; and the fleet's one probe
+//! per cool-off.
 
-use super::outcome::BreakerStatus;
-use super::state::BreakerState;
+use std::time::Duration;
+
+use super::config::BreakerConfig;
+use super::outcome::{Admission, BreakerStatus};
+use super::state::{BreakerState, FleetProbe, OpenKind};
+use super::tripping::Tripping;
 use crate::clock::Timestamp;
 use crate::transition::Transition;
 
@@ -51,10 +56,123 @@ impl BreakerState {
         match self.open_until {
             Some(until) if self.status == BreakerStatus::Open && until > now => {
                 self.open_until = Some(now);
+                // The domain answered: no need to ask who probes it.
+                self.fleet_probe = FleetProbe::Granted;
                 true
             }
             _ => false,
         }
+    }
+
+    /// Other replicas of the same service count `failures` consecutive
+    /// failures of this domain between them (the latest streak of each,
+    /// summed). Under [`Tripping::Consecutive`] they add to this replica's
+    /// own streak: the breaker opens now if its own last call failed too
+    /// and the two together reach the threshold, and otherwise on the
+    /// failure that makes them reach it. A quiet replica of a large fleet
+    /// sees a dead domain seldom, and would pay the whole threshold alone.
+    ///
+    /// Rolling and custom rules count this replica's calls only. Ignored
+    /// unless closed; cleared by any change of status.
+    pub fn count_fleet_failures(
+        &mut self,
+        cfg: &BreakerConfig,
+        key: &str,
+        failures: u32,
+        now: Timestamp,
+        rng: &mut fastrand::Rng,
+    ) -> Option<Transition> {
+        if self.status != BreakerStatus::Closed {
+            return None;
+        }
+        self.fleet_failures = failures;
+        let Tripping::Consecutive { threshold } = cfg.tripping else {
+            return None;
+        };
+        // A replica whose last call succeeded has a path that works.
+        if self.consecutive_failures == 0 {
+            return None;
+        }
+        let cause = self
+            .breakdown
+            .iter()
+            .max_by_key(|(_, n)| **n)
+            .map_or_else(|| "fleet".to_owned(), |(cause, _)| cause.clone());
+        let reason = self.streak_trips(threshold, &cause)?;
+        let kind = if self.credential_failures == self.consecutive_failures {
+            OpenKind::Credential
+        } else {
+            OpenKind::Availability
+        };
+        let t = self.trip(cfg, Some(key), kind, now, now, rng, reason);
+        Some(t.with_cause(Some(cause)))
+    }
+
+    /// [`admit`](Self::admit) for a breaker whose fleet sends one probe
+    /// per cool-off for every replica.
+    ///
+    /// When an open breaker's cool-off ends, this call is refused for
+    /// `ask_wait` and the third value is `true`: the caller asks the fleet
+    /// who probes. The answer comes back as [`grant_probe`](Self::grant_probe)
+    /// (the next call here is the probe) or [`hold_probe`](Self::hold_probe)
+    /// (another replica probes; refuse until its verdict). With no answer
+    /// within `ask_wait` (the fleet's store is down, its task is slow), the
+    /// next call probes alone, as a breaker without a fleet does.
+    pub fn admit_in_fleet(
+        &mut self,
+        cfg: &BreakerConfig,
+        now: Timestamp,
+        ask_wait: Duration,
+    ) -> (Admission, Option<Transition>, bool) {
+        let cooled_off = self.status == BreakerStatus::Open
+            && !self.isolated
+            && self.open_until.is_none_or(|until| until <= now);
+        if cooled_off && self.fleet_probe == FleetProbe::Unasked {
+            self.fleet_probe = FleetProbe::Asked;
+            self.open_until = Some(now.saturating_add(ask_wait));
+            return (
+                Admission::Rejected {
+                    retry_after: ask_wait,
+                },
+                None,
+                true,
+            );
+        }
+        let (admission, transition) = self.admit(cfg, now);
+        (admission, transition, false)
+    }
+
+    /// The fleet says this replica sends the next probe, with the cool-off
+    /// growth at least `reopens` (the fleet's failed probes since the
+    /// domain last recovered), so the cool-offs grow as one breaker's
+    /// would, whichever replica probes. The answer to an ask ends the
+    /// cool-off now; one given before the cool-off ends (the fleet asks
+    /// ahead, so no call waits for it) leaves it to end when it would.
+    /// Returns whether the breaker is open and now holds the grant.
+    pub fn grant_probe(&mut self, now: Timestamp, reopens: u32) -> bool {
+        if self.status != BreakerStatus::Open || self.isolated {
+            return false;
+        }
+        if self.fleet_probe == FleetProbe::Asked {
+            self.open_until = Some(self.open_until.map_or(now, |until| until.min(now)));
+        }
+        self.fleet_probe = FleetProbe::Granted;
+        self.reopens = self.reopens.max(reopens);
+        true
+    }
+
+    /// Another replica probes this domain, or has just found it failing:
+    /// stay open until `until` (never shortened), then ask again. Applies
+    /// to an open of this replica's own as to an adopted one; an isolated
+    /// or closed breaker is left alone. Returns whether the deadline moved.
+    pub fn hold_probe(&mut self, now: Timestamp, until: Timestamp) -> bool {
+        if self.status != BreakerStatus::Open || self.isolated || until <= now {
+            return false;
+        }
+        self.fleet_probe = FleetProbe::Unasked;
+        let before = self.open_until;
+        self.open_until = before.max(Some(until));
+        before != self.open_until
     }
 }
 
@@ -155,5 +273,170 @@ mod tests {
         assert!(admission.permit().unwrap().is_probe());
         let mut closed = BreakerState::new(&cfg);
         assert!(!closed.end_cooloff(at(3)));
+    }
+
+    fn fail(b: &mut BreakerState, cfg: &BreakerConfig, now: Timestamp) -> Option<Transition> {
+        use crate::breaker::Outcome;
+        use crate::classify::Verdict;
+        let permit = b.admit(cfg, now).0.permit()?;
+        let mut rng = fastrand::Rng::with_seed(1);
+        let outcome = Outcome::new(Verdict::Availability, "status:503");
+        b.record(cfg, "d", permit, &outcome, now, &mut rng)
+    }
+
+    #[test]
+    fn fleet_failures_add_to_a_failing_streak_but_never_open_a_replica_whose_last_call_succeeded() {
+        let cfg = BreakerConfig::builder().threshold(5).build().unwrap();
+        let mut rng = fastrand::Rng::with_seed(1);
+        let mut b = BreakerState::new(&cfg);
+        assert!(
+            b.count_fleet_failures(&cfg, "d", 9, at(0), &mut rng)
+                .is_none()
+        );
+        assert_eq!(b.status(), BreakerStatus::Closed, "its own path works");
+        let t = fail(&mut b, &cfg, at(1)).expect("1 here + 9 elsewhere");
+        assert!(
+            t.reason.contains("here and 9 on other replicas"),
+            "{}",
+            t.reason
+        );
+
+        let mut b = BreakerState::new(&cfg);
+        assert!(fail(&mut b, &cfg, at(0)).is_none());
+        assert!(
+            b.count_fleet_failures(&cfg, "d", 3, at(1), &mut rng)
+                .is_none()
+        );
+        let t = b
+            .count_fleet_failures(&cfg, "d", 4, at(2), &mut rng)
+            .unwrap();
+        assert_eq!(t.to, crate::transition::State::Open);
+        assert!(
+            t.reason
+                .contains("1 consecutive availability failures here and 4 on other replicas"),
+            "{}",
+            t.reason
+        );
+        assert_eq!(t.cause.as_deref(), Some("status:503"));
+    }
+
+    #[test]
+    fn fleet_failures_are_forgotten_on_a_change_of_status_and_ignored_by_rolling_rules() {
+        let cfg = BreakerConfig::builder().threshold(3).build().unwrap();
+        let mut rng = fastrand::Rng::with_seed(1);
+        let mut b = BreakerState::new(&cfg);
+        b.count_fleet_failures(&cfg, "d", 1, at(0), &mut rng);
+        b.close(at(1));
+        assert!(fail(&mut b, &cfg, at(2)).is_none(), "1 alone is short of 3");
+
+        let rolling = BreakerConfig::builder()
+            .tripping(crate::breaker::Tripping::Rolling {
+                window: Duration::from_secs(10),
+                min_calls: 1,
+                failure_ratio: 1.0,
+            })
+            .build()
+            .unwrap();
+        let mut r = BreakerState::new(&rolling);
+        r.consecutive_failures = 1;
+        assert!(
+            r.count_fleet_failures(&rolling, "d", 50, at(0), &mut rng)
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_fleet_breaker_asks_once_when_its_cooloff_ends_and_probes_when_granted() {
+        let cfg = BreakerConfig::default();
+        let ask = Duration::from_secs(1);
+        let mut b = BreakerState::new(&cfg);
+        b.adopt_open(at(0), at(10), "x");
+        let (a, _, asked) = b.admit_in_fleet(&cfg, at(5), ask);
+        assert!(
+            !asked && matches!(a, Admission::Rejected { .. }),
+            "cooling off"
+        );
+        let (a, t, asked) = b.admit_in_fleet(&cfg, at(10), ask);
+        assert!(asked && t.is_none());
+        assert_eq!(a, Admission::Rejected { retry_after: ask });
+        let (_, _, asked) = b.admit_in_fleet(&cfg, at(10), ask);
+        assert!(!asked, "asked once per cool-off");
+        assert!(b.grant_probe(at(10), 3));
+        assert_eq!(b.reopens(), 3, "the fleet's growth");
+        let (a, t, _) = b.admit_in_fleet(&cfg, at(10), ask);
+        assert!(a.permit().unwrap().is_probe());
+        assert_eq!(t.unwrap().to, "half_open");
+    }
+
+    #[test]
+    fn a_held_probe_refuses_until_the_holders_verdict_then_asks_again() {
+        let cfg = BreakerConfig::default();
+        let ask = Duration::from_secs(1);
+        let mut b = BreakerState::new(&cfg);
+        b.adopt_open(at(0), at(10), "x");
+        assert!(b.admit_in_fleet(&cfg, at(10), ask).2);
+        assert!(b.hold_probe(at(10), at(40)));
+        let (a, _, asked) = b.admit_in_fleet(&cfg, at(39), ask);
+        assert!(!asked && matches!(a, Admission::Rejected { .. }));
+        assert!(b.admit_in_fleet(&cfg, at(40), ask).2, "asks again");
+        let mut closed = BreakerState::new(&cfg);
+        assert!(!closed.hold_probe(at(0), at(10)));
+        let mut isolated = BreakerState::new(&cfg);
+        isolated.isolate(at(0));
+        assert!(!isolated.hold_probe(at(0), at(10)));
+    }
+
+    #[test]
+    fn a_grant_given_ahead_of_the_cooloffs_end_lets_the_first_call_after_it_probe() {
+        let cfg = BreakerConfig::default();
+        let ask = Duration::from_secs(1);
+        let mut b = BreakerState::new(&cfg);
+        assert!(
+            !b.grant_probe(at(0), 0),
+            "a closed breaker has nothing to grant"
+        );
+        b.adopt_open(at(0), at(10), "x");
+        assert!(b.grant_probe(at(9), 2));
+        let (a, _, asked) = b.admit_in_fleet(&cfg, at(9), ask);
+        assert!(
+            !asked && matches!(a, Admission::Rejected { .. }),
+            "still cooling off"
+        );
+        let (a, _, asked) = b.admit_in_fleet(&cfg, at(10), ask);
+        assert!(!asked, "no call waits for the answer");
+        assert!(a.permit().unwrap().is_probe());
+        // Taken back (the lease lapsed unused): the next call asks again.
+        let mut b = BreakerState::new(&cfg);
+        b.adopt_open(at(0), at(10), "x");
+        b.grant_probe(at(9), 0);
+        b.hold_probe(at(9), at(12));
+        assert!(b.admit_in_fleet(&cfg, at(12), ask).2);
+    }
+
+    #[test]
+    fn a_fleet_breaker_with_no_answer_probes_alone_after_the_asks_wait() {
+        let cfg = BreakerConfig::default();
+        let ask = Duration::from_secs(1);
+        let mut b = BreakerState::new(&cfg);
+        b.adopt_open(at(0), at(10), "x");
+        assert!(b.admit_in_fleet(&cfg, at(10), ask).2);
+        assert!(matches!(
+            b.admit_in_fleet(&cfg, at(10), ask).0,
+            Admission::Rejected { .. }
+        ));
+        let (a, _, asked) = b.admit_in_fleet(&cfg, at(11), ask);
+        assert!(!asked);
+        assert!(a.permit().unwrap().is_probe());
+    }
+
+    #[test]
+    fn a_recovery_elsewhere_lets_a_fleet_breaker_probe_without_asking() {
+        let cfg = BreakerConfig::default();
+        let mut b = BreakerState::new(&cfg);
+        b.adopt_open(at(0), at(60), "x");
+        assert!(b.end_cooloff(at(3)));
+        let (a, _, asked) = b.admit_in_fleet(&cfg, at(3), Duration::from_secs(1));
+        assert!(!asked);
+        assert!(a.permit().unwrap().is_probe());
     }
 }

@@ -160,10 +160,7 @@ impl BreakerState {
         // is what trips.
         let n = self.consecutive_failures;
         let rule_trips = match &cfg.tripping {
-            Tripping::Consecutive { threshold } => (n >= (*threshold).max(1)).then(|| {
-                let kind = self.streak_kind();
-                format!("opened after {n} consecutive {kind} ({cause})")
-            }),
+            Tripping::Consecutive { threshold } => self.streak_trips(*threshold, cause),
             Tripping::Rolling {
                 window,
                 min_calls,
@@ -269,6 +266,24 @@ impl BreakerState {
                 self.breakdown.insert(cause.to_owned(), 1);
             }
         }
+    }
+
+    /// The reason a consecutive rule of `threshold` opens the breaker on
+    /// the current streak, this replica's and the fleet's together; `None`
+    /// while the streak is short of it.
+    pub(super) fn streak_trips(&self, threshold: u32, cause: &str) -> Option<String> {
+        let (n, fleet) = (self.consecutive_failures, self.fleet_failures);
+        if n.saturating_add(fleet) < threshold.max(1) {
+            return None;
+        }
+        let kind = self.streak_kind();
+        Some(if fleet == 0 {
+            format!("opened after {n} consecutive {kind} ({cause})")
+        } else {
+            format!(
+                "opened after {n} consecutive {kind} here and {fleet} on other replicas ({cause})"
+            )
+        })
     }
 
     /// "availability failures", "credential failures" or "failures", for

@@ -60,6 +60,26 @@ pub struct BreakerState {
     /// Time spent away from `closed` in finished spells (open, half-open,
     /// isolated). Updated on transitions only, never on the success path.
     pub(super) open_total: Duration,
+    /// Other replicas' consecutive failures of this domain, as their fleet
+    /// last reported them: added to this replica's own streak under
+    /// consecutive tripping. Cleared by any change of status.
+    pub(super) fleet_failures: u32,
+    /// Whether this open breaker's next probe has the fleet's leave:
+    /// see [`admit_in_fleet`](BreakerState::admit_in_fleet).
+    pub(super) fleet_probe: FleetProbe,
+}
+
+/// Where an open breaker stands with the fleet's one probe per cool-off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum FleetProbe {
+    /// Not asked since the breaker last changed status or was held.
+    Unasked,
+    /// Asked when the cool-off ended; refusing until the answer or the
+    /// ask's wait runs out (then it probes alone).
+    Asked,
+    /// This replica probes: the fleet granted it, or a probe elsewhere
+    /// found the domain healthy.
+    Granted,
 }
 
 /// Why a breaker opens, which picks the cool-off schedule.
@@ -88,6 +108,8 @@ impl BreakerState {
             custom_policy: matches!(config.tripping, Tripping::Custom(_)),
             open_since: None,
             open_total: Duration::ZERO,
+            fleet_failures: 0,
+            fleet_probe: FleetProbe::Unasked,
         }
     }
 
@@ -279,6 +301,7 @@ impl BreakerState {
         self.reopens = 0;
         self.consecutive_failures = 0;
         self.credential_failures = 0;
+        self.fleet_failures = 0;
         self.breakdown.clear();
         self.round.clear();
         match cfg {
@@ -314,6 +337,8 @@ impl BreakerState {
             }
             self.status = status;
             self.adopted = false;
+            self.fleet_failures = 0;
+            self.fleet_probe = FleetProbe::Unasked;
             self.generation = self.generation.wrapping_add(1);
         }
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use levee_core::config_error::ConfigError;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tower_levee::breaker::{BreakerHandle, EventSubscriber};
+use tower_levee::breaker::{BreakerHandle, EventSubscriber, FleetSignals};
 
 use crate::keys::Keys;
 use crate::policy::BreakerPolicy;
@@ -35,7 +35,9 @@ pub struct Fleet {
 impl Fleet {
     /// A fleet with the defaults: namespace `levee`, a random replica id,
     /// [`BreakerPolicy::Quorum(2)`](BreakerPolicy::Quorum), the store read
-    /// back every second, reconnects backing off from 100 ms to 5 s.
+    /// back every second, reconnects backing off from 100 ms to 5 s, one
+    /// probe per failure domain for the fleet (a lease of 2 s, renewed
+    /// while the probe runs), failure streaks shared for 30 s.
     pub fn builder() -> FleetBuilder {
         FleetBuilder {
             namespace: "levee".into(),
@@ -43,6 +45,8 @@ impl Fleet {
             policy: BreakerPolicy::default(),
             sweep_every: Duration::from_secs(1),
             backoff: (Duration::from_millis(100), Duration::from_secs(5)),
+            probe_lease: Some(DEFAULT_PROBE_LEASE),
+            failure_memory: Some(DEFAULT_FAILURE_MEMORY),
             layers: Vec::new(),
         }
     }
@@ -57,8 +61,17 @@ pub struct FleetBuilder {
     policy: BreakerPolicy,
     sweep_every: Duration,
     backoff: (Duration, Duration),
+    probe_lease: Option<Duration>,
+    failure_memory: Option<Duration>,
     layers: Vec<(String, BreakerHandle)>,
 }
+
+/// The probe lease's time to live by default: [`FleetBuilder::probe_lease`].
+pub const DEFAULT_PROBE_LEASE: Duration = Duration::from_secs(2);
+
+/// How long a replica's failure streak counts by default:
+/// [`FleetBuilder::share_failures`].
+pub const DEFAULT_FAILURE_MEMORY: Duration = Duration::from_secs(30);
 
 impl FleetBuilder {
     /// Prefixes every key and the notice channel, so that services (or
@@ -96,6 +109,38 @@ impl FleetBuilder {
         self
     }
 
+    /// One probe per failure domain for the whole fleet (default on, with
+    /// a lease of 2 s): when an open breaker's cool-off ends, its replica
+    /// takes a lease in the store (`SET NX PX`) before probing; the others
+    /// hold their breakers open until the prober's verdict (a recovery
+    /// ends their cool-offs, a failure holds them for its cool-off), and
+    /// take the lease over if it lapses. The holder renews it every third
+    /// of `ttl` while its probe runs (for a minute at most), so two probes
+    /// never overlap. Cool-offs grow with the fleet's failed probes, as
+    /// one breaker's would. `None`: each replica probes on its own.
+    ///
+    /// The cost: the call that finds the cool-off over is refused while
+    /// the replica asks (a round trip to the store; a second at most if
+    /// the store does not answer, then the replica probes alone).
+    pub fn probe_lease(mut self, ttl: Option<Duration>) -> Self {
+        self.probe_lease = ttl;
+        self
+    }
+
+    /// Counts failures in a row across the fleet (default on, each
+    /// replica's streak remembered 30 s): under consecutive tripping, a
+    /// replica whose own last call failed opens once its streak and the
+    /// other replicas' together reach the threshold, with the breaker
+    /// policy's quorum of replicas failing. A quiet replica of a large
+    /// fleet otherwise pays the whole threshold alone. Only the failure
+    /// path writes (a failure, and the success that ends a streak); a
+    /// success after a success writes nothing. `None`: every replica
+    /// counts alone, and only decisions travel.
+    pub fn share_failures(mut self, memory: Option<Duration>) -> Self {
+        self.failure_memory = memory;
+        self
+    }
+
     /// Shares the decisions of one breaker layer (a single-target stack).
     pub fn attach(self, handle: &BreakerHandle) -> Self {
         self.attach_named("", handle)
@@ -115,7 +160,7 @@ impl FleetBuilder {
     /// # Errors
     /// A setting out of range, named (`fleet.namespace`, `fleet.replica`,
     /// `fleet.layer`, `fleet.policy`, `fleet.sweep_every`,
-    /// `fleet.reconnect_backoff`).
+    /// `fleet.reconnect_backoff`, `fleet.probe_lease`, `fleet.share_failures`).
     ///
     /// # Panics
     /// Outside a tokio runtime, as `tokio::spawn` does.
@@ -145,16 +190,21 @@ impl FleetBuilder {
             let status = status.clone();
             // A layer cannot drop a subscriber: once the fleet is gone
             // (its task stopped, the queue closed), this one does nothing.
+            let (events, events_status) = (tx.clone(), status.clone());
+            let events_layer = layer.clone();
             handle.subscribe(EventSubscriber::new(move |event| {
-                if tx.is_closed() {
-                    return;
-                }
-                if let Some(d) = local::decision(&layer, event)
-                    && tx.try_send(d).is_err()
-                {
-                    status.dropped();
+                if let Some(m) = local::message(&events_layer, event) {
+                    queue(&events, &events_status, m);
                 }
             }));
+            if self.probe_lease.is_some() || self.failure_memory.is_some() {
+                let signals = FleetSignals::new(move |signal| {
+                    if let Some(m) = local::signal(&layer, signal) {
+                        queue(&tx, &status, m);
+                    }
+                });
+                handle.coordinate(signals.probes(self.probe_lease.is_some()));
+            }
         }
         let settings = sync::Settings {
             replica: replica.clone(),
@@ -162,6 +212,8 @@ impl FleetBuilder {
             policy: self.policy,
             sweep_every: self.sweep_every,
             backoff: self.backoff,
+            probe_lease: self.probe_lease,
+            failure_memory: self.failure_memory,
         };
         let task =
             tokio::spawn(sync::FleetTask::new(store, settings, layers, rx, status.clone()).run());
@@ -196,6 +248,22 @@ impl FleetBuilder {
                 format!("must be between 10ms and 1h, got {:?}", self.sweep_every),
             ));
         }
+        if let Some(ttl) = self.probe_lease
+            && !(Duration::from_millis(100)..=Duration::from_secs(60)).contains(&ttl)
+        {
+            return Err(ConfigError::new(
+                "fleet.probe_lease",
+                format!("must be between 100ms and 60s, got {ttl:?}"),
+            ));
+        }
+        if let Some(memory) = self.failure_memory
+            && !(Duration::from_secs(1)..=Duration::from_secs(3600)).contains(&memory)
+        {
+            return Err(ConfigError::new(
+                "fleet.share_failures",
+                format!("must be between 1s and 1h, got {memory:?}"),
+            ));
+        }
         let (min, max) = self.backoff;
         if min.is_zero() || min > max {
             return Err(ConfigError::new(
@@ -204,6 +272,17 @@ impl FleetBuilder {
             ));
         }
         Ok(replica)
+    }
+}
+
+/// Hands a message to the fleet's task; one that finds the queue full is
+/// counted as dropped (a slow path event: the store has been slow long).
+fn queue(tx: &mpsc::Sender<local::Message>, status: &StatusCell, m: local::Message) {
+    if tx.is_closed() {
+        return;
+    }
+    if tx.try_send(m).is_err() {
+        status.dropped();
     }
 }
 

@@ -7,15 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
-use tokio::time::Instant;
+use tokio::time::{Instant, sleep_until};
 use tower_levee::breaker::{BreakerHandle, FleetUpdate};
 
-use super::local::Decision;
+use super::local::{Decision, Message};
 use super::status::StatusCell;
 use crate::keys::Keys;
 use crate::notice::{DecodeError, Kind, MAX_WAIT, Notice};
 use crate::policy::{BreakerPolicy, Reports};
-use crate::store::{Notices, Store, StoreError};
+use crate::store::{Lease, Notices, Store, StoreError};
 
 /// How long past a reporting replica's cool-off its report stands: the
 /// time it has to send its probe (its next call after the cool-off). While
@@ -33,6 +33,35 @@ pub(crate) struct Settings {
     pub(crate) policy: BreakerPolicy,
     pub(crate) sweep_every: Duration,
     pub(crate) backoff: (Duration, Duration),
+    pub(crate) probe_lease: Option<Duration>,
+    pub(crate) failure_memory: Option<Duration>,
+}
+
+/// The longest a probe holds the fleet's lease: a holder that stays
+/// half-open longer (its probe lost, no call since) lets it lapse, and
+/// another replica probes.
+const MAX_PROBE_HOLD: Duration = Duration::from_secs(60);
+
+/// A failure domain of one layer: `(layer, scope)`.
+type DomainKey = (String, String);
+
+/// How long a replica granted the fleet's probe ahead of its cool-off's
+/// end keeps the lease without sending it (no call came): then it gives
+/// the grant back, and the lease, to a replica with traffic.
+const MAX_GRANT_UNUSED: Duration = Duration::from_secs(10);
+
+/// How long before a cool-off ends the fleet asks who probes: at least
+/// this, or two store round trips, so the answer is in before a call
+/// would wait for it.
+const ASK_LEAD: Duration = Duration::from_millis(10);
+
+/// A probe lease this replica holds.
+#[derive(Debug)]
+struct HeldLease {
+    /// When it was taken.
+    taken: Instant,
+    /// When its breaker went half-open: the probe runs; `None` until then.
+    probing_since: Option<Instant>,
 }
 
 /// One of this replica's lasting decisions, kept to publish again after
@@ -48,6 +77,12 @@ struct Held {
 enum Outgoing {
     /// Store the decision held under `key`, and notify.
     Put { key: String, notice: Notice },
+    /// Store `notice` under `key` for `ttl` whatever it held, and notify.
+    Replace {
+        key: String,
+        notice: Notice,
+        ttl: Duration,
+    },
     /// Remove the keys a decision ends, and notify.
     Remove { keys: Vec<String>, notice: Notice },
 }
@@ -57,7 +92,7 @@ pub(crate) struct FleetTask<S> {
     store: S,
     settings: Settings,
     layers: HashMap<String, BreakerHandle>,
-    decisions: mpsc::Receiver<Decision>,
+    decisions: mpsc::Receiver<Message>,
     status: Arc<StatusCell>,
     /// This replica's lasting decisions, by key.
     held: HashMap<String, Held>,
@@ -68,6 +103,18 @@ pub(crate) struct FleetTask<S> {
     /// time a notice spends travelling never stretches a wait.
     round_trip: Duration,
     rng: fastrand::Rng,
+    /// Every replica's failures in a row, by domain: until when each
+    /// counts. This replica's own are kept here too.
+    streaks: HashMap<DomainKey, HashMap<String, (u32, Instant)>>,
+    /// The other replicas' failures last given to each layer's domain.
+    told_failing: HashMap<DomainKey, u32>,
+    /// The probe leases this replica holds.
+    leases: HashMap<DomainKey, HeldLease>,
+    /// The fleet's failed probes since each domain last recovered.
+    growth: HashMap<DomainKey, u32>,
+    /// When each open breaker here ends its cool-off, as far as this task
+    /// knows: it asks who probes just before.
+    cool_offs: HashMap<DomainKey, Instant>,
 }
 
 impl<S: Store> FleetTask<S> {
@@ -75,7 +122,7 @@ impl<S: Store> FleetTask<S> {
         store: S,
         settings: Settings,
         layers: HashMap<String, BreakerHandle>,
-        decisions: mpsc::Receiver<Decision>,
+        decisions: mpsc::Receiver<Message>,
         status: Arc<StatusCell>,
     ) -> Self {
         let seed = settings
@@ -95,6 +142,11 @@ impl<S: Store> FleetTask<S> {
             reports: Reports::default(),
             round_trip: Duration::ZERO,
             rng: fastrand::Rng::with_seed(seed),
+            streaks: HashMap::new(),
+            told_failing: HashMap::new(),
+            leases: HashMap::new(),
+            growth: HashMap::new(),
+            cool_offs: HashMap::new(),
         }
     }
 
@@ -132,12 +184,21 @@ impl<S: Store> FleetTask<S> {
         tokio::pin!(deadline);
         loop {
             tokio::select! {
-                decision = self.decisions.recv() => match decision {
-                    Some(d) => {
+                message = self.decisions.recv() => match message {
+                    Some(Message::Decision(d)) => {
+                        let d = self.count_probes(d);
                         if let removal @ Outgoing::Remove { .. } = self.hold(d) {
                             self.pending.push(removal);
                         }
                     }
+                    // No store to ask: this replica probes alone.
+                    Some(Message::ProbeWanted { layer, scope }) => {
+                        self.grant(&layer, &scope);
+                    }
+                    Some(Message::Streak { layer, scope, failures }) => {
+                        self.own_streak(&layer, &scope, failures);
+                    }
+                    Some(Message::Probing { .. }) => {}
                     None => return false,
                 },
                 () = &mut deadline => return true,
@@ -154,12 +215,24 @@ impl<S: Store> FleetTask<S> {
         let mut sweep = tokio::time::interval(self.settings.sweep_every);
         sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         sweep.reset();
+        // Renewals of the probe leases held: a third of their life apart.
+        let lease = self
+            .settings
+            .probe_lease
+            .unwrap_or(Duration::from_secs(3600));
+        let mut renew = tokio::time::interval(lease / 3);
+        renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        renew.reset();
         loop {
+            let (next_ask, asking) = (self.next_ask(), !self.cool_offs.is_empty());
             tokio::select! {
-                decision = self.decisions.recv() => {
-                    let Some(decision) = decision else { return Ok(()) };
-                    let outgoing = self.hold(decision);
-                    self.send(outgoing).await?;
+                message = self.decisions.recv() => {
+                    let Some(message) = message else { return Ok(()) };
+                    self.handle(message).await?;
+                }
+                _ = renew.tick(), if !self.leases.is_empty() => self.renew().await?,
+                () = sleep_until(next_ask), if asking => {
+                    self.ask_due().await?;
                 }
                 bytes = notices.recv() => {
                     let Some(bytes) = bytes else {
@@ -188,6 +261,7 @@ impl<S: Store> FleetTask<S> {
             wait: Duration::ZERO,
             reason: d.reason,
             manual: d.manual,
+            count: d.count,
         };
         let keys = &self.settings.keys;
         if let Some(key) = keys.of(&notice) {
@@ -229,15 +303,27 @@ impl<S: Store> FleetTask<S> {
                             .saturating_duration_since(started)
                             .saturating_sub(self.round_trip)
                             .min(MAX_WAIT);
-                        if left < Duration::from_millis(1) {
+                        // A reopen is published however little is left
+                        // of it: it carries the fleet's failed probes.
+                        if left < Duration::from_millis(1) && notice.kind != Kind::Opened {
                             return Ok(());
                         }
-                        Some(left)
+                        Some(left.max(Duration::from_millis(1)))
                     }
                     None => None,
                 };
                 notice.wait = ttl.unwrap_or_default();
                 self.store.put(&space, &key, &notice.encode(), ttl).await
+            }
+            Outgoing::Replace {
+                key,
+                mut notice,
+                ttl,
+            } => {
+                notice.wait = ttl;
+                self.store
+                    .replace(&space, &key, &notice.encode(), ttl)
+                    .await
             }
             Outgoing::Remove { keys, notice } => {
                 let result = self.store.remove(&space, &keys, &notice.encode()).await;
@@ -300,6 +386,12 @@ impl<S: Store> FleetTask<S> {
         // This replica's own decisions that ended need no republishing.
         self.held.retain(|_, h| h.until.is_none_or(|u| u > now));
         let mut seen = HashSet::new();
+        // Other replicas' streaks are read afresh: a lost notice that ended
+        // one must not keep it counting.
+        let me = self.settings.replica.clone();
+        for by_replica in self.streaks.values_mut() {
+            by_replica.retain(|replica, _| *replica == me);
+        }
         for s in stored {
             let mut notice = match Notice::decode(&s.value) {
                 Ok(n) => n,
@@ -313,7 +405,7 @@ impl<S: Store> FleetTask<S> {
             // decision's age.
             let mut age = Duration::ZERO;
             match (notice.kind, s.ttl) {
-                (Kind::Gated | Kind::Parked | Kind::Opened, Some(ttl)) => {
+                (Kind::Gated | Kind::Parked | Kind::Opened | Kind::Failing, Some(ttl)) => {
                     age = notice.wait.saturating_sub(ttl);
                     notice.wait = ttl.min(MAX_WAIT);
                 }
@@ -333,7 +425,300 @@ impl<S: Store> FleetTask<S> {
             self.apply(&notice, now.checked_sub(age).unwrap_or(now), now);
         }
         self.reports.retain_seen(&seen, now, PROBE_GRACE, MAX_WAIT);
+        self.tell_failing(now);
         Ok(())
+    }
+
+    /// Handles one message from this replica's layers while connected.
+    async fn handle(&mut self, message: Message) -> Result<(), StoreError> {
+        match message {
+            Message::Decision(d) => {
+                let key = (d.layer.to_string(), d.scope.clone());
+                let ends_probe = matches!(d.kind, Kind::Recovered | Kind::Closed) || d.reopen;
+                let keep = d
+                    .reopen
+                    .then(|| d.until.map(|u| u.saturating_duration_since(Instant::now())))
+                    .flatten();
+                if ends_probe {
+                    self.cool_offs.remove(&key);
+                }
+                if let (Kind::Opened, Some(until)) = (d.kind, d.until) {
+                    self.arm(key.clone(), until);
+                }
+                let d = self.count_probes(d);
+                let outgoing = self.hold(d);
+                self.send(outgoing).await?;
+                // The verdict is out: the lease goes, or stays through a
+                // failed probe's cool-off, in which no replica probes.
+                if ends_probe && self.leases.remove(&key).is_some() {
+                    let lease = self.settings.keys.lease(&key.0, &key.1);
+                    let keep = keep.filter(|k| !k.is_zero());
+                    self.store
+                        .release(&lease, &self.settings.replica, keep)
+                        .await?;
+                }
+            }
+            Message::Probing { layer, scope } => {
+                if let Some(held) = self.leases.get_mut(&(layer.to_string(), scope)) {
+                    held.probing_since.get_or_insert_with(Instant::now);
+                }
+            }
+            Message::Streak {
+                layer,
+                scope,
+                failures,
+            } => {
+                if let Some(outgoing) = self.own_streak(&layer, &scope, failures) {
+                    self.send(outgoing).await?;
+                }
+            }
+            Message::ProbeWanted { layer, scope } => {
+                self.ask((layer.to_string(), scope)).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Who probes `key`: this replica if it takes the lease (or the store
+    /// fails it: then it probes alone), or the holder; told to the layer.
+    async fn ask(&mut self, key: DomainKey) -> Result<(), StoreError> {
+        self.cool_offs.remove(&key);
+        let Some(ttl) = self.settings.probe_lease else {
+            self.grant(&key.0, &key.1);
+            return Ok(());
+        };
+        if self.leases.contains_key(&key) {
+            self.grant(&key.0, &key.1);
+            return Ok(());
+        }
+        let lease = self.settings.keys.lease(&key.0, &key.1);
+        let answer = self.store.lease(&lease, &self.settings.replica, ttl).await;
+        match answer {
+            Ok(Lease::Taken) => {
+                if self.grant(&key.0, &key.1) {
+                    let held = HeldLease {
+                        taken: Instant::now(),
+                        probing_since: None,
+                    };
+                    self.leases.insert(key, held);
+                } else {
+                    // Closed since: nothing to probe.
+                    self.store
+                        .release(&lease, &self.settings.replica, None)
+                        .await?;
+                }
+            }
+            Ok(Lease::Held { ttl, .. }) => {
+                if let Some(handle) = self.layers.get(&key.0) {
+                    let scope = key.1.as_str();
+                    if handle.adopt(FleetUpdate::ProbeHeld { scope, wait: ttl }) {
+                        self.arm(key, Instant::now() + ttl);
+                    }
+                }
+            }
+            Err(e) => {
+                self.grant(&key.0, &key.1);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Asks who probes each domain whose cool-off ends now.
+    async fn ask_due(&mut self) -> Result<(), StoreError> {
+        let now = Instant::now();
+        let lead = self.lead();
+        let due: Vec<DomainKey> = self
+            .cool_offs
+            .iter()
+            .filter(|(_, until)| until.checked_sub(lead).is_none_or(|at| at <= now))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in due {
+            self.ask(key).await?;
+        }
+        Ok(())
+    }
+
+    /// When the next ask is due.
+    fn next_ask(&self) -> Instant {
+        let lead = self.lead();
+        self.cool_offs
+            .values()
+            .min()
+            .map_or_else(Instant::now, |until| {
+                until.checked_sub(lead).unwrap_or_else(Instant::now)
+            })
+    }
+
+    fn lead(&self) -> Duration {
+        (self.round_trip * 2).max(ASK_LEAD)
+    }
+
+    /// Remembers that this replica's breaker of `key` cools off until `until`.
+    fn arm(&mut self, key: DomainKey, until: Instant) {
+        if self.settings.probe_lease.is_some() {
+            let at = self.cool_offs.entry(key).or_insert(until);
+            *at = (*at).max(until);
+        }
+    }
+
+    /// This replica probes `scope` (it holds the lease, or the store is
+    /// away), its cool-off growth the fleet's. Whether its breaker is open
+    /// and took the grant.
+    fn grant(&mut self, layer: &str, scope: &str) -> bool {
+        let reopens = self
+            .growth
+            .get(&(layer.to_owned(), scope.to_owned()))
+            .copied()
+            .unwrap_or(0);
+        self.layers
+            .get(layer)
+            .is_some_and(|handle| handle.adopt(FleetUpdate::ProbeGranted { scope, reopens }))
+    }
+
+    /// A reopen carries the fleet's failed probes since the domain last
+    /// recovered; a recovery or a close forgets them.
+    fn count_probes(&mut self, mut d: Decision) -> Decision {
+        let key = (d.layer.to_string(), d.scope.clone());
+        if d.reopen {
+            let growth = self.growth.entry(key).or_default();
+            *growth = growth.saturating_add(1);
+            d.count = *growth;
+        } else if matches!(d.kind, Kind::Recovered | Kind::Closed) {
+            self.growth.remove(&key);
+        }
+        d
+    }
+
+    /// Renews the probe leases held; gives back those granted but unused
+    /// too long (no call came) and those whose probe ran too long.
+    async fn renew(&mut self) -> Result<(), StoreError> {
+        let Some(ttl) = self.settings.probe_lease else {
+            return Ok(());
+        };
+        let now = Instant::now();
+        let (mut keep, mut give_back) = (Vec::new(), Vec::new());
+        for (key, held) in &self.leases {
+            let expired = match held.probing_since {
+                Some(since) => now.saturating_duration_since(since) >= MAX_PROBE_HOLD,
+                None => now.saturating_duration_since(held.taken) >= MAX_GRANT_UNUSED,
+            };
+            if expired { &mut give_back } else { &mut keep }.push(key.clone());
+        }
+        for key in give_back {
+            self.leases.remove(&key);
+            // The grant first, then the lease: never two probes at once.
+            if let Some(handle) = self.layers.get(&key.0) {
+                let scope = key.1.as_str();
+                let wait = Duration::from_millis(1);
+                handle.adopt(FleetUpdate::ProbeHeld { scope, wait });
+            }
+            let lease = self.settings.keys.lease(&key.0, &key.1);
+            self.store
+                .release(&lease, &self.settings.replica, None)
+                .await?;
+        }
+        for key in keep {
+            let lease = self.settings.keys.lease(&key.0, &key.1);
+            if let Lease::Held { .. } = self
+                .store
+                .lease(&lease, &self.settings.replica, ttl)
+                .await?
+            {
+                // Lost (the store was slow past its life): the holder's
+                // probe speaks for the fleet; this one gives its grant back.
+                self.leases.remove(&key);
+                if let Some(handle) = self.layers.get(&key.0) {
+                    let scope = key.1.as_str();
+                    let wait = Duration::from_millis(1);
+                    handle.adopt(FleetUpdate::ProbeHeld { scope, wait });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Records this replica's streak; what tells the store, if sharing.
+    fn own_streak(&mut self, layer: &str, scope: &str, failures: u32) -> Option<Outgoing> {
+        let memory = self.settings.failure_memory?;
+        let key = (layer.to_owned(), scope.to_owned());
+        let replica = self.settings.replica.clone();
+        let by_replica = self.streaks.entry(key).or_default();
+        let had = by_replica.remove(&replica).is_some_and(|(n, _)| n > 0);
+        if failures > 0 {
+            by_replica.insert(replica.clone(), (failures, Instant::now() + memory));
+        }
+        let notice = Notice {
+            kind: Kind::Failing,
+            layer: layer.to_owned(),
+            scope: scope.to_owned(),
+            replica,
+            wait: Duration::ZERO,
+            reason: String::new(),
+            manual: false,
+            count: failures,
+        };
+        // The other replicas' count joins once this replica fails too.
+        self.tell_failing(Instant::now());
+        let keys = &self.settings.keys;
+        if failures > 0 {
+            let key = keys.of(&notice)?;
+            Some(Outgoing::Replace {
+                key,
+                notice,
+                ttl: memory,
+            })
+        } else if had {
+            let keys = keys.ended_by(&notice, std::iter::empty());
+            Some(Outgoing::Remove { keys, notice })
+        } else {
+            None
+        }
+    }
+
+    /// Gives each layer the other replicas' failures in a row, where they
+    /// changed: their live streaks summed, once the breaker policy's quorum
+    /// of replicas fails (this one counts itself: its breaker adds them to
+    /// a streak of its own only).
+    fn tell_failing(&mut self, now: Instant) {
+        let me = self.settings.replica.as_str();
+        let needed = self.settings.policy.needed();
+        let mut changes = Vec::new();
+        self.streaks.retain(|key, by_replica| {
+            by_replica.retain(|_, (_, until)| *until > now);
+            let others = by_replica
+                .iter()
+                .filter(|(replica, (n, _))| replica.as_str() != me && *n > 0);
+            let (replicas, failures) = others.fold((0u32, 0u32), |(r, f), (_, (n, _))| {
+                (r + 1, f.saturating_add(*n))
+            });
+            let failures = match needed {
+                Some(needed) if replicas + 1 >= needed => failures,
+                _ => 0,
+            };
+            if self.told_failing.get(key).copied().unwrap_or(0) != failures {
+                changes.push((key.clone(), failures));
+            }
+            !by_replica.is_empty()
+        });
+        // Domains no streak remains of: their count is over too.
+        for (key, told) in &self.told_failing {
+            if *told > 0 && !self.streaks.contains_key(key) {
+                changes.push((key.clone(), 0));
+            }
+        }
+        for ((layer, scope), failures) in changes {
+            if let Some(handle) = self.layers.get(&layer) {
+                let scope = scope.as_str();
+                handle.adopt(FleetUpdate::Failing { scope, failures });
+            }
+            if failures == 0 {
+                self.told_failing.remove(&(layer, scope));
+            } else {
+                self.told_failing.insert((layer, scope), failures);
+            }
+        }
     }
 
     /// Applies another replica's decision, made at `made_at`, to the layer
@@ -366,6 +751,19 @@ impl<S: Store> FleetTask<S> {
                 })
             }
             Kind::Opened => {
+                if n.count > 0 && self.settings.probe_lease.is_some() {
+                    // The fleet's probe failed: no replica probes again in
+                    // its cool-off, and the next prober's grows from it.
+                    let key = (n.layer.clone(), n.scope.clone());
+                    let growth = self.growth.entry(key).or_default();
+                    *growth = (*growth).max(n.count);
+                    let until = made_at + n.wait;
+                    let wait = until.saturating_duration_since(now);
+                    if handle.adopt(FleetUpdate::ProbeHeld { scope, wait }) {
+                        self.status.adopted();
+                        self.arm((n.layer.clone(), n.scope.clone()), until);
+                    }
+                }
                 let Some(needed) = self.settings.policy.needed() else {
                     return;
                 };
@@ -387,14 +785,31 @@ impl<S: Store> FleetTask<S> {
                 } else {
                     format!("{count} replicas report it open ({})", n.reason)
                 };
-                handle.adopt(FleetUpdate::Opened {
+                let wait = until.saturating_duration_since(now);
+                let adopted = handle.adopt(FleetUpdate::Opened {
                     scope,
-                    wait: until.saturating_duration_since(now),
+                    wait,
                     reason: &reason,
-                })
+                });
+                self.arm((n.layer.clone(), n.scope.clone()), now + wait);
+                adopted
+            }
+            Kind::Failing => {
+                let key = (n.layer.clone(), n.scope.clone());
+                let by_replica = self.streaks.entry(key).or_default();
+                if n.count == 0 {
+                    by_replica.remove(&n.replica);
+                } else {
+                    by_replica.insert(n.replica.clone(), (n.count, made_at + n.wait));
+                }
+                self.tell_failing(now);
+                return;
             }
             Kind::Isolated => handle.adopt(FleetUpdate::Isolated { scope }),
             Kind::Recovered => {
+                let key = (n.layer.clone(), n.scope.clone());
+                self.growth.remove(&key);
+                self.cool_offs.remove(&key);
                 self.reports.recovered(&n.layer, scope, now);
                 if self.settings.policy == BreakerPolicy::Local {
                     return;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::{Notices, Space, Store, StoreError, Stored};
+use super::{Lease, Notices, Space, Store, StoreError, Stored};
 
 /// An in-process [`Store`] in tokio time: replicas in one process (tests,
 /// the drill) share one by cloning it.
@@ -203,6 +203,70 @@ impl Store for MemoryStore {
                 inner.values.remove(key);
             }
             inner.notify(&space.channel, notice);
+        })
+        .await
+    }
+
+    async fn replace(
+        &self,
+        space: &Space,
+        key: &str,
+        notice: &[u8],
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.op(|inner, now| {
+            inner
+                .values
+                .insert(key.to_owned(), (notice.to_vec(), Some(now + ttl)));
+            inner.notify(&space.channel, notice);
+        })
+        .await
+    }
+
+    async fn lease(&self, key: &str, holder: &str, ttl: Duration) -> Result<Lease, StoreError> {
+        self.op(|inner, now| {
+            if let Some((value, Some(at))) = inner.values.get(key)
+                && *at > now
+                && value.as_slice() != holder.as_bytes()
+            {
+                return Lease::Held {
+                    holder: String::from_utf8_lossy(value).into_owned(),
+                    ttl: at.saturating_duration_since(now),
+                };
+            }
+            inner.values.insert(
+                key.to_owned(),
+                (holder.as_bytes().to_vec(), Some(now + ttl)),
+            );
+            Lease::Taken
+        })
+        .await
+    }
+
+    async fn release(
+        &self,
+        key: &str,
+        holder: &str,
+        keep: Option<Duration>,
+    ) -> Result<(), StoreError> {
+        self.op(|inner, now| {
+            let mine = inner
+                .values
+                .get(key)
+                .is_some_and(|(v, at)| v.as_slice() == holder.as_bytes() && live(*at, now));
+            if !mine {
+                return;
+            }
+            match keep {
+                Some(keep) => {
+                    if let Some((_, at)) = inner.values.get_mut(key) {
+                        *at = Some(now + keep);
+                    }
+                }
+                None => {
+                    inner.values.remove(key);
+                }
+            }
         })
         .await
     }

@@ -66,6 +66,21 @@ impl Stored {
     }
 }
 
+/// The answer to [`Store::lease`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Lease {
+    /// The asking replica holds the lease now.
+    Taken,
+    /// Another replica holds it, for `ttl` more unless renewed or released.
+    Held {
+        /// The replica holding it.
+        holder: String,
+        /// Its time left, as the store counts it.
+        ttl: Duration,
+    },
+}
+
 /// Notices as they arrive, until the store is lost: then the receiver
 /// ends, and the fleet reconnects.
 pub type Notices = mpsc::Receiver<Vec<u8>>;
@@ -93,6 +108,37 @@ pub trait Store: Send + Sync + 'static {
         space: &Space,
         keys: &[String],
         notice: &[u8],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Stores `notice` under `key` for `ttl` whatever the key held (a
+    /// replica's own failure streak, which moves both ways), then sends it
+    /// on the space's channel.
+    fn replace(
+        &self,
+        space: &Space,
+        key: &str,
+        notice: &[u8],
+        ttl: Duration,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Takes the lease `key` for `holder` for `ttl` if no one else holds it
+    /// (renewing it if `holder` does): who sends a failure domain's next
+    /// probe. Atomic: of replicas racing for a free lease, one takes it.
+    fn lease(
+        &self,
+        key: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<Lease, StoreError>> + Send;
+
+    /// Gives back the lease `key` if `holder` holds it: freed at once
+    /// (`keep` is `None`), or kept `keep` longer and then freed (a failed
+    /// probe's cool-off, in which no replica probes again).
+    fn release(
+        &self,
+        key: &str,
+        holder: &str,
+        keep: Option<Duration>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Every live value stored in `space`.

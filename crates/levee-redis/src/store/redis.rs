@@ -7,7 +7,7 @@ use futures_util::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::{OnceCell, mpsc};
 
-use super::{Notices, Space, Store, StoreError, Stored};
+use super::{Lease, Notices, Space, Store, StoreError, Stored};
 
 /// Stores `ARGV[1]` under `KEYS[1]` for `ARGV[2]` ms (`-1`: no expiry)
 /// unless the key lives longer, indexes it in `KEYS[2]` by its expiry on
@@ -28,6 +28,44 @@ else
   redis.call('ZADD', KEYS[2], now + ttl, KEYS[1])
 end
 redis.call('PUBLISH', ARGV[3], ARGV[1])
+return 1
+";
+
+/// Stores `ARGV[1]` under `KEYS[1]` for `ARGV[2]` ms whatever it held,
+/// indexes it in `KEYS[2]`, and publishes it on `ARGV[3]`.
+const REPLACE: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[2])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
+redis.call('ZADD', KEYS[2], now + ttl, KEYS[1])
+redis.call('PUBLISH', ARGV[3], ARGV[1])
+return 1
+";
+
+/// Takes (or renews) the lease `KEYS[1]` for holder `ARGV[1]` for `ARGV[2]`
+/// ms unless another holder has it: `{1, '', 0}` taken, or `{0, holder, ttl}`. A
+/// value with no expiry is no lease (a lease always expires): taken over.
+const LEASE: &str = r"
+local held = redis.call('GET', KEYS[1])
+if held and held ~= ARGV[1] then
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl > 0 then return {0, held, ttl} end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return {1, '', 0}
+";
+
+/// Frees the lease `KEYS[1]` if `ARGV[1]` holds it: at once (`ARGV[2]` is
+/// `-1`), or after `ARGV[2]` ms.
+const RELEASE: &str = r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local keep = tonumber(ARGV[2])
+if keep < 0 then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('PEXPIRE', KEYS[1], keep)
+end
 return 1
 ";
 
@@ -159,9 +197,7 @@ impl Store for RedisStore {
     ) -> Result<(), StoreError> {
         self.timed("storing", async {
             let mut conn = self.commands().await?;
-            let ttl_ms = ttl.map_or(-1, |t| {
-                i64::try_from(t.as_millis().max(1)).unwrap_or(i64::MAX)
-            });
+            let ttl_ms = ttl.map_or(-1, millis);
             redis::Script::new(PUT)
                 .key(key)
                 .key(&space.index)
@@ -194,6 +230,76 @@ impl Store for RedisStore {
             pipe.query_async::<()>(&mut conn)
                 .await
                 .map_err(|e| self.error("removing", &e))
+        })
+        .await
+    }
+
+    async fn replace(
+        &self,
+        space: &Space,
+        key: &str,
+        notice: &[u8],
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.timed("storing", async {
+            let mut conn = self.commands().await?;
+            redis::Script::new(REPLACE)
+                .key(key)
+                .key(&space.index)
+                .arg(notice)
+                .arg(millis(ttl))
+                .arg(&space.channel)
+                .invoke_async::<i64>(&mut conn)
+                .await
+                .map_err(|e| self.error("storing", &e))?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn lease(&self, key: &str, holder: &str, ttl: Duration) -> Result<Lease, StoreError> {
+        self.timed("leasing", async {
+            let mut conn = self.commands().await?;
+            let answer: redis::Value = redis::Script::new(LEASE)
+                .key(key)
+                .arg(holder)
+                .arg(millis(ttl))
+                .invoke_async(&mut conn)
+                .await
+                .map_err(|e| self.error("leasing", &e))?;
+            let parsed: (i64, Option<String>, Option<i64>) = redis::from_redis_value(answer)
+                .map_err(|e| StoreError::new(format!("leasing at {}: {e}", self.url)))?;
+            Ok(match parsed {
+                (1, _, _) => Lease::Taken,
+                (_, holder, ttl) => Lease::Held {
+                    holder: holder.unwrap_or_default(),
+                    ttl: ttl
+                        .filter(|ms| *ms > 0)
+                        .map_or(Duration::from_millis(1), |ms| {
+                            Duration::from_millis(ms.unsigned_abs())
+                        }),
+                },
+            })
+        })
+        .await
+    }
+
+    async fn release(
+        &self,
+        key: &str,
+        holder: &str,
+        keep: Option<Duration>,
+    ) -> Result<(), StoreError> {
+        self.timed("releasing", async {
+            let mut conn = self.commands().await?;
+            redis::Script::new(RELEASE)
+                .key(key)
+                .arg(holder)
+                .arg(keep.map_or(-1, millis))
+                .invoke_async::<i64>(&mut conn)
+                .await
+                .map_err(|e| self.error("releasing", &e))?;
+            Ok(())
         })
         .await
     }
@@ -267,6 +373,11 @@ impl fmt::Debug for RedisStore {
             .field("url", &self.url)
             .finish()
     }
+}
+
+/// A positive duration in whole milliseconds, as Redis takes expiries.
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis().max(1)).unwrap_or(i64::MAX)
 }
 
 /// The URL with its password masked, and the password: the user info's

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use http::{Request, Response};
 use http_body_util::BodyExt;
-use levee_redis::{BreakerPolicy, Fleet, FleetHandle, Store};
+use levee_redis::{BreakerPolicy, Fleet, FleetBuilder, FleetHandle, Store};
 use tower::{BoxError, ServiceBuilder, ServiceExt};
 use tower_levee::breaker::{BreakerHandle, BreakerLayer, RequestHead};
 
@@ -52,12 +52,18 @@ pub struct Replica {
 
 impl Replica {
     pub fn new<S: Store>(store: S, id: &str, policy: BreakerPolicy) -> Self {
+        Self::with(store, id, |fleet| fleet.policy(policy))
+    }
+
+    /// A replica whose fleet `configure` sets up (namespace and id given).
+    pub fn with<S: Store>(
+        store: S,
+        id: &str,
+        configure: impl FnOnce(FleetBuilder) -> FleetBuilder,
+    ) -> Self {
         let layer = BreakerLayer::new();
         let handle = layer.handle();
-        let fleet = Fleet::builder()
-            .namespace("test")
-            .replica(id)
-            .policy(policy)
+        let fleet = configure(Fleet::builder().namespace("test").replica(id))
             .attach(&handle)
             .spawn(store)
             .unwrap();

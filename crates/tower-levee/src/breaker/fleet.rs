@@ -2,12 +2,15 @@
 //!
 //! A fleet sync (the `levee-redis` crate) watches this layer's events, tells
 //! the other replicas, and applies what they tell it through
-//! [`BreakerHandle::adopt`](super::BreakerHandle::adopt). Decisions travel,
-//! not counts: a gate, a park, a breaker open or a recovery.
+//! [`BreakerHandle::adopt`](super::BreakerHandle::adopt). Decisions travel:
+//! a gate, a park, a breaker open or a recovery; and, through
+//! [`BreakerHandle::coordinate`](super::BreakerHandle::coordinate), the two
+//! things a fleet needs to probe once and count failures together: each
+//! failure streak, and each open breaker's ask for a probe.
 
 use std::time::Duration;
 
-use levee_core::breaker::{BreakerConfig, Cooldown};
+use levee_core::breaker::{BreakerConfig, BreakerState, Cooldown};
 use levee_core::classify::Reason;
 use levee_core::classify::hints::MAX_RESET;
 use levee_core::clock::Clock;
@@ -15,6 +18,7 @@ use levee_core::transition::Transition;
 
 use super::event::{Origin, ScopeEvent};
 use super::shared::{Shared, lock_domain};
+use super::signal::FleetSignal;
 
 /// A decision another replica made, to apply here: see
 /// [`BreakerHandle::adopt`](super::BreakerHandle::adopt).
@@ -77,6 +81,34 @@ pub enum FleetUpdate<'a> {
     Unparked {
         /// The billing scope's key.
         scope: &'a str,
+    },
+    /// Other replicas count `failures` consecutive failures of a failure
+    /// domain between them (the current streak of each, summed; zero once
+    /// they succeed). Under consecutive tripping they add to this
+    /// replica's own streak: see
+    /// [`BreakerState::count_fleet_failures`](levee_core::breaker::BreakerState::count_fleet_failures).
+    Failing {
+        /// The failure domain's key.
+        scope: &'a str,
+        /// The other replicas' failures in a row, summed.
+        failures: u32,
+    },
+    /// The answer to [`FleetSignal::ProbeWanted`]: this replica sends the
+    /// fleet's probe, its cool-off growth at least `reopens`.
+    ProbeGranted {
+        /// The failure domain's key.
+        scope: &'a str,
+        /// The fleet's failed probes since the domain last recovered.
+        reopens: u32,
+    },
+    /// The answer to [`FleetSignal::ProbeWanted`] when another replica
+    /// probes (or has just found the domain failing): stay open for `wait`,
+    /// then ask again.
+    ProbeHeld {
+        /// The failure domain's key.
+        scope: &'a str,
+        /// How long the other replica holds the probe, from now.
+        wait: Duration,
     },
 }
 
@@ -176,6 +208,58 @@ impl Shared {
                 changed
             }
             FleetUpdate::Unparked { scope } => self.unpark(scope, Origin::Fleet),
+            FleetUpdate::Failing { scope, failures } => {
+                if failures == 0 && self.domains.get(scope).is_none() {
+                    return false;
+                }
+                let mut changed = false;
+                // A trip here is this replica's own (its last call failed
+                // too): published, and probed, as one.
+                self.change_breaker(scope, Origin::Traffic, |state, now, rng| {
+                    let transition = state.count_fleet_failures(
+                        &self.settings.breaker,
+                        scope,
+                        failures,
+                        now,
+                        rng,
+                    );
+                    changed = transition.is_some();
+                    transition
+                });
+                changed
+            }
+            FleetUpdate::ProbeGranted { scope, reopens } => {
+                self.answer_probe(scope, |state| state.grant_probe(now, reopens))
+            }
+            FleetUpdate::ProbeHeld { scope, wait } => {
+                let until = now.saturating_add(wait.min(MAX_ADOPTED_OPEN));
+                self.answer_probe(scope, |state| state.hold_probe(now, until))
+            }
+        }
+    }
+
+    /// Applies the fleet's answer to a probe ask to an existing domain.
+    fn answer_probe(&self, scope: &str, op: impl FnOnce(&mut BreakerState) -> bool) -> bool {
+        let Some(handle) = self.domains.get(scope) else {
+            return false;
+        };
+        let Some(mut cell) = lock_domain(handle) else {
+            return false;
+        };
+        let changed = op(&mut cell.state);
+        self.publish(handle, &cell.state);
+        changed
+    }
+
+    /// Sends `signal` to the layer's fleet sync, if one coordinates it.
+    pub(crate) fn signal(&self, signal: FleetSignal<'_>) {
+        let coordinator = self
+            .coordinator
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        if let Some(c) = coordinator {
+            (c.f)(&signal);
         }
     }
 

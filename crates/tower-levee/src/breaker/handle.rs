@@ -21,6 +21,7 @@ use super::fleet::FleetUpdate;
 use super::latency::LatencyEstimate;
 use super::scope::RequestHead;
 use super::shared::Shared;
+use super::signal::FleetSignals;
 use crate::error::BoxError;
 
 /// A handle on the state shared by every clone of one
@@ -358,6 +359,27 @@ impl BreakerHandle {
     /// attaches this way).
     pub fn subscribe(&self, subscriber: EventSubscriber) {
         self.shared.watch(subscriber);
+    }
+
+    /// Lets a fleet sync decide who probes each open failure domain and
+    /// count failure streaks across replicas: `signals` receives each
+    /// closed breaker's streak as it changes and each open breaker's ask
+    /// for a probe, answered through [`adopt`](Self::adopt)
+    /// ([`FleetUpdate::ProbeGranted`], [`FleetUpdate::ProbeHeld`]). From
+    /// then on, unless [`FleetSignals::probes`] says otherwise, an open
+    /// breaker whose cool-off ends refuses calls until the answer comes, or
+    /// for [`FLEET_ASK_WAIT`](super::FLEET_ASK_WAIT) at most. One sync coordinates a layer: a second replaces the first.
+    /// A closed breaker's success path is unchanged.
+    pub fn coordinate(&self, signals: FleetSignals) {
+        use std::sync::atomic::Ordering;
+        let probes = signals.probes;
+        *self
+            .shared
+            .coordinator
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(signals);
+        self.shared.coordinated.store(true, Ordering::Relaxed);
+        self.shared.leased.store(probes, Ordering::Relaxed);
     }
 
     /// Calls refused by each mechanism so far.

@@ -90,6 +90,7 @@ pub(crate) mod scope;
 mod service;
 mod settings;
 mod shared;
+mod signal;
 mod tracker;
 
 pub(crate) use self::admission::{PeekCache, PeekMemo};
@@ -106,3 +107,4 @@ pub use self::reopening::Reopening;
 pub use self::scope::{RequestHead, Scope, ScopeFn, ScopeKeys, default_scope};
 pub use self::service::Breaker;
 pub use self::settings::{DEFAULT_MAX_KEYS, DEFAULT_PEEK_LIMIT, SoftFailureFn};
+pub use self::signal::{FLEET_ASK_WAIT, FleetSignal, FleetSignals};

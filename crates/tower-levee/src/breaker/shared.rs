@@ -4,11 +4,11 @@
 //! domain's published status word and whether any gate or park refuses.
 //! Every write happens here, under the lock of the one scope that changed.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
-use levee_core::breaker::{Admission, BreakerState, Outcome, Permit, Tripping};
+use levee_core::breaker::{Admission, BreakerState, BreakerStatus, Outcome, Permit, Tripping};
 use levee_core::classify::hints::RateLimits;
 use levee_core::classify::{Classification, Verdict};
 use levee_core::clock::{Clock, Timestamp};
@@ -23,6 +23,7 @@ use super::event::{EventSubscriber, Origin, ScopeEvent};
 use super::hot::DomainHot;
 use super::scope::{CallScopes, Scopes};
 use super::settings::Settings;
+use super::signal::{FLEET_ASK_WAIT, FleetSignal, FleetSignals};
 use crate::clock::{TokioClock, hot_clock};
 use crate::error::BoxError;
 use crate::inline_str::ScopeKey;
@@ -127,6 +128,12 @@ pub(crate) struct Shared {
     /// (a fleet sync): read on transitions only, and copied out before
     /// they are called, so a subscriber may subscribe another.
     watchers: RwLock<Arc<[EventSubscriber]>>,
+    /// The fleet sync that counts failures across replicas and decides
+    /// who probes: whether there is one (`coordinated`) and whether it
+    /// leases probes (`leased`), read without its lock.
+    pub(crate) coordinator: RwLock<Option<FleetSignals>>,
+    pub(crate) coordinated: AtomicBool,
+    pub(crate) leased: AtomicBool,
     rng: Mutex<fastrand::Rng>,
     weak: Weak<Shared>,
 }
@@ -151,6 +158,9 @@ impl Shared {
             epoch: AtomicU64::new(1),
             all_over_at: AtomicU64::new(0),
             watchers: RwLock::new(Arc::from([])),
+            coordinator: RwLock::new(None),
+            coordinated: AtomicBool::new(false),
+            leased: AtomicBool::new(false),
             rng: Mutex::new(rng),
             weak: weak.clone(),
         })
@@ -200,8 +210,15 @@ impl Shared {
             return Ok(Permit::closed(0));
         };
         let now = self.clock.now();
-        let (admission, transition) = cell.state.admit(&self.settings.breaker, now);
+        let config = &self.settings.breaker;
+        let (admission, transition, ask) = if self.leased.load(Ordering::Relaxed) {
+            cell.state.admit_in_fleet(config, now, FLEET_ASK_WAIT)
+        } else {
+            let (admission, transition) = cell.state.admit(config, now);
+            (admission, transition, false)
+        };
         self.publish(handle, &cell.state);
+        let asking = ask.then(|| Box::<str>::from(cell.key()));
         let event = transition.map(|t| ScopeEvent::new(cell.key(), t));
         let result = match admission {
             Admission::Allowed(permit) => Ok(permit),
@@ -212,6 +229,9 @@ impl Shared {
         };
         drop(cell);
         self.emit(event);
+        if let Some(scope) = asking {
+            self.signal(FleetSignal::ProbeWanted { scope: &scope });
+        }
         result
     }
 
@@ -239,6 +259,8 @@ impl Shared {
         let outcome = Outcome::new(verdict, classification.reason.clone()).with_slow(slow);
         let (domain_key, domain) = cell.split();
         let config = &self.settings.breaker;
+        let streak_before = domain.state.consecutive_failures();
+        let was_closed = domain.state.status() == BreakerStatus::Closed;
         // Only a failure can open a breaker, so only a failure draws a
         // cool-off: a success takes no lock but its domain's.
         let transition = if outcome.is_failure() {
@@ -253,6 +275,15 @@ impl Shared {
                 .record(config, domain_key, permit, &outcome, now, &mut unused)
         };
         self.publish(handle, &domain.state);
+        // A closed breaker's streak, for a fleet that counts failures
+        // together: changed only on the failure path (or the success after).
+        let streak = (was_closed && self.coordinated.load(Ordering::Relaxed))
+            .then(|| match domain.state.status() {
+                BreakerStatus::Closed => domain.state.consecutive_failures(),
+                _ => 0,
+            })
+            .filter(|now| *now != streak_before)
+            .map(|failures| (Box::<str>::from(domain_key), failures));
         // An isolated breaker has no deadline: it reopens when closed by hand.
         let open_until = domain
             .state
@@ -268,6 +299,12 @@ impl Shared {
             .then(|| Box::<str>::from(domain_key));
         drop(cell);
         self.emit(breaker_event);
+        if let Some((scope, failures)) = streak {
+            self.signal(FleetSignal::Streak {
+                scope: &scope,
+                failures,
+            });
+        }
 
         let closed_until = domain_key.and_then(|domain_key| {
             let scopes = scopes.resolve(&domain_key, isolated);
