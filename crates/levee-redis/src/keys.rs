@@ -45,7 +45,9 @@ impl Keys {
             Kind::Isolated => self.state("isolate", &n.layer, &n.scope),
             Kind::Opened => self.open(&n.layer, &n.replica, &n.scope),
             Kind::Failing if n.count > 0 => self.streak(&n.layer, &n.replica, &n.scope),
-            Kind::Recovered | Kind::Closed | Kind::Unparked | Kind::Failing => return None,
+            Kind::Recovered | Kind::Closed | Kind::Unparked | Kind::Failing | Kind::LeaseFreed => {
+                return None;
+            }
         })
     }
 
@@ -75,7 +77,9 @@ impl Keys {
             }
             Kind::Unparked => vec![self.state("park", &n.layer, &n.scope)],
             Kind::Failing => vec![self.streak(&n.layer, &n.replica, &n.scope)],
-            Kind::Gated | Kind::Parked | Kind::Opened | Kind::Isolated => Vec::new(),
+            Kind::Gated | Kind::Parked | Kind::Opened | Kind::Isolated | Kind::LeaseFreed => {
+                Vec::new()
+            }
         }
     }
 

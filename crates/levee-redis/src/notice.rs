@@ -65,6 +65,9 @@ pub enum Kind {
     /// its streak ended), counted with the other replicas' toward the
     /// breaker's threshold.
     Failing,
+    /// A replica gave back a failure domain's probe lease unused (no call
+    /// came to send the probe): a replica waiting on it asks for it now.
+    LeaseFreed,
 }
 
 impl Kind {
@@ -84,6 +87,7 @@ impl Kind {
             Kind::Closed => "closed",
             Kind::Unparked => "unparked",
             Kind::Failing => "failing",
+            Kind::LeaseFreed => "lease_freed",
         }
     }
 }
@@ -242,7 +246,8 @@ impl DecodeError {
     /// (recovered, closed, unparked) stored at all.
     pub(crate) fn expiry(kind: Kind, ttl: Option<Duration>) -> Self {
         DecodeError::new(match (kind, ttl) {
-            (Kind::Recovered | Kind::Closed | Kind::Unparked, _) | (Kind::Failing, None) => {
+            (Kind::Recovered | Kind::Closed | Kind::Unparked | Kind::LeaseFreed, _)
+            | (Kind::Failing, None) => {
                 format!("{} is never stored", kind.as_str())
             }
             (_, None) => format!("{} stored with no expiry", kind.as_str()),
@@ -335,7 +340,7 @@ mod tests {
         }
         // A later release's kind of decision is refused, not misapplied.
         let err = Notice::decode(
-            br#"{"v":1,"kind":"lease_free","layer":"","scope":"a","replica":"r","wait_ms":0}"#,
+            br#"{"v":1,"kind":"lease_stolen","layer":"","scope":"a","replica":"r","wait_ms":0}"#,
         )
         .unwrap_err();
         assert!(err.to_string().contains("unknown variant"), "{err}");
@@ -351,6 +356,7 @@ mod tests {
             Just(Kind::Closed),
             Just(Kind::Unparked),
             Just(Kind::Failing),
+            Just(Kind::LeaseFreed),
         ]
     }
 

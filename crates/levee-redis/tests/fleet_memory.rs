@@ -64,7 +64,14 @@ async fn a_spend_cap_parks_the_fleet_and_one_operators_unpark_unparks_it() {
 #[tokio::test(start_paused = true)]
 async fn one_replicas_open_is_not_adopted_but_a_quorum_of_two_is() {
     let store = MemoryStore::new();
-    let fleet = fleet_of(&store, 3, BreakerPolicy::Quorum(2));
+    // Opens only: each replica counts its failures alone here.
+    let fleet: Vec<Replica> = (0..3)
+        .map(|i| {
+            Replica::with(store.clone(), &format!("web-{i}"), |f| {
+                f.share_failures(None)
+            })
+        })
+        .collect();
     settle(10).await;
     fleet[0].trip().await;
     assert_eq!(

@@ -71,7 +71,11 @@ async fn one_replicas_open_stays_its_own_and_a_quorum_of_two_opens_the_fleet() {
     // Two sweeps later, still only replica 0's.
     tokio::time::sleep(std::time::Duration::from_millis(2_100)).await;
     assert!(fleet[1].refuses().is_none() && fleet[2].refuses().is_none());
-    fleet[1].trip().await;
+    // Replica 1's first failure adds to replica 0's five: it opens too.
+    fleet[1].answer(Answer::status(503));
+    assert_eq!(fleet[1].call().await.unwrap(), 503);
+    assert!(fleet[1].refuses().is_some_and(|e| e.is::<CircuitOpen>()));
+    assert_eq!(fleet[1].calls(), 1);
     assert!(
         eventually(5, || fleet[2]
             .refuses()
@@ -192,4 +196,73 @@ async fn the_password_never_shows_in_debug_status_or_errors() {
     let shown = format!("{status:?} {:?}", bad.fleet);
     assert!(!shown.contains("hunter2"), "{shown}");
     assert!(shown.contains("127.0.0.1"), "the error says where: {shown}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_lease_is_taken_by_one_replica_only_and_taken_over_once_it_lapses() {
+    use levee_redis::{Lease, Store};
+    use std::time::Duration;
+    let Some(server) = redis_server::start(None) else {
+        return;
+    };
+    let key = "test:v1:lease::api.openai.com";
+    let stores: Vec<RedisStore> = (0..8)
+        .map(|_| RedisStore::open(&server.url()).unwrap())
+        .collect();
+    let ttl = Duration::from_millis(400);
+    // Eight replicas race for a free lease: one takes it.
+    let answers = futures_util::future::join_all(
+        stores
+            .iter()
+            .enumerate()
+            .map(|(i, s)| async move { s.lease(key, &format!("web-{i}"), ttl).await.unwrap() }),
+    )
+    .await;
+    let winners: Vec<usize> = (0..8).filter(|i| answers[*i] == Lease::Taken).collect();
+    assert_eq!(winners.len(), 1, "{answers:?}");
+    let holder = format!("web-{}", winners[0]);
+    let other = format!("web-{}", (winners[0] + 1) % 8);
+    match stores[0].lease(key, &other, ttl).await.unwrap() {
+        Lease::Held {
+            holder: h,
+            ttl: left,
+        } => {
+            assert_eq!(h, holder);
+            assert!(left <= ttl && left > Duration::ZERO, "{left:?}");
+        }
+        Lease::Taken => panic!("taken while held"),
+        _ => unreachable!(),
+    }
+    // The holder renews it; another replica cannot release it.
+    assert_eq!(
+        stores[1].lease(key, &holder, ttl).await.unwrap(),
+        Lease::Taken
+    );
+    stores[2].release(key, &other, None).await.unwrap();
+    assert!(matches!(
+        stores[2].lease(key, &other, ttl).await.unwrap(),
+        Lease::Held { .. }
+    ));
+    // Kept through a failed probe's cool-off, then free.
+    stores[3]
+        .release(key, &holder, Some(Duration::from_millis(200)))
+        .await
+        .unwrap();
+    match stores[4].lease(key, &other, ttl).await.unwrap() {
+        Lease::Held { ttl: left, .. } => assert!(left <= Duration::from_millis(200), "{left:?}"),
+        Lease::Taken => panic!("taken in the cool-off"),
+        _ => unreachable!(),
+    }
+    // Lapsed (its holder gone, no renewal): taken over.
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert_eq!(
+        stores[5].lease(key, &other, ttl).await.unwrap(),
+        Lease::Taken
+    );
+    // Released at once by its holder: free.
+    stores[5].release(key, &other, None).await.unwrap();
+    assert_eq!(
+        stores[6].lease(key, &holder, ttl).await.unwrap(),
+        Lease::Taken
+    );
 }

@@ -323,3 +323,182 @@ async fn a_subscriber_may_subscribe_another_from_its_callback() {
         "the one added heard the next event"
     );
 }
+
+/// What a coordinated layer signals, as (kind, failures).
+type Signals = Arc<Mutex<Vec<(&'static str, u32)>>>;
+
+fn coordinated(handle: &BreakerHandle) -> Signals {
+    use tower_levee::breaker::{FleetSignal, FleetSignals};
+    let signals = Arc::new(Mutex::new(Vec::new()));
+    let s = signals.clone();
+    handle.coordinate(FleetSignals::new(move |signal| {
+        let seen = match *signal {
+            FleetSignal::Streak { scope, failures } => {
+                assert_eq!(scope, ACCOUNT);
+                ("streak", failures)
+            }
+            FleetSignal::ProbeWanted { scope } => {
+                assert_eq!(scope, ACCOUNT);
+                ("probe?", 0)
+            }
+            _ => ("other", 0),
+        };
+        s.lock().unwrap().push(seen);
+    }));
+    signals
+}
+
+/// An upstream whose status can change between calls.
+fn scripted(
+    calls: Arc<AtomicUsize>,
+    status: Arc<Mutex<u16>>,
+) -> impl tower::Service<Request<String>, Response = Response<String>, Error = BoxError, Future: Send>
++ Clone {
+    tower::service_fn(move |_req: Request<String>| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        let status = *status.lock().unwrap();
+        let body = if status == 200 {
+            r#"{"id":"chatcmpl-1"}"#
+        } else {
+            ""
+        };
+        async move {
+            Ok::<_, BoxError>(
+                Response::builder()
+                    .status(status)
+                    .body(body.to_owned())
+                    .unwrap(),
+            )
+        }
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_coordinated_layer_signals_streaks_on_the_failure_path_only() {
+    let layer = BreakerLayer::new();
+    let handle = layer.handle();
+    let signals = coordinated(&handle);
+    let (calls, status) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(200)));
+    let svc = ServiceBuilder::new()
+        .layer(layer)
+        .service(scripted(calls.clone(), status.clone()));
+    for _ in 0..3 {
+        call(&svc).await;
+    }
+    assert!(
+        signals.lock().unwrap().is_empty(),
+        "successes signal nothing"
+    );
+    *status.lock().unwrap() = 503;
+    call(&svc).await;
+    call(&svc).await;
+    *status.lock().unwrap() = 200;
+    call(&svc).await;
+    call(&svc).await;
+    assert_eq!(
+        *signals.lock().unwrap(),
+        [("streak", 1), ("streak", 2), ("streak", 0)],
+        "two failures, and the success that ended them"
+    );
+    // The failure that opens the breaker is told too: the fleet counts it.
+    signals.lock().unwrap().clear();
+    *status.lock().unwrap() = 503;
+    for _ in 0..5 {
+        call(&svc).await;
+    }
+    assert_eq!(signals.lock().unwrap().last(), Some(&("streak", 5)));
+    assert_eq!(handle.breaker_status(ACCOUNT), Some(BreakerStatus::Open));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_coordinated_breaker_asks_once_per_cool_off_and_probes_only_when_granted() {
+    let layer = BreakerLayer::new();
+    let handle = layer.handle();
+    let signals = coordinated(&handle);
+    let (calls, status) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(503)));
+    let svc = ServiceBuilder::new()
+        .layer(layer)
+        .service(scripted(calls.clone(), status.clone()));
+    for _ in 0..5 {
+        call(&svc).await;
+    }
+    assert_eq!(handle.breaker_status(ACCOUNT), Some(BreakerStatus::Open));
+    signals.lock().unwrap().clear();
+    tokio::time::advance(Duration::from_secs(10)).await;
+
+    // The cool-off is over: the call asks who probes, and is refused.
+    let err = svc.clone().oneshot(openai()).await.unwrap_err();
+    let open = err
+        .downcast_ref::<CircuitOpen>()
+        .expect("refused while asking");
+    assert_eq!(open.retry_after(), tower_levee::breaker::FLEET_ASK_WAIT);
+    assert!(svc.clone().oneshot(openai()).await.is_err());
+    assert_eq!(*signals.lock().unwrap(), [("probe?", 0)], "asked once");
+    assert_eq!(calls.load(Ordering::SeqCst), 5);
+
+    // Another replica holds the probe: refused until its verdict.
+    assert!(handle.adopt(FleetUpdate::ProbeHeld {
+        scope: ACCOUNT,
+        wait: Duration::from_secs(3),
+    }));
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert!(svc.clone().oneshot(openai()).await.is_err());
+    assert_eq!(signals.lock().unwrap().len(), 1, "no ask while held");
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert!(svc.clone().oneshot(openai()).await.is_err(), "asks again");
+    assert_eq!(signals.lock().unwrap().len(), 2);
+
+    // Granted: the next call is the probe, and it closes the breaker.
+    assert!(handle.adopt(FleetUpdate::ProbeGranted {
+        scope: ACCOUNT,
+        reopens: 0,
+    }));
+    *status.lock().unwrap() = 200;
+    call(&svc).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 6);
+    assert_eq!(handle.breaker_status(ACCOUNT), Some(BreakerStatus::Closed));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_layer_coordinated_for_streaks_only_probes_on_its_own_cool_off() {
+    use tower_levee::breaker::FleetSignals;
+    let layer = BreakerLayer::new();
+    let handle = layer.handle();
+    handle.coordinate(FleetSignals::new(|_| {}).probes(false));
+    let (calls, status) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(503)));
+    let svc = ServiceBuilder::new()
+        .layer(layer)
+        .service(scripted(calls.clone(), status.clone()));
+    for _ in 0..5 {
+        call(&svc).await;
+    }
+    tokio::time::advance(Duration::from_secs(10)).await;
+    *status.lock().unwrap() = 200;
+    call(&svc).await;
+    assert_eq!(handle.breaker_status(ACCOUNT), Some(BreakerStatus::Closed));
+}
+
+#[tokio::test(start_paused = true)]
+async fn other_replicas_failures_open_a_breaker_whose_own_last_call_failed() {
+    let layer = BreakerLayer::new();
+    let handle = layer.handle();
+    let seen = recorder(&handle);
+    let (calls, status) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(503)));
+    let svc = ServiceBuilder::new()
+        .layer(layer)
+        .service(scripted(calls.clone(), status.clone()));
+    // Others fail before this replica ever called: nothing opens.
+    assert!(!handle.adopt(FleetUpdate::Failing {
+        scope: ACCOUNT,
+        failures: 4,
+    }));
+    assert_eq!(handle.breaker_status(ACCOUNT), Some(BreakerStatus::Closed));
+    // Its own first failure makes five.
+    call(&svc).await;
+    assert_eq!(handle.breaker_status(ACCOUNT), Some(BreakerStatus::Open));
+    // Published as this replica's own open (its traffic took part).
+    assert_eq!(
+        seen.lock().unwrap().last(),
+        Some(&("breaker", "open", Origin::Traffic))
+    );
+}

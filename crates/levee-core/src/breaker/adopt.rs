@@ -127,7 +127,7 @@ impl BreakerState {
         let cooled_off = self.status == BreakerStatus::Open
             && !self.isolated
             && self.open_until.is_none_or(|until| until <= now);
-        if cooled_off && self.fleet_probe == FleetProbe::Unasked {
+        if cooled_off && matches!(self.fleet_probe, FleetProbe::Unasked | FleetProbe::Held) {
             self.fleet_probe = FleetProbe::Asked;
             self.open_until = Some(now.saturating_add(ask_wait));
             return (
@@ -145,15 +145,16 @@ impl BreakerState {
     /// The fleet says this replica sends the next probe, with the cool-off
     /// growth at least `reopens` (the fleet's failed probes since the
     /// domain last recovered), so the cool-offs grow as one breaker's
-    /// would, whichever replica probes. The answer to an ask ends the
-    /// cool-off now; one given before the cool-off ends (the fleet asks
-    /// ahead, so no call waits for it) leaves it to end when it would.
+    /// would, whichever replica probes. The answer to an ask, or to a
+    /// hold, ends the wait now; one given before this breaker's own
+    /// cool-off ends (the fleet asks ahead, so no call waits for the
+    /// answer) leaves the cool-off to end when it would.
     /// Returns whether the breaker is open and now holds the grant.
     pub fn grant_probe(&mut self, now: Timestamp, reopens: u32) -> bool {
         if self.status != BreakerStatus::Open || self.isolated {
             return false;
         }
-        if self.fleet_probe == FleetProbe::Asked {
+        if matches!(self.fleet_probe, FleetProbe::Asked | FleetProbe::Held) {
             self.open_until = Some(self.open_until.map_or(now, |until| until.min(now)));
         }
         self.fleet_probe = FleetProbe::Granted;
@@ -169,7 +170,7 @@ impl BreakerState {
         if self.status != BreakerStatus::Open || self.isolated || until <= now {
             return false;
         }
-        self.fleet_probe = FleetProbe::Unasked;
+        self.fleet_probe = FleetProbe::Held;
         let before = self.open_until;
         self.open_until = before.max(Some(until));
         before != self.open_until
@@ -405,6 +406,18 @@ mod tests {
         let (a, _, asked) = b.admit_in_fleet(&cfg, at(10), ask);
         assert!(!asked, "no call waits for the answer");
         assert!(a.permit().unwrap().is_probe());
+        // A grant while held ends the hold at once.
+        let mut b = BreakerState::new(&cfg);
+        b.adopt_open(at(0), at(10), "x");
+        b.hold_probe(at(10), at(30));
+        assert!(b.grant_probe(at(12), 0));
+        assert!(
+            b.admit_in_fleet(&cfg, at(12), ask)
+                .0
+                .permit()
+                .unwrap()
+                .is_probe()
+        );
         // Taken back (the lease lapsed unused): the next call asks again.
         let mut b = BreakerState::new(&cfg);
         b.adopt_open(at(0), at(10), "x");

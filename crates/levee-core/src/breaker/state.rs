@@ -77,6 +77,9 @@ pub(super) enum FleetProbe {
     /// Asked when the cool-off ended; refusing until the answer or the
     /// ask's wait runs out (then it probes alone).
     Asked,
+    /// Held open while another replica holds the probe: asks again when
+    /// the hold ends, and a grant ends the hold at once.
+    Held,
     /// This replica probes: the fleet granted it, or a probe elsewhere
     /// found the domain healthy.
     Granted,

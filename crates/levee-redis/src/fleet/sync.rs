@@ -439,6 +439,12 @@ impl<S: Store> FleetTask<S> {
                     .reopen
                     .then(|| d.until.map(|u| u.saturating_duration_since(Instant::now())))
                     .flatten();
+                if matches!(d.kind, Kind::Recovered | Kind::Closed) {
+                    // Its streak ended with the breaker's recovery.
+                    if let Some(outgoing) = self.own_streak(&key.0, &key.1, 0) {
+                        self.send(outgoing).await?;
+                    }
+                }
                 if ends_probe {
                     self.cool_offs.remove(&key);
                 }
@@ -509,10 +515,13 @@ impl<S: Store> FleetTask<S> {
                 }
             }
             Ok(Lease::Held { ttl, .. }) => {
+                // Refuse until just past the lease's end, and ask again as
+                // it ends: a lapsed lease is taken over then.
+                let wait = ttl + self.lead();
                 if let Some(handle) = self.layers.get(&key.0) {
                     let scope = key.1.as_str();
-                    if handle.adopt(FleetUpdate::ProbeHeld { scope, wait: ttl }) {
-                        self.arm(key, Instant::now() + ttl);
+                    if handle.adopt(FleetUpdate::ProbeHeld { scope, wait }) {
+                        self.arm(key, Instant::now() + wait);
                     }
                 }
             }
@@ -618,6 +627,21 @@ impl<S: Store> FleetTask<S> {
             self.store
                 .release(&lease, &self.settings.replica, None)
                 .await?;
+            let freed = Notice {
+                kind: Kind::LeaseFreed,
+                layer: key.0.clone(),
+                scope: key.1.clone(),
+                replica: self.settings.replica.clone(),
+                wait: Duration::ZERO,
+                reason: String::new(),
+                manual: false,
+                count: 0,
+            };
+            self.send(Outgoing::Remove {
+                keys: Vec::new(),
+                notice: freed,
+            })
+            .await?;
         }
         for key in keep {
             let lease = self.settings.keys.lease(&key.0, &key.1);
@@ -791,7 +815,9 @@ impl<S: Store> FleetTask<S> {
                     wait,
                     reason: &reason,
                 });
-                self.arm((n.layer.clone(), n.scope.clone()), now + wait);
+                if adopted {
+                    self.arm((n.layer.clone(), n.scope.clone()), now + wait);
+                }
                 adopted
             }
             Kind::Failing => {
@@ -803,6 +829,14 @@ impl<S: Store> FleetTask<S> {
                     by_replica.insert(n.replica.clone(), (n.count, made_at + n.wait));
                 }
                 self.tell_failing(now);
+                return;
+            }
+            Kind::LeaseFreed => {
+                // Waiting on it (held, a cool-off armed): ask at once.
+                let key = (n.layer.clone(), n.scope.clone());
+                if let Some(at) = self.cool_offs.get_mut(&key) {
+                    *at = now;
+                }
                 return;
             }
             Kind::Isolated => handle.adopt(FleetUpdate::Isolated { scope }),

@@ -47,6 +47,7 @@ pub struct Replica {
     pub fleet: FleetHandle,
     layer: BreakerLayer,
     answer: Arc<Mutex<Answer>>,
+    delay: Arc<Mutex<Duration>>,
     calls: Arc<AtomicUsize>,
 }
 
@@ -73,12 +74,18 @@ impl Replica {
             fleet,
             layer,
             answer: Arc::new(Mutex::new(Answer::ok())),
+            delay: Arc::new(Mutex::new(Duration::ZERO)),
             calls: Arc::new(AtomicUsize::new(0)),
         }
     }
 
     pub fn answer(&self, answer: Answer) {
         *self.answer.lock().unwrap() = answer;
+    }
+
+    /// How long the upstream takes to answer from now on.
+    pub fn delay(&self, delay: Duration) {
+        *self.delay.lock().unwrap() = delay;
     }
 
     /// Upstream calls made so far.
@@ -91,10 +98,14 @@ impl Replica {
     pub async fn call(&self) -> Result<u16, BoxError> {
         let answer = self.answer.clone();
         let calls = self.calls.clone();
+        let delay = *self.delay.lock().unwrap();
         let upstream = tower::service_fn(move |_req: Request<String>| {
             calls.fetch_add(1, Ordering::SeqCst);
             let Answer(status, headers, body) = answer.lock().unwrap().clone();
             async move {
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
                 let mut res = Response::builder().status(status);
                 for (k, v) in headers {
                     res = res.header(k, v);

@@ -277,11 +277,11 @@ impl Shared {
         self.publish(handle, &domain.state);
         // A closed breaker's streak, for a fleet that counts failures
         // together: changed only on the failure path (or the success after).
+        // The failure that opens it is told too: that streak stands for the
+        // fleet (the others' breakers count it toward theirs) until this
+        // breaker recovers.
         let streak = (was_closed && self.coordinated.load(Ordering::Relaxed))
-            .then(|| match domain.state.status() {
-                BreakerStatus::Closed => domain.state.consecutive_failures(),
-                _ => 0,
-            })
+            .then(|| domain.state.consecutive_failures())
             .filter(|now| *now != streak_before)
             .map(|failures| (Box::<str>::from(domain_key), failures));
         // An isolated breaker has no deadline: it reopens when closed by hand.

@@ -11,10 +11,11 @@ use std::time::Duration;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FleetSignal<'a> {
-    /// A closed breaker's failures in a row changed: counted one more, or
-    /// ended by a success or by the breaker opening (`failures` zero).
-    /// Sent on the failure path only: a success that follows no failure
-    /// sends nothing.
+    /// A closed breaker's failures in a row changed: counted one more
+    /// (the one that opens it included: that streak stands for the fleet
+    /// until the breaker closes again, a transition the sync sees), or
+    /// ended by a success (`failures` zero). Sent on the failure path
+    /// only: a success that follows no failure sends nothing.
     Streak {
         /// The failure domain's key.
         scope: &'a str,

@@ -1,0 +1,296 @@
+//! A fleet that counts failures together and sends one probe per cool-off,
+//! in paused time over the simulated store: a quiet fleet opens at the
+//! breaker's threshold, not at every replica's; one replica probes for all,
+//! its verdict reaches the others, a lease whose holder is gone is taken
+//! over, and a fleet without its store probes alone.
+
+mod support;
+
+use std::time::Duration;
+
+use levee_core::breaker::BreakerStatus;
+use levee_redis::{BreakerPolicy, MemoryStore};
+use support::{ACCOUNT, Answer, Replica, settle};
+use tower_levee::breaker::CircuitOpen;
+
+fn fleet_of(store: &MemoryStore, n: usize) -> Vec<Replica> {
+    (0..n)
+        .map(|i| Replica::new(store.clone(), &format!("web-{i}"), BreakerPolicy::default()))
+        .collect()
+}
+
+fn open(r: &Replica) -> bool {
+    r.handle.breaker_status(ACCOUNT) == Some(BreakerStatus::Open)
+}
+
+fn total_calls(fleet: &[Replica]) -> usize {
+    fleet.iter().map(Replica::calls).sum()
+}
+
+/// One call to each replica in turn, as a load balancer's round robin
+/// sends them, `gap` apart; the number answered by an upstream.
+async fn round_robin(fleet: &[Replica], rounds: usize, gap: Duration) {
+    for _ in 0..rounds {
+        for r in fleet {
+            let _ = r.call().await;
+            tokio::time::sleep(gap).await;
+        }
+    }
+}
+
+/// Five replicas failing once each: the fleet opens at the breaker's
+/// threshold of five, where replicas counting alone would take 25 calls.
+#[tokio::test(start_paused = true)]
+async fn failures_in_a_row_add_up_across_replicas_so_a_quiet_fleet_opens_at_the_threshold() {
+    let store = MemoryStore::new().with_latency(Duration::from_millis(1));
+    let fleet = fleet_of(&store, 5);
+    settle(10).await;
+    for r in &fleet {
+        r.answer(Answer::status(503));
+    }
+    round_robin(&fleet, 1, Duration::from_millis(200)).await;
+    settle(50).await;
+    assert_eq!(total_calls(&fleet), 5, "one call each");
+    for r in &fleet {
+        assert!(open(r), "{} open after 5 failures across the fleet", r.id);
+        let err = r.call().await.unwrap_err();
+        assert!(err.is::<CircuitOpen>(), "{err}");
+    }
+    assert_eq!(total_calls(&fleet), 5);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_counting_alone_or_whose_last_call_succeeded_does_not_open_on_the_fleets_count() {
+    // Counting alone: five failures over five replicas open nothing.
+    let store = MemoryStore::new();
+    let alone: Vec<Replica> = (0..5)
+        .map(|i| {
+            Replica::with(store.clone(), &format!("web-{i}"), |f| {
+                f.share_failures(None)
+            })
+        })
+        .collect();
+    settle(10).await;
+    for r in &alone {
+        r.answer(Answer::status(503));
+    }
+    round_robin(&alone, 1, Duration::from_millis(200)).await;
+    settle(50).await;
+    assert!(alone.iter().all(|r| !open(r)));
+
+    // A success ends a replica's streak for the fleet too: 2 + 2 failures,
+    // a success on the first replica, then 2 more on the second: 4 in a
+    // row at most, short of 5.
+    let store = MemoryStore::new();
+    let fleet = fleet_of(&store, 2);
+    settle(10).await;
+    for r in &fleet {
+        r.answer(Answer::status(503));
+    }
+    for r in &fleet {
+        for _ in 0..2 {
+            let _ = r.call().await;
+            settle(10).await;
+        }
+    }
+    fleet[0].answer(Answer::ok());
+    assert_eq!(fleet[0].call().await.unwrap(), 200);
+    settle(10).await;
+    assert_eq!(fleet[1].call().await.unwrap(), 503);
+    settle(10).await;
+    assert!(!open(&fleet[1]), "its 3 alone");
+    assert_eq!(fleet[1].call().await.unwrap(), 503);
+    settle(10).await;
+    assert!(!open(&fleet[1]), "its 4 alone");
+    assert!(!open(&fleet[0]), "its last call succeeded");
+}
+
+/// Every replica open on its own failures, the target still dead: in each
+/// cool-off one replica probes (whichever holds the lease), the others
+/// refuse without a call, and a failed probe holds them all for the next
+/// cool-off, grown as one breaker's would be.
+#[tokio::test(start_paused = true)]
+async fn a_fleet_sends_one_probe_per_cool_off_and_its_verdict_reaches_every_replica() {
+    let store = MemoryStore::new().with_latency(Duration::from_millis(1));
+    let fleet = fleet_of(&store, 4);
+    settle(10).await;
+    for r in &fleet {
+        r.answer(Answer::status(503));
+    }
+    round_robin(&fleet, 2, Duration::from_millis(100)).await;
+    settle(50).await;
+    assert!(fleet.iter().all(open), "all open");
+    let tripped = total_calls(&fleet);
+    assert!(tripped <= 6, "{tripped} calls to open 4 replicas");
+
+    // Three and a half cool-offs of 10 s, a call every 100 ms across the
+    // fleet: three probes, at 10, 20 and 30 s.
+    let before = total_calls(&fleet);
+    round_robin(&fleet, 88, Duration::from_millis(100)).await;
+    assert_eq!(total_calls(&fleet) - before, 3, "one probe per cool-off");
+
+    // The target recovers: the next probe closes its replica's breaker,
+    // and the recovery sends the others to a probe of their own.
+    for r in &fleet {
+        r.answer(Answer::ok());
+    }
+    round_robin(&fleet, 30, Duration::from_millis(100)).await;
+    for r in &fleet {
+        assert_eq!(
+            r.handle.breaker_status(ACCOUNT),
+            Some(BreakerStatus::Closed),
+            "{}",
+            r.id
+        );
+    }
+    assert!(
+        store.is_empty(),
+        "no open report, streak or lease is left: {store:?}"
+    );
+}
+
+/// The holder's probe takes longer than its lease: it renews the lease
+/// while the probe runs, so no other replica probes meanwhile.
+#[tokio::test(start_paused = true)]
+async fn the_holder_renews_its_lease_while_a_slow_probe_runs_so_two_probes_never_overlap() {
+    let store = MemoryStore::new().with_latency(Duration::from_millis(1));
+    let fleet = fleet_of(&store, 3);
+    settle(10).await;
+    for r in &fleet {
+        r.answer(Answer::status(503));
+    }
+    round_robin(&fleet, 2, Duration::from_millis(100)).await;
+    settle(50).await;
+    assert!(fleet.iter().all(open));
+    // Past the cool-off: whoever was granted probes, and its upstream
+    // takes 9 s (four lease lives) to answer.
+    tokio::time::advance(Duration::from_secs(11)).await;
+    settle(50).await;
+    for r in &fleet {
+        r.delay(Duration::from_secs(9));
+    }
+    let before = total_calls(&fleet);
+    let probe = async {
+        let mut probes = Vec::new();
+        for r in &fleet {
+            probes.push(r.call());
+        }
+        futures_util::future::join_all(probes).await
+    };
+    let others = async {
+        // Calls to every replica while the probe runs.
+        for _ in 0..8 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            for r in &fleet {
+                let _ = r.refuses();
+                if r.refuses().is_none() {
+                    let _ = r.call().await;
+                }
+            }
+        }
+    };
+    let (answers, ()) = tokio::join!(probe, others);
+    assert_eq!(
+        answers.iter().filter(|a| a.is_ok()).count(),
+        1,
+        "one probe: {answers:?}"
+    );
+    assert_eq!(total_calls(&fleet) - before, 1, "no second probe");
+}
+
+/// The replica granted the probe is gone (its fleet stopped) before
+/// sending it: another takes the lease over once it lapses.
+#[tokio::test(start_paused = true)]
+async fn a_lease_whose_holder_is_gone_is_taken_over_once_it_lapses() {
+    let store = MemoryStore::new().with_latency(Duration::from_millis(1));
+    let mut fleet = fleet_of(&store, 3);
+    settle(10).await;
+    for r in &fleet {
+        r.answer(Answer::status(503));
+    }
+    round_robin(&fleet, 2, Duration::from_millis(100)).await;
+    settle(50).await;
+    assert!(fleet.iter().all(open));
+    // Find the replica that will be granted: the first whose cool-off ends.
+    tokio::time::advance(Duration::from_secs(10)).await;
+    settle(50).await;
+    let holder = fleet
+        .iter()
+        .position(|r| r.refuses().is_none())
+        .expect("one replica is granted the probe");
+    let gone = fleet.remove(holder);
+    drop(gone);
+    // The others ask, are held, and take the lease over when it lapses
+    // (2 s, not renewed: no probe ran), one of them probing.
+    let before = total_calls(&fleet);
+    round_robin(&fleet, 20, Duration::from_millis(100)).await;
+    assert_eq!(total_calls(&fleet) - before, 1, "one probe after the lapse");
+}
+
+/// No store: each replica probes alone when its cool-off ends, after one
+/// refused call (the ask that found no fleet to answer it).
+#[tokio::test(start_paused = true)]
+async fn without_its_store_a_replica_probes_alone() {
+    let store = MemoryStore::new();
+    let r = Replica::new(store.clone(), "web-0", BreakerPolicy::default());
+    settle(10).await;
+    store.set_available(false);
+    settle(10).await;
+    r.trip().await;
+    tokio::time::advance(Duration::from_secs(10)).await;
+    r.answer(Answer::ok());
+    let mut refused = 0;
+    let status = loop {
+        match r.call().await {
+            Ok(status) => break status,
+            Err(e) => {
+                assert!(e.is::<CircuitOpen>(), "{e}");
+                refused += 1;
+                settle(5).await;
+            }
+        }
+    };
+    assert_eq!(status, 200, "the probe");
+    assert!(refused <= 1, "{refused} calls refused while asking");
+    assert_eq!(
+        r.handle.breaker_status(ACCOUNT),
+        Some(BreakerStatus::Closed)
+    );
+}
+
+/// The replica granted the probe gets no call to send it: after a while it
+/// gives the lease back, and a replica with traffic takes it at once.
+#[tokio::test(start_paused = true)]
+async fn a_probe_granted_to_a_replica_without_traffic_passes_to_one_with_traffic() {
+    let store = MemoryStore::new().with_latency(Duration::from_millis(1));
+    let fleet = fleet_of(&store, 3);
+    settle(10).await;
+    for r in &fleet {
+        r.answer(Answer::status(503));
+    }
+    round_robin(&fleet, 2, Duration::from_millis(100)).await;
+    settle(50).await;
+    assert!(fleet.iter().all(open));
+    tokio::time::advance(Duration::from_secs(10)).await;
+    settle(50).await;
+    let holder = fleet
+        .iter()
+        .position(|r| r.refuses().is_none())
+        .expect("one replica is granted the probe");
+    let busy: Vec<&Replica> = (0..3).filter(|i| *i != holder).map(|i| &fleet[i]).collect();
+    let before = total_calls(&fleet);
+    let mut waited = Duration::ZERO;
+    while total_calls(&fleet) == before && waited < Duration::from_secs(30) {
+        for r in &busy {
+            let _ = r.call().await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        waited += Duration::from_millis(50);
+    }
+    assert_eq!(total_calls(&fleet) - before, 1, "one probe");
+    assert!(
+        waited <= Duration::from_millis(10_200),
+        "passed on when given back (10 s), not when a hold ran out: {waited:?}"
+    );
+    assert!(waited >= Duration::from_secs(9), "{waited:?}");
+}
