@@ -627,6 +627,11 @@ fn fleet_spec(raw: RawFleet) -> Result<(FleetSpec, Vec<&'static str>), ScenarioE
         &raw.share_failures,
         levee_redis::DEFAULT_FAILURE_MEMORY,
     )?;
+    levee_redis::Fleet::builder()
+        .probe_lease(probe_lease)
+        .share_failures(share_failures)
+        .check()
+        .map_err(|e| err(e.field, e.message))?;
     Ok((
         FleetSpec {
             replicas: raw.replicas,

@@ -7,7 +7,7 @@ use levee_core::config::duration;
 use levee_core::config_error::ConfigError;
 use serde::Deserialize;
 
-use crate::fleet::{Fleet, FleetBuilder};
+use crate::fleet::{DEFAULT_FAILURE_MEMORY, DEFAULT_PROBE_LEASE, Fleet, FleetBuilder};
 use crate::policy::BreakerPolicy;
 use crate::store::{RedisStore, StoreError};
 
@@ -31,8 +31,11 @@ use crate::store::{RedisStore, StoreError};
 ///     namespace = "chat-backend"
 ///     policy = "quorum(3)"
 ///     sweep_every = "500ms"
+///     probe_lease = "2s"         # or "off": each replica probes alone
+///     share_failures = "off"     # or how long a replica's failure streak counts
 /// "#).unwrap();
 /// assert_eq!(s.fleet.namespace, "chat-backend");
+/// assert_eq!(s.fleet.share_failures, None);
 /// assert!(!format!("{:?}", s.fleet).contains("s3cret"));
 ///
 /// let err = toml::from_str::<Settings>("[fleet]\nurl = \"redis://h\"\npolicy = \"majority\"")
@@ -62,6 +65,13 @@ pub struct FleetConfig {
     pub reconnect_max: Duration,
     /// How long one store operation may take (default 2 s).
     pub timeout: Duration,
+    /// The fleet's probe lease, `None` (`"off"`) for every replica probing
+    /// alone (default 2 s): [`FleetBuilder::probe_lease`].
+    pub probe_lease: Option<Duration>,
+    /// How long a replica's failure streak counts for the others, `None`
+    /// (`"off"`) to count alone (default 30 s):
+    /// [`FleetBuilder::share_failures`].
+    pub share_failures: Option<Duration>,
 }
 
 impl FleetConfig {
@@ -76,6 +86,8 @@ impl FleetConfig {
             reconnect_min: Duration::from_millis(100),
             reconnect_max: Duration::from_secs(5),
             timeout: Duration::from_secs(2),
+            probe_lease: Some(DEFAULT_PROBE_LEASE),
+            share_failures: Some(DEFAULT_FAILURE_MEMORY),
         }
     }
 
@@ -91,7 +103,7 @@ impl FleetConfig {
                 ),
             ));
         }
-        self.settings().check_settings()?;
+        self.settings().check()?;
         if self.timeout.is_zero() {
             return Err(ConfigError::new("fleet.timeout", "must be more than 0"));
         }
@@ -114,7 +126,9 @@ impl FleetConfig {
             .namespace(self.namespace.clone())
             .policy(self.policy)
             .sweep_every(self.sweep_every)
-            .reconnect_backoff(self.reconnect_min, self.reconnect_max);
+            .reconnect_backoff(self.reconnect_min, self.reconnect_max)
+            .probe_lease(self.probe_lease)
+            .share_failures(self.share_failures);
         if let Some(id) = &self.replica {
             b = b.replica(id.clone());
         }
@@ -133,6 +147,8 @@ impl fmt::Debug for FleetConfig {
             .field("reconnect_min", &self.reconnect_min)
             .field("reconnect_max", &self.reconnect_max)
             .field("timeout", &self.timeout)
+            .field("probe_lease", &self.probe_lease)
+            .field("share_failures", &self.share_failures)
             .finish()
     }
 }
@@ -156,6 +172,25 @@ struct Raw {
     reconnect_max: Duration,
     #[serde(default = "default_timeout", with = "duration")]
     timeout: Duration,
+    #[serde(default)]
+    probe_lease: Option<String>,
+    #[serde(default)]
+    share_failures: Option<String>,
+}
+
+/// A duration, or `"off"`; `default` when not written.
+fn optional(
+    field: &'static str,
+    text: Option<&str>,
+    default: Duration,
+) -> Result<Option<Duration>, ConfigError> {
+    match text.map(str::trim) {
+        None => Ok(Some(default)),
+        Some("off") => Ok(None),
+        Some(t) => duration::parse(t)
+            .map(Some)
+            .map_err(|e| ConfigError::new(field, format!("{e} (or \"off\")"))),
+    }
 }
 
 fn default_namespace() -> String {
@@ -194,6 +229,16 @@ impl TryFrom<Raw> for FleetConfig {
             reconnect_min: raw.reconnect_min,
             reconnect_max: raw.reconnect_max,
             timeout: raw.timeout,
+            probe_lease: optional(
+                "fleet.probe_lease",
+                raw.probe_lease.as_deref(),
+                DEFAULT_PROBE_LEASE,
+            )?,
+            share_failures: optional(
+                "fleet.share_failures",
+                raw.share_failures.as_deref(),
+                DEFAULT_FAILURE_MEMORY,
+            )?,
         };
         config.validate()?;
         Ok(config)

@@ -145,6 +145,21 @@ fn is_zero(n: &u32) -> bool {
 }
 
 impl Notice {
+    /// The notice a replica sends when it gives back a failure domain's
+    /// probe lease unused: `layer` and `scope` name the domain.
+    pub fn lease_freed(layer: &str, scope: &str, replica: &str) -> Notice {
+        Notice {
+            kind: Kind::LeaseFreed,
+            layer: layer.to_owned(),
+            scope: scope.to_owned(),
+            replica: replica.to_owned(),
+            wait: Duration::ZERO,
+            reason: String::new(),
+            manual: false,
+            count: 0,
+        }
+    }
+
     /// The notice as sent: a JSON object of the format's version.
     pub fn encode(&self) -> Vec<u8> {
         let wire = Wire {

@@ -24,6 +24,8 @@ fn only_the_url_is_needed_and_the_rest_defaults() {
     assert_eq!(c.policy, BreakerPolicy::Quorum(2));
     assert_eq!(c.sweep_every, Duration::from_secs(1));
     assert_eq!(c.namespace, "levee");
+    assert_eq!(c.probe_lease, Some(Duration::from_secs(2)));
+    assert_eq!(c.share_failures, Some(Duration::from_secs(30)));
 }
 
 #[test]
@@ -38,9 +40,13 @@ fn every_field_reads_the_human_way() {
         reconnect_min = "50ms"
         reconnect_max = "10s"
         timeout = "1s"
+        probe_lease = "500ms"
+        share_failures = "off"
         "#,
     )
     .unwrap();
+    assert_eq!(c.probe_lease, Some(Duration::from_millis(500)));
+    assert_eq!(c.share_failures, None);
     assert_eq!(c.replica.as_deref(), Some("web-7f9c"));
     assert_eq!(c.policy, BreakerPolicy::Follow);
     assert_eq!(
@@ -92,6 +98,21 @@ fn a_bad_value_is_refused_at_load_naming_its_field() {
             r#"url = "redis://h"
             sweep_every = "soon""#,
             "invalid duration",
+        ),
+        (
+            r#"url = "redis://h"
+            probe_lease = "5ms""#,
+            "fleet.probe_lease",
+        ),
+        (
+            r#"url = "redis://h"
+            probe_lease = "never""#,
+            "fleet.probe_lease",
+        ),
+        (
+            r#"url = "redis://h"
+            share_failures = "2h""#,
+            "fleet.share_failures",
         ),
         (
             r#"url = "redis://h"

@@ -226,6 +226,15 @@ impl FleetBuilder {
 }
 
 impl FleetBuilder {
+    /// Checks every setting but the layers, as [`spawn`](Self::spawn)
+    /// does: a configuration can be refused at load, before any runtime.
+    ///
+    /// # Errors
+    /// The first setting out of range, named as `spawn` names it.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        self.check_settings().map(drop)
+    }
+
     /// Checks every setting but the layers; the replica id to use.
     pub(crate) fn check_settings(&self) -> Result<String, ConfigError> {
         name("fleet.namespace", &self.namespace, false)?;

@@ -439,21 +439,23 @@ impl<S: Store> FleetTask<S> {
                     .reopen
                     .then(|| d.until.map(|u| u.saturating_duration_since(Instant::now())))
                     .flatten();
-                if matches!(d.kind, Kind::Recovered | Kind::Closed) {
-                    // Its streak ended with the breaker's recovery.
-                    if let Some(outgoing) = self.own_streak(&key.0, &key.1, 0) {
-                        self.send(outgoing).await?;
-                    }
-                }
+                let recovered = matches!(d.kind, Kind::Recovered | Kind::Closed);
                 if ends_probe {
                     self.cool_offs.remove(&key);
                 }
                 if let (Kind::Opened, Some(until)) = (d.kind, d.until) {
                     self.arm(key.clone(), until);
                 }
+                // The decision first: the others wait on it.
                 let d = self.count_probes(d);
                 let outgoing = self.hold(d);
                 self.send(outgoing).await?;
+                if recovered {
+                    // Its streak ended with the breaker's recovery.
+                    if let Some(outgoing) = self.own_streak(&key.0, &key.1, 0) {
+                        self.send(outgoing).await?;
+                    }
+                }
                 // The verdict is out: the lease goes, or stays through a
                 // failed probe's cool-off, in which no replica probes.
                 if ends_probe && self.leases.remove(&key).is_some() {
@@ -627,16 +629,7 @@ impl<S: Store> FleetTask<S> {
             self.store
                 .release(&lease, &self.settings.replica, None)
                 .await?;
-            let freed = Notice {
-                kind: Kind::LeaseFreed,
-                layer: key.0.clone(),
-                scope: key.1.clone(),
-                replica: self.settings.replica.clone(),
-                wait: Duration::ZERO,
-                reason: String::new(),
-                manual: false,
-                count: 0,
-            };
+            let freed = Notice::lease_freed(&key.0, &key.1, &self.settings.replica);
             self.send(Outgoing::Remove {
                 keys: Vec::new(),
                 notice: freed,
