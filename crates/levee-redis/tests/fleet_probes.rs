@@ -294,3 +294,45 @@ async fn a_probe_granted_to_a_replica_without_traffic_passes_to_one_with_traffic
     );
     assert!(waited >= Duration::from_secs(9), "{waited:?}");
 }
+
+/// What a fleet costs its store: a read each second per replica, nothing
+/// per successful request, a write per failure (and per streak ended).
+#[tokio::test(start_paused = true)]
+async fn a_healthy_fleet_asks_nothing_of_its_store_per_request() {
+    let ops = |rate: u64| async move {
+        let store = MemoryStore::new().with_latency(Duration::from_millis(1));
+        let fleet = fleet_of(&store, 4);
+        settle(10).await;
+        let before = store.operations();
+        let gap = Duration::from_millis(1000 / rate);
+        // 10 s at `rate` requests a second across the fleet.
+        for i in 0..(10 * rate) as usize {
+            assert_eq!(fleet[i % 4].call().await.unwrap(), 200);
+            tokio::time::sleep(gap).await;
+        }
+        store.operations() - before
+    };
+    let (quiet, busy) = (ops(4).await, ops(100).await);
+    println!("store operations in 10 s, 4 replicas: {quiet} at 4 req/s, {busy} at 100 req/s");
+    assert!(busy <= 4 * 11, "{busy}: a read a second per replica");
+    assert!(
+        busy.abs_diff(quiet) <= 4,
+        "{busy} vs {quiet}: none per request"
+    );
+
+    // Failing calls write: a streak each, and the success that ends it.
+    let store = MemoryStore::new().with_latency(Duration::from_millis(1));
+    let fleet = fleet_of(&store, 4);
+    settle(10).await;
+    let before = store.operations();
+    fleet[0].answer(Answer::status(503));
+    let _ = fleet[0].call().await;
+    fleet[0].answer(Answer::ok());
+    let _ = fleet[0].call().await;
+    settle(20).await;
+    assert_eq!(
+        store.operations() - before,
+        2,
+        "the failure, the success after"
+    );
+}

@@ -37,6 +37,7 @@ struct Inner {
     loss: f64,
     rng: fastrand::Rng,
     notices_lost: u64,
+    operations: u64,
 }
 
 impl MemoryStore {
@@ -50,6 +51,7 @@ impl MemoryStore {
                 loss: 0.0,
                 rng: fastrand::Rng::with_seed(0),
                 notices_lost: 0,
+                operations: 0,
             })),
             latency: Duration::ZERO,
         }
@@ -94,6 +96,12 @@ impl MemoryStore {
         self.lock().notices_lost
     }
 
+    /// Operations asked of the store so far, failed ones included: what a
+    /// fleet costs its Redis (one command, script or pipeline each).
+    pub fn operations(&self) -> u64 {
+        self.lock().operations
+    }
+
     /// Live keys now.
     pub fn len(&self) -> usize {
         let now = Instant::now();
@@ -120,6 +128,7 @@ impl MemoryStore {
             tokio::time::sleep(self.latency).await;
         }
         let mut inner = self.lock();
+        inner.operations += 1;
         if !inner.available {
             return Err(StoreError::new("unavailable (simulated outage)"));
         }
