@@ -611,11 +611,9 @@ fn fleet_spec(raw: RawFleet) -> Result<(FleetSpec, Vec<&'static str>), ScenarioE
             format!("must be within 10ms..=1h, got {sweep_every:?}"),
         ));
     }
-    // A duration, or "off".
-    let optional = |field: &str, value: &Option<String>, default: Duration| match value.as_deref() {
-        None => Ok(Some(default)),
-        Some("off") => Ok(None),
-        Some(v) => dur(field, v).map(Some),
+    let optional = |field, value: &Option<String>, default| {
+        levee_redis::duration_or_off(field, value.as_deref(), default)
+            .map_err(|e| err(e.field, e.message))
     };
     let probe_lease = optional(
         "fleet.probe_lease",

@@ -178,8 +178,10 @@ struct Raw {
     share_failures: Option<String>,
 }
 
-/// A duration, or `"off"`; `default` when not written.
-fn optional(
+#[doc(hidden)]
+/// A duration, or `"off"`; `default` when not written: how the fleet's
+/// optional mechanisms are configured, here and in the drill's scenarios.
+pub fn duration_or_off(
     field: &'static str,
     text: Option<&str>,
     default: Duration,
@@ -229,12 +231,12 @@ impl TryFrom<Raw> for FleetConfig {
             reconnect_min: raw.reconnect_min,
             reconnect_max: raw.reconnect_max,
             timeout: raw.timeout,
-            probe_lease: optional(
+            probe_lease: duration_or_off(
                 "fleet.probe_lease",
                 raw.probe_lease.as_deref(),
                 DEFAULT_PROBE_LEASE,
             )?,
-            share_failures: optional(
+            share_failures: duration_or_off(
                 "fleet.share_failures",
                 raw.share_failures.as_deref(),
                 DEFAULT_FAILURE_MEMORY,

@@ -112,7 +112,7 @@ mod notice;
 mod policy;
 mod store;
 
-pub use config::FleetConfig;
+pub use config::{FleetConfig, duration_or_off};
 pub use fleet::{
     DEFAULT_FAILURE_MEMORY, DEFAULT_PROBE_LEASE, Fleet, FleetBuilder, FleetHandle, FleetStatus,
 };
@@ -120,4 +120,6 @@ pub use fleet::{
 pub use local::LocalRedis;
 pub use notice::{DecodeError, Kind, MAX_NOTICE_BYTES, MAX_WAIT, Notice};
 pub use policy::BreakerPolicy;
-pub use store::{Lease, MemoryStore, Notices, RedisStore, Space, Store, StoreError, Stored};
+pub use store::{
+    LEASE_COOL_OFF, Lease, MemoryStore, Notices, RedisStore, Space, Store, StoreError, Stored,
+};

@@ -76,6 +76,12 @@ impl Kind {
         matches!(self, Kind::Gated | Kind::Parked | Kind::Opened)
     }
 
+    /// Whether the decision ends a failure domain's open (a probe found
+    /// it healthy, or an operator closed it).
+    pub(crate) fn ends_open(self) -> bool {
+        matches!(self, Kind::Recovered | Kind::Closed)
+    }
+
     /// `gated`, `parked`, … as in the encoding.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -261,8 +267,7 @@ impl DecodeError {
     /// (recovered, closed, unparked) stored at all.
     pub(crate) fn expiry(kind: Kind, ttl: Option<Duration>) -> Self {
         DecodeError::new(match (kind, ttl) {
-            (Kind::Recovered | Kind::Closed | Kind::Unparked | Kind::LeaseFreed, _)
-            | (Kind::Failing, None) => {
+            (Kind::Recovered | Kind::Closed | Kind::Unparked | Kind::LeaseFreed, _) => {
                 format!("{} is never stored", kind.as_str())
             }
             (_, None) => format!("{} stored with no expiry", kind.as_str()),

@@ -149,8 +149,9 @@ async fn a_fleet_sends_one_probe_per_cool_off_and_its_verdict_reaches_every_repl
     );
 }
 
-/// The holder's probe takes longer than its lease: it renews the lease
-/// while the probe runs, so no other replica probes meanwhile.
+/// The holder's probe takes far longer than its lease (90 s: longer than
+/// any fixed bound would be): it renews the lease while the probe runs, so
+/// no other replica probes meanwhile.
 #[tokio::test(start_paused = true)]
 async fn the_holder_renews_its_lease_while_a_slow_probe_runs_so_two_probes_never_overlap() {
     let store = MemoryStore::new().with_latency(Duration::from_millis(1));
@@ -163,39 +164,65 @@ async fn the_holder_renews_its_lease_while_a_slow_probe_runs_so_two_probes_never
     settle(50).await;
     assert!(fleet.iter().all(open));
     // Past the cool-off: whoever was granted probes, and its upstream
-    // takes 9 s (four lease lives) to answer.
+    // takes 90 s to answer.
     tokio::time::advance(Duration::from_secs(11)).await;
     settle(50).await;
     for r in &fleet {
-        r.delay(Duration::from_secs(9));
+        r.delay(Duration::from_secs(90));
     }
     let before = total_calls(&fleet);
-    let probe = async {
-        let mut probes = Vec::new();
-        for r in &fleet {
-            probes.push(r.call());
-        }
-        futures_util::future::join_all(probes).await
+    let probes = async {
+        let calls: Vec<_> = fleet.iter().map(Replica::call).collect();
+        futures_util::future::join_all(calls).await
     };
     let others = async {
         // Calls to every replica while the probe runs.
-        for _ in 0..8 {
+        for _ in 0..80 {
             tokio::time::sleep(Duration::from_secs(1)).await;
             for r in &fleet {
-                let _ = r.refuses();
                 if r.refuses().is_none() {
                     let _ = r.call().await;
                 }
             }
         }
     };
-    let (answers, ()) = tokio::join!(probe, others);
+    let (answers, ()) = tokio::join!(probes, others);
     assert_eq!(
         answers.iter().filter(|a| a.is_ok()).count(),
         1,
         "one probe: {answers:?}"
     );
     assert_eq!(total_calls(&fleet) - before, 1, "no second probe");
+}
+
+/// One replica's network path is broken (its calls fail), the others' work:
+/// the fleet's probe does not stay with the broken replica, and the others
+/// recover.
+#[tokio::test(start_paused = true)]
+async fn a_replica_whose_path_is_broken_never_keeps_the_probe_from_the_others() {
+    let store = MemoryStore::new().with_latency(Duration::from_millis(1));
+    let fleet = fleet_of(&store, 3);
+    settle(10).await;
+    for r in &fleet {
+        r.answer(Answer::status(503));
+    }
+    round_robin(&fleet, 2, Duration::from_millis(100)).await;
+    settle(50).await;
+    assert!(fleet.iter().all(open));
+    // The outage ends, except on replica 2's path.
+    fleet[0].answer(Answer::ok());
+    fleet[1].answer(Answer::ok());
+    for round in 0..12 {
+        round_robin(&fleet, 50, Duration::from_millis(100)).await;
+        let closed = fleet[..2]
+            .iter()
+            .all(|r| r.handle.breaker_status(ACCOUNT) == Some(BreakerStatus::Closed));
+        if closed {
+            println!("replicas 0 and 1 recovered within {} s", (round + 1) * 15);
+            return;
+        }
+    }
+    panic!("replica 2 kept the fleet open for 3 minutes");
 }
 
 /// The replica granted the probe is gone (its fleet stopped) before
@@ -251,7 +278,7 @@ async fn without_its_store_a_replica_probes_alone() {
         }
     };
     assert_eq!(status, 200, "the probe");
-    assert!(refused <= 1, "{refused} calls refused while asking");
+    assert_eq!(refused, 1, "the call that asked, refused");
     assert_eq!(
         r.handle.breaker_status(ACCOUNT),
         Some(BreakerStatus::Closed)
@@ -289,10 +316,9 @@ async fn a_probe_granted_to_a_replica_without_traffic_passes_to_one_with_traffic
     }
     assert_eq!(total_calls(&fleet) - before, 1, "one probe");
     assert!(
-        waited <= Duration::from_millis(10_200),
-        "passed on when given back (10 s), not when a hold ran out: {waited:?}"
+        waited < Duration::from_secs(12),
+        "passed on when given back (after 10 s unused): {waited:?}"
     );
-    assert!(waited >= Duration::from_secs(9), "{waited:?}");
 }
 
 /// What a fleet costs its store: a read each second per replica, nothing

@@ -209,7 +209,7 @@ async fn a_probe_lease_is_taken_by_one_replica_only_and_taken_over_once_it_lapse
     let stores: Vec<RedisStore> = (0..8)
         .map(|_| RedisStore::open(&server.url()).unwrap())
         .collect();
-    let ttl = Duration::from_millis(400);
+    let ttl = Duration::from_secs(2);
     // Eight replicas race for a free lease: one takes it.
     let answers = futures_util::future::join_all(
         stores
@@ -243,18 +243,25 @@ async fn a_probe_lease_is_taken_by_one_replica_only_and_taken_over_once_it_lapse
         stores[2].lease(key, &other, ttl).await.unwrap(),
         Lease::Held { .. }
     ));
-    // Kept through a failed probe's cool-off, then free.
-    stores[3]
-        .release(key, &holder, Some(Duration::from_millis(200)))
-        .await
-        .unwrap();
-    match stores[4].lease(key, &other, ttl).await.unwrap() {
-        Lease::Held { ttl: left, .. } => assert!(left <= Duration::from_millis(200), "{left:?}"),
-        Lease::Taken => panic!("taken in the cool-off"),
-        _ => unreachable!(),
+    // Kept through a failed probe's cool-off by no one (its former holder
+    // cannot take it either), then free.
+    let keep = Duration::from_millis(300);
+    stores[3].release(key, &holder, Some(keep)).await.unwrap();
+    for asking in [&other, &holder] {
+        match stores[4].lease(key, asking, ttl).await.unwrap() {
+            Lease::Held {
+                holder: h,
+                ttl: left,
+            } => {
+                assert_eq!(h, levee_redis::LEASE_COOL_OFF);
+                assert!(left <= keep, "{left:?}");
+            }
+            Lease::Taken => panic!("taken by {asking} in the cool-off"),
+            _ => unreachable!(),
+        }
     }
-    // Lapsed (its holder gone, no renewal): taken over.
-    tokio::time::sleep(Duration::from_millis(250)).await;
+    // Lapsed: taken over.
+    tokio::time::sleep(keep + Duration::from_millis(200)).await;
     assert_eq!(
         stores[5].lease(key, &other, ttl).await.unwrap(),
         Lease::Taken

@@ -502,3 +502,52 @@ async fn other_replicas_failures_open_a_breaker_whose_own_last_call_failed() {
         Some(&("breaker", "open", Origin::Traffic))
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_layer_no_longer_coordinated_probes_on_its_own_cool_off() {
+    let layer = BreakerLayer::new();
+    let handle = layer.handle();
+    let signals = coordinated(&handle);
+    let (calls, status) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(503)));
+    let svc = ServiceBuilder::new()
+        .layer(layer)
+        .service(scripted(calls.clone(), status.clone()));
+    for _ in 0..5 {
+        call(&svc).await;
+    }
+    handle.uncoordinate();
+    signals.lock().unwrap().clear();
+    tokio::time::advance(Duration::from_secs(10)).await;
+    *status.lock().unwrap() = 200;
+    call(&svc).await;
+    assert_eq!(handle.breaker_status(ACCOUNT), Some(BreakerStatus::Closed));
+    assert!(signals.lock().unwrap().is_empty(), "nothing signalled");
+}
+
+#[tokio::test(start_paused = true)]
+async fn streaks_are_signalled_under_consecutive_tripping_only() {
+    use levee_core::breaker::{BreakerConfig, Tripping};
+    let rolling = BreakerConfig::builder()
+        .tripping(Tripping::Rolling {
+            window: Duration::from_secs(10),
+            min_calls: 100,
+            failure_ratio: 0.5,
+        })
+        .build()
+        .unwrap();
+    let layer = BreakerLayer::builder().breaker(rolling).build().unwrap();
+    let handle = layer.handle();
+    let signals = coordinated(&handle);
+    let (calls, status) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(503)));
+    let svc = ServiceBuilder::new()
+        .layer(layer)
+        .service(scripted(calls.clone(), status.clone()));
+    for _ in 0..3 {
+        call(&svc).await;
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert!(
+        signals.lock().unwrap().is_empty(),
+        "the fleet cannot use them"
+    );
+}

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::config::BreakerConfig;
 use super::outcome::{Admission, BreakerStatus};
-use super::state::{BreakerState, FleetProbe, OpenKind};
+use super::state::{BreakerState, FleetProbe};
 use super::tripping::Tripping;
 use crate::clock::Timestamp;
 use crate::transition::Transition;
@@ -99,11 +99,7 @@ impl BreakerState {
             .max_by_key(|(_, n)| **n)
             .map_or_else(|| "fleet".to_owned(), |(cause, _)| cause.clone());
         let reason = self.streak_trips(threshold, &cause)?;
-        let kind = if self.credential_failures == self.consecutive_failures {
-            OpenKind::Credential
-        } else {
-            OpenKind::Availability
-        };
+        let kind = self.streak_open_kind();
         let t = self.trip(cfg, Some(key), kind, now, now, rng, reason);
         Some(t.with_cause(Some(cause)))
     }
@@ -165,15 +161,62 @@ impl BreakerState {
     /// Another replica probes this domain, or has just found it failing:
     /// stay open until `until` (never shortened), then ask again. Applies
     /// to an open of this replica's own as to an adopted one; an isolated
-    /// or closed breaker is left alone. Returns whether the deadline moved.
+    /// or closed breaker, and one granted the probe, are left alone (see
+    /// [`relinquish_probe`](Self::relinquish_probe)). Returns whether the
+    /// deadline moved.
     pub fn hold_probe(&mut self, now: Timestamp, until: Timestamp) -> bool {
-        if self.status != BreakerStatus::Open || self.isolated || until <= now {
+        if self.status != BreakerStatus::Open
+            || self.isolated
+            || until <= now
+            || self.open_until.is_some_and(|at| at >= until)
+            || self.fleet_probe == FleetProbe::Granted
+        {
+            // A hold no longer than what is in force changes nothing (a
+            // read of the store repeats old holds), and a grant stands
+            // until used or taken back: the fleet gave it (a lease, or a
+            // recovery seen elsewhere), and one replica's failed probe on
+            // its own path does not undo it.
             return false;
         }
         self.fleet_probe = FleetProbe::Held;
-        let before = self.open_until;
-        self.open_until = before.max(Some(until));
-        before != self.open_until
+        self.open_until = Some(until);
+        true
+    }
+
+    /// The fleet takes back this replica's probe (its lease is given back,
+    /// or lost): an open breaker granted the probe is held until `until`,
+    /// and a half-open one with no probe in flight opens again until then
+    /// (the returned transition), with no growth; later outcomes of its
+    /// earlier probes are ignored. A probe in flight is not taken back
+    /// (`false`): it runs to its verdict. Returns whether it was taken.
+    pub fn relinquish_probe(
+        &mut self,
+        now: Timestamp,
+        until: Timestamp,
+    ) -> (bool, Option<Transition>) {
+        if self.isolated {
+            return (false, None);
+        }
+        match self.status {
+            BreakerStatus::Open => {
+                self.fleet_probe = FleetProbe::Held;
+                self.open_until = self.open_until.max(Some(until));
+                (true, None)
+            }
+            BreakerStatus::HalfOpen if self.round.in_flight() == 0 => {
+                let from = self.status;
+                self.set_status(BreakerStatus::Open, now);
+                self.fleet_probe = FleetProbe::Held;
+                self.open_until = Some(until.max(now));
+                self.round.clear();
+                let reason = "the fleet's probe passed to another replica".to_owned();
+                let t = self
+                    .transition(from, now, reason)
+                    .with_until(self.open_until);
+                (true, Some(t))
+            }
+            _ => (false, None),
+        }
     }
 }
 
@@ -418,12 +461,58 @@ mod tests {
                 .unwrap()
                 .is_probe()
         );
-        // Taken back (the lease lapsed unused): the next call asks again.
+        // A hold does not undo a grant; taking it back does, and the next
+        // call after that asks again.
         let mut b = BreakerState::new(&cfg);
         b.adopt_open(at(0), at(10), "x");
         b.grant_probe(at(9), 0);
-        b.hold_probe(at(9), at(12));
+        assert!(!b.hold_probe(at(9), at(12)));
+        assert_eq!(b.relinquish_probe(at(9), at(12)), (true, None));
         assert!(b.admit_in_fleet(&cfg, at(12), ask).2);
+    }
+
+    #[test]
+    fn a_hold_no_longer_than_the_deadline_keeps_a_grant() {
+        let cfg = BreakerConfig::default();
+        let mut b = BreakerState::new(&cfg);
+        b.adopt_open(at(0), at(10), "x");
+        assert!(b.grant_probe(at(9), 0));
+        assert!(!b.hold_probe(at(9), at(10)), "the same deadline again");
+        let (a, _, asked) = b.admit_in_fleet(&cfg, at(10), Duration::from_secs(1));
+        assert!(!asked && a.permit().unwrap().is_probe());
+    }
+
+    #[test]
+    fn a_probe_is_taken_back_unless_it_is_in_flight() {
+        let cfg = BreakerConfig::default();
+        let ask = Duration::from_secs(1);
+        // Granted, not sent: held.
+        let mut b = BreakerState::new(&cfg);
+        b.adopt_open(at(0), at(10), "x");
+        b.grant_probe(at(9), 0);
+        assert_eq!(b.relinquish_probe(at(9), at(12)), (true, None));
+        assert!(
+            b.admit_in_fleet(&cfg, at(12), ask).2,
+            "asks again when the hold ends"
+        );
+        // In flight: it runs to its verdict.
+        let mut b = BreakerState::new(&cfg);
+        b.adopt_open(at(0), at(10), "x");
+        b.grant_probe(at(10), 0);
+        let permit = b.admit_in_fleet(&cfg, at(10), ask).0.permit().unwrap();
+        assert!(permit.is_probe());
+        assert_eq!(b.relinquish_probe(at(11), at(13)), (false, None));
+        // Its slot given back (the call was dropped): taken, back to open,
+        // and a late report of it is ignored.
+        b.release(permit);
+        let (taken, t) = b.relinquish_probe(at(11), at(13));
+        assert!(taken);
+        assert_eq!(t.unwrap().to, crate::transition::State::Open);
+        assert_eq!(b.open_until(), Some(at(13)));
+        let mut rng = fastrand::Rng::with_seed(1);
+        let ok = crate::breaker::Outcome::new(crate::classify::Verdict::Success, "ok");
+        assert!(b.record(&cfg, "d", permit, &ok, at(12), &mut rng).is_none());
+        assert_eq!(b.status(), BreakerStatus::Open);
     }
 
     #[test]

@@ -184,12 +184,8 @@ impl BreakerState {
             if verdict == Verdict::Credential && c >= cfg.credential_threshold.max(1) {
                 let reason = format!("opened after {c} consecutive credential failures ({cause})");
                 (OpenKind::Credential, reason)
-            } else if c == n {
-                // The main rule tripped on a streak of rejected keys only:
-                // still a credential problem, so still the longer cool-off.
-                (OpenKind::Credential, rule_trips?)
             } else {
-                (OpenKind::Availability, rule_trips?)
+                (self.streak_open_kind(), rule_trips?)
             };
         let cause = cause.to_owned();
         Some(
@@ -284,6 +280,17 @@ impl BreakerState {
                 "opened after {n} consecutive {kind} here and {fleet} on other replicas ({cause})"
             )
         })
+    }
+
+    /// The cool-off a streak that trips the main rule opens with: a streak
+    /// of rejected keys only is still a credential problem, so still the
+    /// longer cool-off.
+    pub(super) fn streak_open_kind(&self) -> OpenKind {
+        if self.credential_failures == self.consecutive_failures {
+            OpenKind::Credential
+        } else {
+            OpenKind::Availability
+        }
     }
 
     /// "availability failures", "credential failures" or "failures", for

@@ -110,32 +110,40 @@ impl FleetBuilder {
     }
 
     /// One probe per failure domain for the whole fleet (default on, with
-    /// a lease of 2 s): when an open breaker's cool-off ends, its replica
-    /// takes a lease in the store (`SET NX PX`) before probing; the others
-    /// hold their breakers open until the prober's verdict (a recovery
-    /// ends their cool-offs, a failure holds them for its cool-off), and
-    /// take the lease over if it lapses. The holder renews it every third
-    /// of `ttl` while its probe runs (for a minute at most), so two probes
-    /// never overlap. Cool-offs grow with the fleet's failed probes, as
-    /// one breaker's would. `None`: each replica probes on its own.
+    /// a lease of 2 s): just before an open breaker's cool-off ends, its
+    /// replica asks for a lease in the store (taken by one replica only);
+    /// the others hold their breakers open until the prober's verdict (a
+    /// recovery ends their cool-offs, a failure holds them through its
+    /// cool-off, after which every replica asks again on an equal
+    /// footing), and take the lease over if it lapses. The holder renews it
+    /// every third of `ttl` while a probe of its is in flight, however long
+    /// that takes; with none in flight for 10 s (no call came), it gives
+    /// the probe back and says so, and a waiting replica takes it at once.
+    /// Cool-offs grow with the fleet's failed probes, as one breaker's
+    /// would. `None`: each replica probes on its own.
     ///
-    /// The cost: the call that finds the cool-off over is refused while
-    /// the replica asks (a round trip to the store; a second at most if
-    /// the store does not answer, then the replica probes alone).
+    /// The cost: a call that finds the cool-off over before the answer is
+    /// in is refused while the replica asks (a store round trip; with no
+    /// answer, for [`FLEET_ASK_WAIT`](tower_levee::breaker::FLEET_ASK_WAIT)
+    /// at most, after which the replica probes alone). Keep `ttl` above
+    /// the store's operation timeout, or a slow store loses renewals.
     pub fn probe_lease(mut self, ttl: Option<Duration>) -> Self {
         self.probe_lease = ttl;
         self
     }
 
     /// Counts failures in a row across the fleet (default on, each
-    /// replica's streak remembered 30 s): under consecutive tripping, a
-    /// replica whose own last call failed opens once its streak and the
-    /// other replicas' together reach the threshold, with the breaker
-    /// policy's quorum of replicas failing. A quiet replica of a large
-    /// fleet otherwise pays the whole threshold alone. Only the failure
-    /// path writes (a failure, and the success that ends a streak); a
-    /// success after a success writes nothing. `None`: every replica
-    /// counts alone, and only decisions travel.
+    /// replica's streak remembered 30 s, or until its breaker recovers):
+    /// under consecutive tripping, a replica whose own last call failed
+    /// opens once its streak and the other replicas' together reach the
+    /// threshold, with the breaker policy's quorum of replicas failing,
+    /// this one included (never under [`BreakerPolicy::Local`]). A quiet
+    /// replica of a large fleet otherwise pays the whole threshold alone.
+    /// Only the failure path writes (a failure, and the success that ends
+    /// a streak: two writes for an isolated failure); a success after a
+    /// success writes nothing. Rolling and custom tripping rules count
+    /// each replica's calls alone. `None`: every replica counts alone, and
+    /// only decisions travel.
     pub fn share_failures(mut self, memory: Option<Duration>) -> Self {
         self.failure_memory = memory;
         self
@@ -203,7 +211,10 @@ impl FleetBuilder {
                         queue(&tx, &status, m);
                     }
                 });
-                handle.coordinate(signals.probes(self.probe_lease.is_some()));
+                let signals = signals
+                    .probes(self.probe_lease.is_some())
+                    .streaks(self.failure_memory.is_some() && self.policy != BreakerPolicy::Local);
+                handle.coordinate(signals);
             }
         }
         let settings = sync::Settings {
@@ -215,12 +226,14 @@ impl FleetBuilder {
             probe_lease: self.probe_lease,
             failure_memory: self.failure_memory,
         };
+        let coordinated = layers.values().cloned().collect();
         let task =
             tokio::spawn(sync::FleetTask::new(store, settings, layers, rx, status.clone()).run());
         Ok(FleetHandle {
             replica,
             status,
             task,
+            coordinated,
         })
     }
 }
@@ -301,6 +314,8 @@ pub struct FleetHandle {
     replica: String,
     status: Arc<StatusCell>,
     task: JoinHandle<()>,
+    /// The layers it coordinates: on their own again once it is dropped.
+    coordinated: Vec<BreakerHandle>,
 }
 
 impl FleetHandle {
@@ -324,6 +339,10 @@ impl FleetHandle {
 impl Drop for FleetHandle {
     fn drop(&mut self) {
         self.task.abort();
+        // No task answers their asks any more: they probe on their own.
+        for handle in &self.coordinated {
+            handle.uncoordinate();
+        }
     }
 }
 

@@ -15,7 +15,10 @@ use super::status::StatusCell;
 use crate::keys::Keys;
 use crate::notice::{DecodeError, Kind, MAX_WAIT, Notice};
 use crate::policy::{BreakerPolicy, Reports};
-use crate::store::{Lease, Notices, Store, StoreError};
+use crate::store::{Notices, Store, StoreError};
+
+mod probes;
+mod streaks;
 
 /// How long past a reporting replica's cool-off its report stands: the
 /// time it has to send its probe (its next call after the cool-off). While
@@ -37,32 +40,8 @@ pub(crate) struct Settings {
     pub(crate) failure_memory: Option<Duration>,
 }
 
-/// The longest a probe holds the fleet's lease: a holder that stays
-/// half-open longer (its probe lost, no call since) lets it lapse, and
-/// another replica probes.
-const MAX_PROBE_HOLD: Duration = Duration::from_secs(60);
-
 /// A failure domain of one layer: `(layer, scope)`.
-type DomainKey = (String, String);
-
-/// How long a replica granted the fleet's probe ahead of its cool-off's
-/// end keeps the lease without sending it (no call came): then it gives
-/// the grant back, and the lease, to a replica with traffic.
-const MAX_GRANT_UNUSED: Duration = Duration::from_secs(10);
-
-/// How long before a cool-off ends the fleet asks who probes: at least
-/// this, or two store round trips, so the answer is in before a call
-/// would wait for it.
-const ASK_LEAD: Duration = Duration::from_millis(10);
-
-/// A probe lease this replica holds.
-#[derive(Debug)]
-struct HeldLease {
-    /// When it was taken.
-    taken: Instant,
-    /// When its breaker went half-open: the probe runs; `None` until then.
-    probing_since: Option<Instant>,
-}
+pub(crate) type DomainKey = (String, String);
 
 /// One of this replica's lasting decisions, kept to publish again after
 /// the store comes back.
@@ -106,12 +85,14 @@ pub(crate) struct FleetTask<S> {
     /// Every replica's failures in a row, by domain: until when each
     /// counts. This replica's own are kept here too.
     streaks: HashMap<DomainKey, HashMap<String, (u32, Instant)>>,
-    /// The other replicas' failures last given to each layer's domain.
-    told_failing: HashMap<DomainKey, u32>,
+    /// Domains whose layer was last told other replicas fail (a count it
+    /// must be told is over).
+    told_failing: HashSet<DomainKey>,
     /// The probe leases this replica holds.
-    leases: HashMap<DomainKey, HeldLease>,
-    /// The fleet's failed probes since each domain last recovered.
-    growth: HashMap<DomainKey, u32>,
+    leases: HashMap<DomainKey, probes::HeldLease>,
+    /// The fleet's failed probes since each domain last recovered, and
+    /// when that was last heard.
+    growth: HashMap<DomainKey, (u32, Instant)>,
     /// When each open breaker here ends its cool-off, as far as this task
     /// knows: it asks who probes just before.
     cool_offs: HashMap<DomainKey, Instant>,
@@ -143,7 +124,7 @@ impl<S: Store> FleetTask<S> {
             round_trip: Duration::ZERO,
             rng: fastrand::Rng::with_seed(seed),
             streaks: HashMap::new(),
-            told_failing: HashMap::new(),
+            told_failing: HashSet::new(),
             leases: HashMap::new(),
             growth: HashMap::new(),
             cool_offs: HashMap::new(),
@@ -167,6 +148,9 @@ impl<S: Store> FleetTask<S> {
             if self.status.disconnected(&lost) {
                 backoff = min;
             }
+            // The store's leases lapse on their own; one held here must be
+            // asked for again, not trusted, when the store is back.
+            self.leases.clear();
             // Equal jitter: replicas that lost the store together do not
             // all come back in the same instant.
             let wait = backoff / 2 + backoff.mul_f64(self.rng.f64() / 2.0);
@@ -185,20 +169,10 @@ impl<S: Store> FleetTask<S> {
         loop {
             tokio::select! {
                 message = self.decisions.recv() => match message {
-                    Some(Message::Decision(d)) => {
-                        let d = self.count_probes(d);
-                        if let removal @ Outgoing::Remove { .. } = self.hold(d) {
-                            self.pending.push(removal);
-                        }
+                    Some(message) => {
+                        // Offline: nothing reaches the store, so nothing fails.
+                        let _ = self.handle(message, false).await;
                     }
-                    // No store to ask: this replica probes alone.
-                    Some(Message::ProbeWanted { layer, scope }) => {
-                        self.grant(&layer, &scope);
-                    }
-                    Some(Message::Streak { layer, scope, failures }) => {
-                        self.own_streak(&layer, &scope, failures);
-                    }
-                    Some(Message::Probing { .. }) => {}
                     None => return false,
                 },
                 () = &mut deadline => return true,
@@ -228,7 +202,7 @@ impl<S: Store> FleetTask<S> {
             tokio::select! {
                 message = self.decisions.recv() => {
                     let Some(message) = message else { return Ok(()) };
-                    self.handle(message).await?;
+                    self.handle(message, true).await?;
                 }
                 _ = renew.tick(), if !self.leases.is_empty() => self.renew().await?,
                 () = sleep_until(next_ask), if asking => {
@@ -305,7 +279,7 @@ impl<S: Store> FleetTask<S> {
                             .min(MAX_WAIT);
                         // A reopen is published however little is left
                         // of it: it carries the fleet's failed probes.
-                        if left < Duration::from_millis(1) && notice.kind != Kind::Opened {
+                        if left < Duration::from_millis(1) && notice.count == 0 {
                             return Ok(());
                         }
                         Some(left.max(Duration::from_millis(1)))
@@ -425,316 +399,88 @@ impl<S: Store> FleetTask<S> {
             self.apply(&notice, now.checked_sub(age).unwrap_or(now), now);
         }
         self.reports.retain_seen(&seen, now, PROBE_GRACE, MAX_WAIT);
-        self.tell_failing(now);
+        self.tell_failing(now, None);
+        self.forget_old_growth(now);
         Ok(())
     }
 
-    /// Handles one message from this replica's layers while connected.
-    async fn handle(&mut self, message: Message) -> Result<(), StoreError> {
+    /// Handles one message from this replica's layers, the store reachable
+    /// (`online`) or not: one path for both, so nothing the store missed
+    /// is forgotten and nothing stale is trusted when it is back.
+    async fn handle(&mut self, message: Message, online: bool) -> Result<(), StoreError> {
         match message {
-            Message::Decision(d) => {
-                let key = (d.layer.to_string(), d.scope.clone());
-                let ends_probe = matches!(d.kind, Kind::Recovered | Kind::Closed) || d.reopen;
-                let keep = d
-                    .reopen
-                    .then(|| d.until.map(|u| u.saturating_duration_since(Instant::now())))
-                    .flatten();
-                let recovered = matches!(d.kind, Kind::Recovered | Kind::Closed);
-                if ends_probe {
-                    self.cool_offs.remove(&key);
-                }
-                if let (Kind::Opened, Some(until)) = (d.kind, d.until) {
-                    self.arm(key.clone(), until);
-                }
-                // The decision first: the others wait on it.
-                let d = self.count_probes(d);
-                let outgoing = self.hold(d);
-                self.send(outgoing).await?;
-                if recovered {
-                    // Its streak ended with the breaker's recovery.
-                    if let Some(outgoing) = self.own_streak(&key.0, &key.1, 0) {
-                        self.send(outgoing).await?;
-                    }
-                }
-                // The verdict is out: the lease goes, or stays through a
-                // failed probe's cool-off, in which no replica probes.
-                if ends_probe && self.leases.remove(&key).is_some() {
-                    let lease = self.settings.keys.lease(&key.0, &key.1);
-                    let keep = keep.filter(|k| !k.is_zero());
-                    self.store
-                        .release(&lease, &self.settings.replica, keep)
-                        .await?;
-                }
-            }
+            Message::Decision(d) => self.decided(d, online).await,
             Message::Probing { layer, scope } => {
-                if let Some(held) = self.leases.get_mut(&(layer.to_string(), scope)) {
-                    held.probing_since.get_or_insert_with(Instant::now);
-                }
+                self.probing(&(layer.to_string(), scope));
+                Ok(())
             }
             Message::Streak {
                 layer,
                 scope,
                 failures,
             } => {
-                if let Some(outgoing) = self.own_streak(&layer, &scope, failures) {
-                    self.send(outgoing).await?;
-                }
+                let outgoing = self.own_streak(&layer, &scope, failures);
+                self.deliver(outgoing, online).await
             }
             Message::ProbeWanted { layer, scope } => {
-                self.ask((layer.to_string(), scope)).await?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Who probes `key`: this replica if it takes the lease (or the store
-    /// fails it: then it probes alone), or the holder; told to the layer.
-    async fn ask(&mut self, key: DomainKey) -> Result<(), StoreError> {
-        self.cool_offs.remove(&key);
-        let Some(ttl) = self.settings.probe_lease else {
-            self.grant(&key.0, &key.1);
-            return Ok(());
-        };
-        if self.leases.contains_key(&key) {
-            self.grant(&key.0, &key.1);
-            return Ok(());
-        }
-        let lease = self.settings.keys.lease(&key.0, &key.1);
-        let answer = self.store.lease(&lease, &self.settings.replica, ttl).await;
-        match answer {
-            Ok(Lease::Taken) => {
-                if self.grant(&key.0, &key.1) {
-                    let held = HeldLease {
-                        taken: Instant::now(),
-                        probing_since: None,
-                    };
-                    self.leases.insert(key, held);
+                let key = (layer.to_string(), scope);
+                if online {
+                    self.ask(key).await
                 } else {
-                    // Closed since: nothing to probe.
-                    self.store
-                        .release(&lease, &self.settings.replica, None)
-                        .await?;
+                    // No store to ask: this replica probes alone.
+                    self.cool_offs.remove(&key);
+                    self.grant(&key);
+                    Ok(())
                 }
             }
-            Ok(Lease::Held { ttl, .. }) => {
-                // Refuse until just past the lease's end, and ask again as
-                // it ends: a lapsed lease is taken over then.
-                let wait = ttl + self.lead();
-                if let Some(handle) = self.layers.get(&key.0) {
-                    let scope = key.1.as_str();
-                    if handle.adopt(FleetUpdate::ProbeHeld { scope, wait }) {
-                        self.arm(key, Instant::now() + wait);
-                    }
-                }
-            }
-            Err(e) => {
-                self.grant(&key.0, &key.1);
-                return Err(e);
-            }
-        }
-        Ok(())
-    }
-
-    /// Asks who probes each domain whose cool-off ends now.
-    async fn ask_due(&mut self) -> Result<(), StoreError> {
-        let now = Instant::now();
-        let lead = self.lead();
-        let due: Vec<DomainKey> = self
-            .cool_offs
-            .iter()
-            .filter(|(_, until)| until.checked_sub(lead).is_none_or(|at| at <= now))
-            .map(|(key, _)| key.clone())
-            .collect();
-        for key in due {
-            self.ask(key).await?;
-        }
-        Ok(())
-    }
-
-    /// When the next ask is due.
-    fn next_ask(&self) -> Instant {
-        let lead = self.lead();
-        self.cool_offs
-            .values()
-            .min()
-            .map_or_else(Instant::now, |until| {
-                until.checked_sub(lead).unwrap_or_else(Instant::now)
-            })
-    }
-
-    fn lead(&self) -> Duration {
-        (self.round_trip * 2).max(ASK_LEAD)
-    }
-
-    /// Remembers that this replica's breaker of `key` cools off until `until`.
-    fn arm(&mut self, key: DomainKey, until: Instant) {
-        if self.settings.probe_lease.is_some() {
-            let at = self.cool_offs.entry(key).or_insert(until);
-            *at = (*at).max(until);
         }
     }
 
-    /// This replica probes `scope` (it holds the lease, or the store is
-    /// away), its cool-off growth the fleet's. Whether its breaker is open
-    /// and took the grant.
-    fn grant(&mut self, layer: &str, scope: &str) -> bool {
-        let reopens = self
-            .growth
-            .get(&(layer.to_owned(), scope.to_owned()))
-            .copied()
-            .unwrap_or(0);
-        self.layers
-            .get(layer)
-            .is_some_and(|handle| handle.adopt(FleetUpdate::ProbeGranted { scope, reopens }))
-    }
-
-    /// A reopen carries the fleet's failed probes since the domain last
-    /// recovered; a recovery or a close forgets them.
-    fn count_probes(&mut self, mut d: Decision) -> Decision {
+    /// One of this replica's decisions: held, told, and what it ends.
+    async fn decided(&mut self, d: Decision, online: bool) -> Result<(), StoreError> {
         let key = (d.layer.to_string(), d.scope.clone());
-        if d.reopen {
-            let growth = self.growth.entry(key).or_default();
-            *growth = growth.saturating_add(1);
-            d.count = *growth;
-        } else if matches!(d.kind, Kind::Recovered | Kind::Closed) {
-            self.growth.remove(&key);
+        let recovered = d.kind.ends_open();
+        let verdict = recovered || d.reopen;
+        // Bookkeeping first, so a store that fails below leaves none stale.
+        if verdict {
+            self.cool_offs.remove(&key);
         }
-        d
-    }
-
-    /// Renews the probe leases held; gives back those granted but unused
-    /// too long (no call came) and those whose probe ran too long.
-    async fn renew(&mut self) -> Result<(), StoreError> {
-        let Some(ttl) = self.settings.probe_lease else {
-            return Ok(());
-        };
-        let now = Instant::now();
-        let (mut keep, mut give_back) = (Vec::new(), Vec::new());
-        for (key, held) in &self.leases {
-            let expired = match held.probing_since {
-                Some(since) => now.saturating_duration_since(since) >= MAX_PROBE_HOLD,
-                None => now.saturating_duration_since(held.taken) >= MAX_GRANT_UNUSED,
-            };
-            if expired { &mut give_back } else { &mut keep }.push(key.clone());
+        if let (Kind::Opened, Some(until)) = (d.kind, d.until) {
+            self.arm(key.clone(), until);
         }
-        for key in give_back {
-            self.leases.remove(&key);
-            // The grant first, then the lease: never two probes at once.
-            if let Some(handle) = self.layers.get(&key.0) {
-                let scope = key.1.as_str();
-                let wait = Duration::from_millis(1);
-                handle.adopt(FleetUpdate::ProbeHeld { scope, wait });
-            }
-            let lease = self.settings.keys.lease(&key.0, &key.1);
-            self.store
-                .release(&lease, &self.settings.replica, None)
-                .await?;
-            let freed = Notice::lease_freed(&key.0, &key.1, &self.settings.replica);
-            self.send(Outgoing::Remove {
-                keys: Vec::new(),
-                notice: freed,
-            })
-            .await?;
+        let lease = verdict.then(|| self.end_lease(&key, d.reopen.then_some(d.until).flatten()));
+        let d = self.count_probes(d);
+        // The decision first: the others wait on it.
+        let outgoing = self.hold(d);
+        self.deliver(Some(outgoing), online).await?;
+        if recovered {
+            // Its streak ended with the breaker's recovery; the others'
+            // streaks count toward its next one.
+            let outgoing = self.own_streak(&key.0, &key.1, 0);
+            self.deliver(outgoing, online).await?;
+            self.tell_failing(Instant::now(), Some(&key));
         }
-        for key in keep {
-            let lease = self.settings.keys.lease(&key.0, &key.1);
-            if let Lease::Held { .. } = self
-                .store
-                .lease(&lease, &self.settings.replica, ttl)
-                .await?
-            {
-                // Lost (the store was slow past its life): the holder's
-                // probe speaks for the fleet; this one gives its grant back.
-                self.leases.remove(&key);
-                if let Some(handle) = self.layers.get(&key.0) {
-                    let scope = key.1.as_str();
-                    let wait = Duration::from_millis(1);
-                    handle.adopt(FleetUpdate::ProbeHeld { scope, wait });
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Records this replica's streak; what tells the store, if sharing.
-    fn own_streak(&mut self, layer: &str, scope: &str, failures: u32) -> Option<Outgoing> {
-        let memory = self.settings.failure_memory?;
-        let key = (layer.to_owned(), scope.to_owned());
-        let replica = self.settings.replica.clone();
-        let by_replica = self.streaks.entry(key).or_default();
-        let had = by_replica.remove(&replica).is_some_and(|(n, _)| n > 0);
-        if failures > 0 {
-            by_replica.insert(replica.clone(), (failures, Instant::now() + memory));
-        }
-        let notice = Notice {
-            kind: Kind::Failing,
-            layer: layer.to_owned(),
-            scope: scope.to_owned(),
-            replica,
-            wait: Duration::ZERO,
-            reason: String::new(),
-            manual: false,
-            count: failures,
-        };
-        // The other replicas' count joins once this replica fails too.
-        self.tell_failing(Instant::now());
-        let keys = &self.settings.keys;
-        if failures > 0 {
-            let key = keys.of(&notice)?;
-            Some(Outgoing::Replace {
-                key,
-                notice,
-                ttl: memory,
-            })
-        } else if had {
-            let keys = keys.ended_by(&notice, std::iter::empty());
-            Some(Outgoing::Remove { keys, notice })
-        } else {
-            None
+        match lease.flatten() {
+            Some(release) if online => self.release(release).await,
+            _ => Ok(()),
         }
     }
 
-    /// Gives each layer the other replicas' failures in a row, where they
-    /// changed: their live streaks summed, once the breaker policy's quorum
-    /// of replicas fails (this one counts itself: its breaker adds them to
-    /// a streak of its own only).
-    fn tell_failing(&mut self, now: Instant) {
-        let me = self.settings.replica.as_str();
-        let needed = self.settings.policy.needed();
-        let mut changes = Vec::new();
-        self.streaks.retain(|key, by_replica| {
-            by_replica.retain(|_, (_, until)| *until > now);
-            let others = by_replica
-                .iter()
-                .filter(|(replica, (n, _))| replica.as_str() != me && *n > 0);
-            let (replicas, failures) = others.fold((0u32, 0u32), |(r, f), (_, (n, _))| {
-                (r + 1, f.saturating_add(*n))
-            });
-            let failures = match needed {
-                Some(needed) if replicas + 1 >= needed => failures,
-                _ => 0,
-            };
-            if self.told_failing.get(key).copied().unwrap_or(0) != failures {
-                changes.push((key.clone(), failures));
+    /// Tells the store if it is reachable; if not, keeps a removal for when
+    /// it is back (a lasting decision is republished from `held`, and a
+    /// streak written later replaces any it missed).
+    async fn deliver(
+        &mut self,
+        outgoing: Option<Outgoing>,
+        online: bool,
+    ) -> Result<(), StoreError> {
+        match (outgoing, online) {
+            (Some(outgoing), true) => self.send(outgoing).await,
+            (Some(removal @ Outgoing::Remove { .. }), false) => {
+                self.pending.push(removal);
+                Ok(())
             }
-            !by_replica.is_empty()
-        });
-        // Domains no streak remains of: their count is over too.
-        for (key, told) in &self.told_failing {
-            if *told > 0 && !self.streaks.contains_key(key) {
-                changes.push((key.clone(), 0));
-            }
-        }
-        for ((layer, scope), failures) in changes {
-            if let Some(handle) = self.layers.get(&layer) {
-                let scope = scope.as_str();
-                handle.adopt(FleetUpdate::Failing { scope, failures });
-            }
-            if failures == 0 {
-                self.told_failing.remove(&(layer, scope));
-            } else {
-                self.told_failing.insert((layer, scope), failures);
-            }
+            _ => Ok(()),
         }
     }
 
@@ -761,25 +507,19 @@ impl<S: Store> FleetTask<S> {
             }),
             Kind::Opened if n.manual => {
                 self.reports.by_hand(&n.layer, scope, &n.replica);
-                handle.adopt(FleetUpdate::Opened {
+                let adopted = handle.adopt(FleetUpdate::Opened {
                     scope,
                     wait: n.wait,
                     reason: &format!("opened by hand on {}", n.replica),
-                })
+                });
+                if adopted {
+                    self.arm((n.layer.clone(), n.scope.clone()), now + n.wait);
+                }
+                adopted
             }
             Kind::Opened => {
-                if n.count > 0 && self.settings.probe_lease.is_some() {
-                    // The fleet's probe failed: no replica probes again in
-                    // its cool-off, and the next prober's grows from it.
-                    let key = (n.layer.clone(), n.scope.clone());
-                    let growth = self.growth.entry(key).or_default();
-                    *growth = (*growth).max(n.count);
-                    let until = made_at + n.wait;
-                    let wait = until.saturating_duration_since(now);
-                    if handle.adopt(FleetUpdate::ProbeHeld { scope, wait }) {
-                        self.status.adopted();
-                        self.arm((n.layer.clone(), n.scope.clone()), until);
-                    }
+                if n.count > 0 {
+                    self.probe_failed(&handle, n, now);
                 }
                 let Some(needed) = self.settings.policy.needed() else {
                     return;
@@ -814,29 +554,16 @@ impl<S: Store> FleetTask<S> {
                 adopted
             }
             Kind::Failing => {
-                let key = (n.layer.clone(), n.scope.clone());
-                let by_replica = self.streaks.entry(key).or_default();
-                if n.count == 0 {
-                    by_replica.remove(&n.replica);
-                } else {
-                    by_replica.insert(n.replica.clone(), (n.count, made_at + n.wait));
-                }
-                self.tell_failing(now);
+                self.their_streak(n, now);
                 return;
             }
             Kind::LeaseFreed => {
-                // Waiting on it (held, a cool-off armed): ask at once.
-                let key = (n.layer.clone(), n.scope.clone());
-                if let Some(at) = self.cool_offs.get_mut(&key) {
-                    *at = now;
-                }
+                self.lease_freed(n, now);
                 return;
             }
             Kind::Isolated => handle.adopt(FleetUpdate::Isolated { scope }),
             Kind::Recovered => {
-                let key = (n.layer.clone(), n.scope.clone());
-                self.growth.remove(&key);
-                self.cool_offs.remove(&key);
+                self.domain_recovered(n);
                 self.reports.recovered(&n.layer, scope, now);
                 if self.settings.policy == BreakerPolicy::Local {
                     return;
@@ -844,6 +571,7 @@ impl<S: Store> FleetTask<S> {
                 handle.adopt(FleetUpdate::Recovered { scope })
             }
             Kind::Closed => {
+                self.domain_recovered(n);
                 self.reports.clear(&n.layer, scope);
                 // An operator's close ends this replica's own open or
                 // isolation too: never publish it again.

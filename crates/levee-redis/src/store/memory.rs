@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::{Lease, Notices, Space, Store, StoreError, Stored};
+use super::{LEASE_COOL_OFF, Lease, Notices, Space, Store, StoreError, Stored};
 
 /// An in-process [`Store`] in tokio time: replicas in one process (tests,
 /// the drill) share one by cloning it.
@@ -268,9 +268,10 @@ impl Store for MemoryStore {
             }
             match keep {
                 Some(keep) => {
-                    if let Some((_, at)) = inner.values.get_mut(key) {
-                        *at = Some(now + keep);
-                    }
+                    let value = LEASE_COOL_OFF.as_bytes().to_vec();
+                    inner
+                        .values
+                        .insert(key.to_owned(), (value, Some(now + keep)));
                 }
                 None => {
                     inner.values.remove(key);

@@ -66,6 +66,10 @@ impl Stored {
     }
 }
 
+/// The value of a lease given back through a failed probe's cool-off:
+/// no replica's id, so every replica finds it held until it lapses.
+pub const LEASE_COOL_OFF: &str = "~cool-off";
+
 /// The answer to [`Store::lease`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -132,8 +136,11 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Lease, StoreError>> + Send;
 
     /// Gives back the lease `key` if `holder` holds it: freed at once
-    /// (`keep` is `None`), or kept `keep` longer and then freed (a failed
-    /// probe's cool-off, in which no replica probes again).
+    /// (`keep` is `None`), or held by no replica ([`LEASE_COOL_OFF`]) for
+    /// `keep` and then freed: a failed probe's cool-off, in which no
+    /// replica probes again, and after which every replica, the last
+    /// prober included, asks on an equal footing (one whose network path
+    /// is broken does not keep the probe, and the fleet open, to itself).
     fn release(
         &self,
         key: &str,

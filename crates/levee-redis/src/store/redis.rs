@@ -7,7 +7,7 @@ use futures_util::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::{OnceCell, mpsc};
 
-use super::{Lease, Notices, Space, Store, StoreError, Stored};
+use super::{LEASE_COOL_OFF, Lease, Notices, Space, Store, StoreError, Stored};
 
 /// Stores `ARGV[1]` under `KEYS[1]` for `ARGV[2]` ms (`-1`: no expiry)
 /// unless the key lives longer, indexes it in `KEYS[2]` by its expiry on
@@ -57,14 +57,14 @@ return {1, '', 0}
 ";
 
 /// Frees the lease `KEYS[1]` if `ARGV[1]` holds it: at once (`ARGV[2]` is
-/// `-1`), or after `ARGV[2]` ms.
+/// `-1`), or after `ARGV[2]` ms held by no replica (the value `ARGV[3]`).
 const RELEASE: &str = r"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local keep = tonumber(ARGV[2])
 if keep < 0 then
   redis.call('DEL', KEYS[1])
 else
-  redis.call('PEXPIRE', KEYS[1], keep)
+  redis.call('SET', KEYS[1], ARGV[3], 'PX', keep)
 end
 return 1
 ";
@@ -296,6 +296,7 @@ impl Store for RedisStore {
                 .key(key)
                 .arg(holder)
                 .arg(keep.map_or(-1, millis))
+                .arg(LEASE_COOL_OFF)
                 .invoke_async::<i64>(&mut conn)
                 .await
                 .map_err(|e| self.error("releasing", &e))?;

@@ -103,11 +103,22 @@ pub enum FleetUpdate<'a> {
     },
     /// The answer to [`FleetSignal::ProbeWanted`] when another replica
     /// probes (or has just found the domain failing): stay open for `wait`,
-    /// then ask again.
+    /// then ask again. Never shortens a deadline in force.
     ProbeHeld {
         /// The failure domain's key.
         scope: &'a str,
         /// How long the other replica holds the probe, from now.
+        wait: Duration,
+    },
+    /// The fleet takes back this replica's probe (its lease is given back
+    /// or lost): held for `wait` unless a probe is in flight, which runs to
+    /// its verdict. [`adopt`](super::BreakerHandle::adopt) returns whether
+    /// it was taken back: see
+    /// [`BreakerState::relinquish_probe`](levee_core::breaker::BreakerState::relinquish_probe).
+    ProbeRevoked {
+        /// The failure domain's key.
+        scope: &'a str,
+        /// How long to hold it, from now.
         wait: Duration,
     },
 }
@@ -234,6 +245,20 @@ impl Shared {
             FleetUpdate::ProbeHeld { scope, wait } => {
                 let until = now.saturating_add(wait.min(MAX_ADOPTED_OPEN));
                 self.answer_probe(scope, |state| state.hold_probe(now, until))
+            }
+            FleetUpdate::ProbeRevoked { scope, wait } => {
+                let until = now.saturating_add(wait.min(MAX_ADOPTED_OPEN));
+                let Some(handle) = self.domains.get(scope) else {
+                    return true;
+                };
+                let Some(mut cell) = lock_domain(handle) else {
+                    return true;
+                };
+                let (taken, transition) = cell.state.relinquish_probe(now, until);
+                self.publish(handle, &cell.state);
+                drop(cell);
+                self.emit_fleet(scope, transition);
+                taken
             }
         }
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use levee_core::breaker::BreakerStatus;
+use levee_core::breaker::{BreakerStatus, Tripping};
 use levee_core::classify::Verdict;
 use levee_core::classify::hints::{Dimension, Period};
 use levee_core::clock::{Clock, Timestamp};
@@ -371,15 +371,40 @@ impl BreakerHandle {
     /// for [`FLEET_ASK_WAIT`](super::FLEET_ASK_WAIT) at most. One sync coordinates a layer: a second replaces the first.
     /// A closed breaker's success path is unchanged.
     pub fn coordinate(&self, signals: FleetSignals) {
-        use std::sync::atomic::Ordering;
-        let probes = signals.probes;
+        let consecutive = matches!(
+            self.shared.settings.breaker.tripping,
+            Tripping::Consecutive { .. }
+        );
+        let (probes, streaks) = (signals.probes, signals.streaks && consecutive);
         *self
             .shared
             .coordinator
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(signals);
-        self.shared.coordinated.store(true, Ordering::Relaxed);
+        self.shared.streaks.store(streaks, Ordering::Relaxed);
         self.shared.leased.store(probes, Ordering::Relaxed);
+    }
+
+    /// Ends [`coordinate`](Self::coordinate): open breakers probe on their
+    /// own cool-offs again, and nothing is signalled (the fleet sync
+    /// stopped).
+    pub fn uncoordinate(&self) {
+        self.shared.streaks.store(false, Ordering::Relaxed);
+        self.shared.leased.store(false, Ordering::Relaxed);
+        *self
+            .shared
+            .coordinator
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    }
+
+    /// Probes in flight for a failure domain (zero unless half-open).
+    pub fn probes_in_flight(&self, domain: &str) -> u32 {
+        self.shared
+            .domains
+            .get(domain)
+            .and_then(|h| h.lock())
+            .map_or(0, |cell| cell.state.probes_in_flight())
     }
 
     /// Calls refused by each mechanism so far.

@@ -129,10 +129,10 @@ pub(crate) struct Shared {
     /// they are called, so a subscriber may subscribe another.
     watchers: RwLock<Arc<[EventSubscriber]>>,
     /// The fleet sync that counts failures across replicas and decides
-    /// who probes: whether there is one (`coordinated`) and whether it
-    /// leases probes (`leased`), read without its lock.
+    /// who probes: whether it wants streaks (under consecutive tripping
+    /// only) and probe asks, read without its lock.
     pub(crate) coordinator: RwLock<Option<FleetSignals>>,
-    pub(crate) coordinated: AtomicBool,
+    pub(crate) streaks: AtomicBool,
     pub(crate) leased: AtomicBool,
     rng: Mutex<fastrand::Rng>,
     weak: Weak<Shared>,
@@ -159,7 +159,7 @@ impl Shared {
             all_over_at: AtomicU64::new(0),
             watchers: RwLock::new(Arc::from([])),
             coordinator: RwLock::new(None),
-            coordinated: AtomicBool::new(false),
+            streaks: AtomicBool::new(false),
             leased: AtomicBool::new(false),
             rng: Mutex::new(rng),
             weak: weak.clone(),
@@ -277,13 +277,15 @@ impl Shared {
         self.publish(handle, &domain.state);
         // A closed breaker's streak, for a fleet that counts failures
         // together: changed only on the failure path (or the success after).
-        // The failure that opens it is told too: that streak stands for the
-        // fleet (the others' breakers count it toward theirs) until this
-        // breaker recovers.
-        let streak = (was_closed && self.coordinated.load(Ordering::Relaxed))
-            .then(|| domain.state.consecutive_failures())
-            .filter(|now| *now != streak_before)
-            .map(|failures| (Box::<str>::from(domain_key), failures));
+        // The failure that opens it is told too: the others' breakers count
+        // that streak toward theirs. Told under the lock, so in order.
+        let failures = domain.state.consecutive_failures();
+        if was_closed && failures != streak_before && self.streaks.load(Ordering::Relaxed) {
+            self.signal(FleetSignal::Streak {
+                scope: domain_key,
+                failures,
+            });
+        }
         // An isolated breaker has no deadline: it reopens when closed by hand.
         let open_until = domain
             .state
@@ -299,12 +301,6 @@ impl Shared {
             .then(|| Box::<str>::from(domain_key));
         drop(cell);
         self.emit(breaker_event);
-        if let Some((scope, failures)) = streak {
-            self.signal(FleetSignal::Streak {
-                scope: &scope,
-                failures,
-            });
-        }
 
         let closed_until = domain_key.and_then(|domain_key| {
             let scopes = scopes.resolve(&domain_key, isolated);

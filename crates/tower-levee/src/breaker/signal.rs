@@ -12,10 +12,12 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum FleetSignal<'a> {
     /// A closed breaker's failures in a row changed: counted one more
-    /// (the one that opens it included: that streak stands for the fleet
+    /// (the one that opens it included: the fleet may count that streak
     /// until the breaker closes again, a transition the sync sees), or
     /// ended by a success (`failures` zero). Sent on the failure path
-    /// only: a success that follows no failure sends nothing.
+    /// only (a success that follows no failure sends nothing), under
+    /// consecutive tripping only, and in the order the counts changed:
+    /// under the scope's lock.
     Streak {
         /// The failure domain's key.
         scope: &'a str,
@@ -42,6 +44,7 @@ pub const FLEET_ASK_WAIT: Duration = Duration::from_secs(1);
 pub struct FleetSignals {
     pub(crate) f: Arc<dyn Fn(&FleetSignal<'_>) + Send + Sync>,
     pub(crate) probes: bool,
+    pub(crate) streaks: bool,
 }
 
 impl FleetSignals {
@@ -52,7 +55,16 @@ impl FleetSignals {
         FleetSignals {
             f: Arc::new(f),
             probes: true,
+            streaks: true,
         }
+    }
+
+    /// Whether closed breakers signal their failure streaks
+    /// ([`FleetSignal::Streak`]; default `true`). Only under consecutive
+    /// tripping, the one rule a fleet's streaks add up for.
+    pub fn streaks(mut self, signal: bool) -> Self {
+        self.streaks = signal;
+        self
     }
 
     /// Whether open breakers ask who probes ([`FleetSignal::ProbeWanted`];
