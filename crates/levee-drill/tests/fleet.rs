@@ -61,18 +61,14 @@ fn a_spend_cap_one_replica_meets_parks_the_fleet() {
 
 /// A quiet fleet (two requests a second across 8 replicas) over a dead
 /// primary: counting failures together and probing once per cool-off, the
-/// fleet calls it about as often as one replica carrying the same load.
+/// fleet calls it about as often as one of its replicas alone would.
 #[test]
 fn a_quiet_fleet_spares_a_dead_primary_as_one_replica_would() {
     let sc = support::scenario("fleet-quiet-dead-primary");
     let r = run(&sc);
     let dead = |s: &StackResult| s.upstream_calls_by_target["primary"];
     let (shared, alone) = (dead(stack(&r, "levee-fleet")), dead(stack(&r, "levee")));
-    let mut single = sc.clone();
-    if let Some(f) = &mut single.fleet {
-        f.replicas = 1;
-    }
-    let single = dead(stack(&run(&single), "levee"));
+    let single = dead(stack(&run(&one_replica(&sc)), "levee"));
     // Sharing decisions only (no lease, counting alone): what it was.
     let mut decisions = sc.clone();
     if let Some(f) = &mut decisions.fleet {
