@@ -362,3 +362,64 @@ async fn a_healthy_fleet_asks_nothing_of_its_store_per_request() {
         "the failure, the success after"
     );
 }
+
+mod any_fleet {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Calls to a dead target from `replicas` replicas, `arrivals` of them
+    /// (which replica, then the gap before the next call): the instants
+    /// (ms from the start) of the upstream calls made after every replica's
+    /// breaker was open.
+    fn probes_after_all_open(replicas: usize, arrivals: &[(usize, u64)]) -> Vec<u64> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let store = MemoryStore::new().with_latency(Duration::from_millis(1));
+            let fleet = fleet_of(&store, replicas);
+            settle(10).await;
+            for r in &fleet {
+                r.answer(Answer::status(503));
+            }
+            let start = tokio::time::Instant::now();
+            let mut probes = Vec::new();
+            let mut all_open = false;
+            for &(i, gap) in arrivals {
+                let r = &fleet[i % replicas];
+                let before = r.calls();
+                let _ = r.call().await;
+                if all_open && r.calls() > before {
+                    probes.push(start.elapsed().as_millis() as u64);
+                }
+                all_open = all_open || fleet.iter().all(open);
+                tokio::time::sleep(Duration::from_millis(gap)).await;
+            }
+            probes
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// However calls arrive across the fleet, once every replica is
+        /// open the dead target sees one probe per cool-off (10 s), never
+        /// two within one.
+        #[test]
+        fn a_fleet_never_sends_two_probes_in_one_cool_off(
+            replicas in 2usize..6,
+            arrivals in proptest::collection::vec((0usize..6, 5u64..800), 200..600),
+        ) {
+            let probes = probes_after_all_open(replicas, &arrivals);
+            for pair in probes.windows(2) {
+                prop_assert!(
+                    pair[1] - pair[0] >= 9_950,
+                    "probes at {} ms and {} ms: {probes:?}", pair[0], pair[1]
+                );
+            }
+        }
+    }
+}
