@@ -193,6 +193,7 @@ impl PaceConfig {
             permille: (share * 1000.0).ceil().clamp(0.0, 1000.0) as u16,
             count: u32::try_from(count).unwrap_or(u32::MAX),
             spread: self.spread,
+            share: 1,
         })
     }
 }
@@ -253,15 +254,21 @@ pub struct PaceCheck {
     permille: u16,
     count: u32,
     spread: bool,
+    /// The replicas sharing the provider's limits (1: this one alone).
+    share: u16,
 }
 
 impl PaceCheck {
     /// The share of a limit in use from which its allowance is recorded.
     pub const RECORD_SHARE: f64 = 0.5;
 
+    /// The most replicas a share divides among: what the packed word holds.
+    pub const MAX_SHARE: u32 = (1 << 14) - 1;
+
     /// The check in one word, never 0 (for an atomic that says "none" with 0).
     pub fn to_bits(self) -> u64 {
-        u64::from(self.spread) << 49
+        u64::from(self.share) << 50
+            | u64::from(self.spread) << 49
             | 1 << 48
             | u64::from(self.permille) << 32
             | u64::from(self.count)
@@ -273,7 +280,24 @@ impl PaceCheck {
             permille: (bits >> 32) as u16,
             count: bits as u32,
             spread: bits >> 49 & 1 != 0,
+            share: ((bits >> 50) as u16).max(1),
         })
+    }
+
+    /// This check for one of `replicas` replicas of a service that share
+    /// the provider's limits (a fleet): each spreads its requests at its
+    /// share of the provider's rate, and keeps room before a report for
+    /// the fleet's calls in flight, counted as `replicas` times its own.
+    /// At least 1, at most [`MAX_SHARE`](Self::MAX_SHARE).
+    pub fn with_share(mut self, replicas: u32) -> Self {
+        self.share = replicas.clamp(1, Self::MAX_SHARE) as u16;
+        self
+    }
+
+    /// The replicas sharing the provider's limits: see
+    /// [`with_share`](Self::with_share).
+    pub fn share(&self) -> u64 {
+        u64::from(self.share)
     }
 
     /// Whether requests are spread ([`PaceConfig::spread`]).
@@ -312,7 +336,9 @@ pub const SPREAD_BURST: Duration = Duration::from_secs(1);
 /// counted over a minute or less are spread (a daily limit is not enforced
 /// per second), and not one whose reset is further away than its window.
 /// Spreading is per process: N replicas together send N times the rate
-/// (the count in the headers is fleet-wide; the spread is not).
+/// (the count in the headers is fleet-wide; the spread is not), unless
+/// they know they are N ([`PaceCheck::with_share`], which a fleet sets)
+/// and each spreads at its share ([`times`](Self::times)).
 ///
 /// ```
 /// use std::time::{Duration, SystemTime};
@@ -361,6 +387,14 @@ impl Spacing {
             .max()
             .filter(|&interval| interval > 0)
             .map(|interval| Spacing { interval })
+    }
+
+    /// The spacing for one of `replicas` replicas sending to the same
+    /// limits: each at its share of the rate.
+    pub fn times(self, replicas: u64) -> Spacing {
+        Spacing {
+            interval: self.interval.saturating_mul(replicas.max(1)),
+        }
     }
 
     /// A spacing of `interval` between requests (`None` for zero).

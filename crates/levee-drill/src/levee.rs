@@ -130,6 +130,7 @@ impl LeveeStack {
                     .sweep_every(link.spec.sweep_every)
                     .probe_lease(link.spec.probe_lease)
                     .share_failures(link.spec.share_failures)
+                    .share_pacing(link.spec.share_pacing)
                     .attach(&breaker.handle());
                 let spawned = match link.store {
                     FleetStore::Simulated(store) => fleet.spawn(store),

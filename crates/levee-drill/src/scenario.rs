@@ -126,6 +126,8 @@ pub struct FleetSpec {
     pub probe_lease: Option<Duration>,
     /// How long a replica's failure streak counts (`None`: not shared).
     pub share_failures: Option<Duration>,
+    /// Whether the replicas share the providers' rate limits.
+    pub share_pacing: bool,
 }
 
 impl Scenario {
@@ -267,6 +269,7 @@ struct RawFleet {
     sweep_every: Option<String>,
     probe_lease: Option<String>,
     share_failures: Option<String>,
+    share_pacing: Option<bool>,
 }
 
 /// `store = "redis"`, or a list to compare: `["none", "redis"]`.
@@ -638,6 +641,7 @@ fn fleet_spec(raw: RawFleet) -> Result<(FleetSpec, Vec<&'static str>), ScenarioE
             sweep_every,
             probe_lease,
             share_failures,
+            share_pacing: raw.share_pacing.unwrap_or(true),
         },
         stores,
     ))

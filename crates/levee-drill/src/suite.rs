@@ -3,7 +3,7 @@
 use crate::scenario::{Scenario, ScenarioError};
 
 /// The built-in scenarios: (file name, TOML text).
-pub const SUITE: [(&str, &str); 14] = [
+pub const SUITE: [(&str, &str); 16] = [
     (
         "hard-outage.toml",
         include_str!("../scenarios/hard-outage.toml"),
@@ -53,6 +53,14 @@ pub const SUITE: [(&str, &str); 14] = [
     (
         "fleet-quiet-dead-primary.toml",
         include_str!("../scenarios/fleet-quiet-dead-primary.toml"),
+    ),
+    (
+        "fleet-rate-limits.toml",
+        include_str!("../scenarios/fleet-rate-limits.toml"),
+    ),
+    (
+        "fleet-rate-limits-429s.toml",
+        include_str!("../scenarios/fleet-rate-limits-429s.toml"),
     ),
 ];
 

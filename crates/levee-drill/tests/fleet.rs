@@ -160,3 +160,42 @@ fn a_fleet_table_is_checked_at_load() {
         ]
     );
 }
+
+/// Eight replicas over accounts that report their limits in headers:
+/// sharing the pacing, the fleet spends the account's rate as one replica
+/// would, where eight pacing alone send eight times it.
+#[test]
+fn a_fleet_sharing_its_pacing_spends_a_rate_limit_once() {
+    let sc = support::scenario("fleet-rate-limits");
+    let r = run(&sc);
+    let throttled = |s: &str| stack(&r, s).upstream_throttled_calls;
+    let (shared, alone) = (throttled("levee-fleet"), throttled("levee"));
+    let requests = stack(&r, "levee-fleet").requests;
+    let mut unshared = sc.clone();
+    if let Some(f) = &mut unshared.fleet {
+        f.share_pacing = false;
+    }
+    let before = stack(&run(&unshared), "levee-fleet").upstream_throttled_calls;
+    println!(
+        "429s of {requests} requests: 8 sharing {shared}, 8 sharing all but the pacing {before}, 8 alone {alone}"
+    );
+    assert!(shared as f64 <= 0.3 * alone as f64, "{shared} vs {alone}");
+    assert!(
+        shared as f64 <= 0.02 * requests as f64,
+        "{shared} of {requests}"
+    );
+    assert!(shared < before, "{shared} vs {before}");
+    assert_eq!(stack(&r, "levee-fleet").success_rate(), 1.0);
+}
+
+/// The same over accounts that send no rate-limit headers: the shared gate
+/// keeps the fleet's 429s to a fraction of eight replicas' alone.
+#[test]
+fn a_fleet_over_accounts_without_headers_shares_its_429s() {
+    let r = run(&support::scenario("fleet-rate-limits-429s"));
+    let throttled = |s: &str| stack(&r, s).upstream_throttled_calls;
+    let (shared, alone) = (throttled("levee-fleet"), throttled("levee"));
+    println!("429s without headers: 8 sharing {shared}, 8 alone {alone}");
+    assert!(shared as f64 <= 0.3 * alone as f64, "{shared} vs {alone}");
+    assert_eq!(stack(&r, "levee-fleet").success_rate(), 1.0);
+}

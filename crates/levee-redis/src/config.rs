@@ -72,6 +72,9 @@ pub struct FleetConfig {
     /// (`"off"`) to count alone (default 30 s):
     /// [`FleetBuilder::share_failures`].
     pub share_failures: Option<Duration>,
+    /// Whether the live replicas share the providers' rate limits
+    /// (default `true`): [`FleetBuilder::share_pacing`].
+    pub share_pacing: bool,
 }
 
 impl FleetConfig {
@@ -88,6 +91,7 @@ impl FleetConfig {
             timeout: Duration::from_secs(2),
             probe_lease: Some(DEFAULT_PROBE_LEASE),
             share_failures: Some(DEFAULT_FAILURE_MEMORY),
+            share_pacing: true,
         }
     }
 
@@ -128,7 +132,8 @@ impl FleetConfig {
             .sweep_every(self.sweep_every)
             .reconnect_backoff(self.reconnect_min, self.reconnect_max)
             .probe_lease(self.probe_lease)
-            .share_failures(self.share_failures);
+            .share_failures(self.share_failures)
+            .share_pacing(self.share_pacing);
         if let Some(id) = &self.replica {
             b = b.replica(id.clone());
         }
@@ -149,6 +154,7 @@ impl fmt::Debug for FleetConfig {
             .field("timeout", &self.timeout)
             .field("probe_lease", &self.probe_lease)
             .field("share_failures", &self.share_failures)
+            .field("share_pacing", &self.share_pacing)
             .finish()
     }
 }
@@ -176,6 +182,12 @@ struct Raw {
     probe_lease: Option<String>,
     #[serde(default)]
     share_failures: Option<String>,
+    #[serde(default = "default_share_pacing")]
+    share_pacing: bool,
+}
+
+fn default_share_pacing() -> bool {
+    true
 }
 
 #[doc(hidden)]
@@ -241,6 +253,7 @@ impl TryFrom<Raw> for FleetConfig {
                 raw.share_failures.as_deref(),
                 DEFAULT_FAILURE_MEMORY,
             )?,
+            share_pacing: raw.share_pacing,
         };
         config.validate()?;
         Ok(config)

@@ -8,7 +8,8 @@ use crate::store::Space;
 /// `{namespace}:v1:s:open:{layer}:{replica}:{scope}` (a breaker open is one
 /// replica's report: a quorum counts them) and
 /// `{namespace}:v1:s:streak:{layer}:{replica}:{scope}` (a replica's failures
-/// in a row), with notices on `{namespace}:v1:notices`, indexed in
+/// in a row) and `{namespace}:v1:s:member:{replica}` (its heartbeat), with
+/// notices on `{namespace}:v1:notices`, indexed in
 /// `{namespace}:v1:index`; and the probe leases,
 /// `{namespace}:v1:lease:{layer}:{scope}`, outside the index (they hold a
 /// replica id, not a notice). Layer names and replica ids hold no `:`, so
@@ -45,6 +46,7 @@ impl Keys {
             Kind::Isolated => self.state("isolate", &n.layer, &n.scope),
             Kind::Opened => self.open(&n.layer, &n.replica, &n.scope),
             Kind::Failing if n.count > 0 => self.streak(&n.layer, &n.replica, &n.scope),
+            Kind::Member => format!("{}member:{}", self.space.prefix, n.replica),
             Kind::Recovered | Kind::Closed | Kind::Unparked | Kind::Failing | Kind::LeaseFreed => {
                 return None;
             }
@@ -77,9 +79,12 @@ impl Keys {
             }
             Kind::Unparked => vec![self.state("park", &n.layer, &n.scope)],
             Kind::Failing => vec![self.streak(&n.layer, &n.replica, &n.scope)],
-            Kind::Gated | Kind::Parked | Kind::Opened | Kind::Isolated | Kind::LeaseFreed => {
-                Vec::new()
-            }
+            Kind::Gated
+            | Kind::Parked
+            | Kind::Opened
+            | Kind::Isolated
+            | Kind::LeaseFreed
+            | Kind::Member => Vec::new(),
         }
     }
 

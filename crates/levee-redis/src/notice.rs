@@ -68,12 +68,18 @@ pub enum Kind {
     /// A replica gave back a failure domain's probe lease unused (no call
     /// came to send the probe): a replica waiting on it asks for it now.
     LeaseFreed,
+    /// A replica is alive (a heartbeat, stored for a few reads of the
+    /// store): the fleet's members share the providers' limits.
+    Member,
 }
 
 impl Kind {
     /// Whether the decision lasts a wait (and so needs one).
     pub(crate) fn has_wait(self) -> bool {
-        matches!(self, Kind::Gated | Kind::Parked | Kind::Opened)
+        matches!(
+            self,
+            Kind::Gated | Kind::Parked | Kind::Opened | Kind::Member
+        )
     }
 
     /// Whether the decision ends a failure domain's open (a probe found
@@ -94,6 +100,7 @@ impl Kind {
             Kind::Unparked => "unparked",
             Kind::Failing => "failing",
             Kind::LeaseFreed => "lease_freed",
+            Kind::Member => "member",
         }
     }
 }
@@ -160,6 +167,20 @@ impl Notice {
             scope: scope.to_owned(),
             replica: replica.to_owned(),
             wait: Duration::ZERO,
+            reason: String::new(),
+            manual: false,
+            count: 0,
+        }
+    }
+
+    /// The heartbeat of `replica`, living `ttl`.
+    pub fn member(replica: &str, ttl: Duration) -> Notice {
+        Notice {
+            kind: Kind::Member,
+            layer: String::new(),
+            scope: "*".to_owned(),
+            replica: replica.to_owned(),
+            wait: ttl,
             reason: String::new(),
             manual: false,
             count: 0,
@@ -377,6 +398,7 @@ mod tests {
             Just(Kind::Unparked),
             Just(Kind::Failing),
             Just(Kind::LeaseFreed),
+            Just(Kind::Member),
         ]
     }
 

@@ -26,6 +26,7 @@ fn only_the_url_is_needed_and_the_rest_defaults() {
     assert_eq!(c.namespace, "levee");
     assert_eq!(c.probe_lease, Some(Duration::from_secs(2)));
     assert_eq!(c.share_failures, Some(Duration::from_secs(30)));
+    assert!(c.share_pacing);
 }
 
 #[test]
@@ -42,9 +43,11 @@ fn every_field_reads_the_human_way() {
         timeout = "1s"
         probe_lease = "500ms"
         share_failures = "off"
+        share_pacing = false
         "#,
     )
     .unwrap();
+    assert!(!c.share_pacing);
     assert_eq!(c.probe_lease, Some(Duration::from_millis(500)));
     assert_eq!(c.share_failures, None);
     assert_eq!(c.replica.as_deref(), Some("web-7f9c"));

@@ -144,8 +144,9 @@ async fn a_fleet_sends_one_probe_per_cool_off_and_its_verdict_reaches_every_repl
         );
     }
     assert!(
-        store.is_empty(),
-        "no open report, streak or lease is left: {store:?}"
+        support::holds_no_decision(&store),
+        "no open report, streak or lease is left: {:?}",
+        store.keys()
     );
 }
 
@@ -321,8 +322,9 @@ async fn a_probe_granted_to_a_replica_without_traffic_passes_to_one_with_traffic
     );
 }
 
-/// What a fleet costs its store: a read each second per replica, nothing
-/// per successful request, a write per failure (and per streak ended).
+/// What a fleet costs its store: a heartbeat and a read each second per
+/// replica, nothing per successful request, a write per failure (and per
+/// streak ended).
 #[tokio::test(start_paused = true)]
 async fn a_healthy_fleet_asks_nothing_of_its_store_per_request() {
     let ops = |rate: u64| async move {
@@ -340,7 +342,10 @@ async fn a_healthy_fleet_asks_nothing_of_its_store_per_request() {
     };
     let (quiet, busy) = (ops(4).await, ops(100).await);
     println!("store operations in 10 s, 4 replicas: {quiet} at 4 req/s, {busy} at 100 req/s");
-    assert!(busy <= 4 * 11, "{busy}: a read a second per replica");
+    assert!(
+        busy <= 4 * 2 * 11,
+        "{busy}: a heartbeat and a read a second per replica"
+    );
     assert!(
         busy.abs_diff(quiet) <= 4,
         "{busy} vs {quiet}: none per request"
@@ -422,4 +427,36 @@ mod any_fleet {
             }
         }
     }
+}
+
+/// The replicas count each other from their heartbeats: a replica gone is
+/// no longer counted after a few reads of the store, and one that lost the
+/// store counts itself alone.
+#[tokio::test(start_paused = true)]
+async fn replicas_count_the_live_members_that_share_the_providers_limits() {
+    let store = MemoryStore::new().with_latency(Duration::from_millis(1));
+    let mut fleet = fleet_of(&store, 3);
+    settle(2_100).await;
+    for r in &fleet {
+        assert_eq!(r.fleet.status().members, 3, "{}", r.id);
+    }
+    drop(fleet.pop());
+    settle(4_100).await;
+    for r in &fleet {
+        assert_eq!(r.fleet.status().members, 2, "{} after one left", r.id);
+    }
+    store.set_available(false);
+    settle(100).await;
+    for r in &fleet {
+        assert_eq!(r.fleet.status().members, 1, "{} without the store", r.id);
+    }
+    let alone = Replica::with(store.clone(), "web-9", |f| f.share_pacing(false));
+    store.set_available(true);
+    settle(6_000).await;
+    assert_eq!(alone.fleet.status().members, 1, "not sharing: alone");
+    assert_eq!(
+        fleet[0].fleet.status().members,
+        2,
+        "the one not sharing is not counted"
+    );
 }

@@ -551,3 +551,52 @@ async fn streaks_are_signalled_under_consecutive_tripping_only() {
         "the fleet cannot use them"
     );
 }
+
+/// Each of `replicas` replicas spreads its calls at its share of the rate
+/// a provider's headers report: calls every 100 ms for 8 s against 60 a
+/// minute; how many the layer let through.
+async fn admitted_sharing_with(replicas: u32) -> usize {
+    let layer = BreakerLayer::new();
+    let handle = layer.handle();
+    if replicas > 1 {
+        assert!(handle.adopt(FleetUpdate::Replicas { count: replicas }));
+    }
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let upstream = tower::service_fn(move |_req: Request<String>| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        async move {
+            Ok::<_, BoxError>(
+                Response::builder()
+                    .status(200)
+                    .header("x-ratelimit-limit-requests", "60")
+                    .header("x-ratelimit-remaining-requests", "59")
+                    .header("x-ratelimit-reset-requests", "1s")
+                    .body(r#"{"id":"chatcmpl-1"}"#.to_owned())
+                    .unwrap(),
+            )
+        }
+    });
+    let svc = ServiceBuilder::new().layer(layer).service(upstream);
+    for _ in 0..80 {
+        if let Ok(res) = svc.clone().oneshot(openai()).await {
+            res.into_body().collect().await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    calls.load(Ordering::SeqCst)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_of_a_fleet_spreads_its_calls_at_its_share_of_the_reported_rate() {
+    let alone = admitted_sharing_with(1).await;
+    let one_of_four = admitted_sharing_with(4).await;
+    assert!(
+        (8..=11).contains(&alone),
+        "a second's worth, then one a second: {alone}"
+    );
+    assert!(
+        (2..=4).contains(&one_of_four),
+        "a quarter of the rate: {one_of_four} (alone {alone})"
+    );
+}

@@ -47,6 +47,7 @@ impl Fleet {
             backoff: (Duration::from_millis(100), Duration::from_secs(5)),
             probe_lease: Some(DEFAULT_PROBE_LEASE),
             failure_memory: Some(DEFAULT_FAILURE_MEMORY),
+            share_pacing: true,
             layers: Vec::new(),
         }
     }
@@ -63,6 +64,7 @@ pub struct FleetBuilder {
     backoff: (Duration, Duration),
     probe_lease: Option<Duration>,
     failure_memory: Option<Duration>,
+    share_pacing: bool,
     layers: Vec<(String, BreakerHandle)>,
 }
 
@@ -149,6 +151,20 @@ impl FleetBuilder {
         self
     }
 
+    /// Shares the providers' rate limits among the live replicas (default
+    /// on): each replica writes a heartbeat on every read of the store
+    /// (one write a second by default), counts the live ones, and paces on
+    /// its share of every limit a provider reports in its headers: its
+    /// requests spread at `1/n` of the provider's rate, and room kept
+    /// before each report for the fleet's calls in flight (`n` times its
+    /// own). Every replica is assumed to call the same accounts, as
+    /// replicas of one service do. A replica that loses the store paces
+    /// alone again. `false`: each replica paces as if alone.
+    pub fn share_pacing(mut self, on: bool) -> Self {
+        self.share_pacing = on;
+        self
+    }
+
     /// Shares the decisions of one breaker layer (a single-target stack).
     pub fn attach(self, handle: &BreakerHandle) -> Self {
         self.attach_named("", handle)
@@ -225,6 +241,7 @@ impl FleetBuilder {
             backoff: self.backoff,
             probe_lease: self.probe_lease,
             failure_memory: self.failure_memory,
+            share_pacing: self.share_pacing,
         };
         let coordinated = layers.values().cloned().collect();
         let task =

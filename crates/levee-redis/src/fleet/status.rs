@@ -33,6 +33,10 @@ pub struct FleetStatus {
     pub dropped: u64,
     /// The last store error or refused value, as logged (never a secret).
     pub last_error: Option<String>,
+    /// Live replicas counted at the last read of the store, this one
+    /// included (1 while the store is away, or with pacing not shared):
+    /// the share of each provider's limits this replica paces on.
+    pub members: u32,
 }
 
 /// The status, shared by the task, the subscribers and the handle.
@@ -44,6 +48,7 @@ impl StatusCell {
         StatusCell(Mutex::new(FleetStatus {
             replica: replica.to_owned(),
             running: true,
+            members: 1,
             ..FleetStatus::default()
         }))
     }
@@ -54,6 +59,10 @@ impl StatusCell {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, FleetStatus> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn members(&self, count: u32) {
+        self.lock().members = count;
     }
 
     pub(crate) fn connected(&self) {

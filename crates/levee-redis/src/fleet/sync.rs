@@ -38,7 +38,12 @@ pub(crate) struct Settings {
     pub(crate) backoff: (Duration, Duration),
     pub(crate) probe_lease: Option<Duration>,
     pub(crate) failure_memory: Option<Duration>,
+    pub(crate) share_pacing: bool,
 }
+
+/// How many reads of the store a replica's heartbeat outlives: a replica
+/// gone is no longer counted after about this many sweeps.
+const HEARTBEAT_SWEEPS: u32 = 3;
 
 /// A failure domain of one layer: `(layer, scope)`.
 pub(crate) type DomainKey = (String, String);
@@ -96,6 +101,8 @@ pub(crate) struct FleetTask<S> {
     /// When each open breaker here ends its cool-off, as far as this task
     /// knows: it asks who probes just before.
     cool_offs: HashMap<DomainKey, Instant>,
+    /// The live replicas last told to the layers (sharing the pacing).
+    members: u32,
 }
 
 impl<S: Store> FleetTask<S> {
@@ -128,6 +135,7 @@ impl<S: Store> FleetTask<S> {
             leases: HashMap::new(),
             growth: HashMap::new(),
             cool_offs: HashMap::new(),
+            members: 1,
         }
     }
 
@@ -149,8 +157,10 @@ impl<S: Store> FleetTask<S> {
                 backoff = min;
             }
             // The store's leases lapse on their own; one held here must be
-            // asked for again, not trusted, when the store is back.
+            // asked for again, not trusted, when the store is back. Without
+            // the store, this replica paces alone.
             self.leases.clear();
+            self.tell_members(1);
             // Equal jitter: replicas that lost the store together do not
             // all come back in the same instant.
             let wait = backoff / 2 + backoff.mul_f64(self.rng.f64() / 2.0);
@@ -355,8 +365,20 @@ impl<S: Store> FleetTask<S> {
     /// Reads every decision in the store: what a lost notice would have
     /// said, and which breaker reports still stand.
     async fn sweep(&mut self) -> Result<(), StoreError> {
+        if self.settings.share_pacing {
+            // This replica's heartbeat, before the read counts it.
+            let ttl = self.settings.sweep_every * HEARTBEAT_SWEEPS;
+            let notice = Notice::member(&self.settings.replica, ttl);
+            if let Some(key) = self.settings.keys.of(&notice) {
+                let space = self.settings.keys.space().clone();
+                self.store
+                    .replace(&space, &key, &notice.encode(), ttl)
+                    .await?;
+            }
+        }
         let stored = self.store.scan(self.settings.keys.space()).await?;
         let now = Instant::now();
+        let mut members = 0u32;
         // This replica's own decisions that ended need no republishing.
         self.held.retain(|_, h| h.until.is_none_or(|u| u > now));
         let mut seen = HashSet::new();
@@ -379,6 +401,10 @@ impl<S: Store> FleetTask<S> {
             // decision's age.
             let mut age = Duration::ZERO;
             match (notice.kind, s.ttl) {
+                (Kind::Member, Some(_)) => {
+                    members = members.saturating_add(1);
+                    continue;
+                }
                 (Kind::Gated | Kind::Parked | Kind::Opened | Kind::Failing, Some(ttl)) => {
                     age = notice.wait.saturating_sub(ttl);
                     notice.wait = ttl.min(MAX_WAIT);
@@ -399,9 +425,25 @@ impl<S: Store> FleetTask<S> {
             self.apply(&notice, now.checked_sub(age).unwrap_or(now), now);
         }
         self.reports.retain_seen(&seen, now, PROBE_GRACE, MAX_WAIT);
+        if self.settings.share_pacing {
+            self.tell_members(members.max(1));
+        }
         self.tell_failing(now, None);
         self.forget_old_growth(now);
         Ok(())
+    }
+
+    /// Tells every layer how many replicas share the providers' limits,
+    /// if that changed.
+    fn tell_members(&mut self, count: u32) {
+        if count == self.members {
+            return;
+        }
+        self.members = count;
+        self.status.members(count);
+        for handle in self.layers.values() {
+            handle.adopt(FleetUpdate::Replicas { count });
+        }
     }
 
     /// Handles one message from this replica's layers, the store reachable
@@ -561,6 +603,8 @@ impl<S: Store> FleetTask<S> {
                 self.lease_freed(n, now);
                 return;
             }
+            // Counted when the store is read: see `sweep`.
+            Kind::Member => return,
             Kind::Isolated => handle.adopt(FleetUpdate::Isolated { scope }),
             Kind::Recovered => {
                 self.domain_recovered(n);

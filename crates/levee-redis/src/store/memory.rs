@@ -113,6 +113,21 @@ impl MemoryStore {
             .count()
     }
 
+    /// The live keys now, sorted: what a test or a debugging session
+    /// looks for.
+    pub fn keys(&self) -> Vec<String> {
+        let now = Instant::now();
+        let inner = self.lock();
+        let mut keys: Vec<String> = inner
+            .values
+            .iter()
+            .filter(|(_, (_, at))| live(*at, now))
+            .map(|(k, _)| k.clone())
+            .collect();
+        keys.sort_unstable();
+        keys
+    }
+
     /// Whether no key is live.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

@@ -147,6 +147,12 @@ pub fn request() -> Request<String> {
         .unwrap()
 }
 
+/// Whether `store` holds no decision, streak or lease (the replicas'
+/// heartbeats aside).
+pub fn holds_no_decision(store: &levee_redis::MemoryStore) -> bool {
+    store.keys().iter().all(|k| k.contains(":s:member:"))
+}
+
 /// Lets the fleets' tasks run (paused time advances by `ms`).
 pub async fn settle(ms: u64) {
     tokio::time::sleep(Duration::from_millis(ms)).await;

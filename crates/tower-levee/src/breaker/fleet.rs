@@ -110,6 +110,15 @@ pub enum FleetUpdate<'a> {
         /// How long the other replica holds the probe, from now.
         wait: Duration,
     },
+    /// `replicas` replicas of this service send to the same providers (the
+    /// fleet's count of its live members): each paces on its share of
+    /// every limit a provider reports, spreading its requests at
+    /// `1/replicas` of the rate and counting the fleet's calls in flight as
+    /// `replicas` times its own. 1 (the store lost): alone again.
+    Replicas {
+        /// Live replicas, this one included.
+        count: u32,
+    },
     /// The fleet takes back this replica's probe (its lease is given back
     /// or lost): held for `wait` unless a probe is in flight, which runs to
     /// its verdict. [`adopt`](super::BreakerHandle::adopt) returns whether
@@ -246,6 +255,7 @@ impl Shared {
                 let until = now.saturating_add(wait.min(MAX_ADOPTED_OPEN));
                 self.answer_probe(scope, |state| state.hold_probe(now, until))
             }
+            FleetUpdate::Replicas { count } => self.share_pacing(count),
             FleetUpdate::ProbeRevoked { scope, wait } => {
                 let until = now.saturating_add(wait.min(MAX_ADOPTED_OPEN));
                 let Some(handle) = self.domains.get(scope) else {

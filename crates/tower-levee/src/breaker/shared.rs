@@ -4,7 +4,7 @@
 //! domain's published status word and whether any gate or park refuses.
 //! Every write happens here, under the lock of the one scope that changed.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ use levee_core::classify::hints::RateLimits;
 use levee_core::classify::{Classification, Verdict};
 use levee_core::clock::{Clock, Timestamp};
 use levee_core::gate::{GateDecision, GateState};
-use levee_core::pace::InFlight;
+use levee_core::pace::{InFlight, PaceCheck};
 use levee_core::park::ParkState;
 use levee_core::transition::Transition;
 
@@ -134,6 +134,9 @@ pub(crate) struct Shared {
     pub(crate) coordinator: RwLock<Option<FleetSignals>>,
     pub(crate) streaks: AtomicBool,
     pub(crate) leased: AtomicBool,
+    /// The replicas sharing the provider's limits, as the fleet counts
+    /// them (1: none): every domain's pace check carries it.
+    pace_share: AtomicU32,
     rng: Mutex<fastrand::Rng>,
     weak: Weak<Shared>,
 }
@@ -161,6 +164,7 @@ impl Shared {
             coordinator: RwLock::new(None),
             streaks: AtomicBool::new(false),
             leased: AtomicBool::new(false),
+            pace_share: AtomicU32::new(1),
             rng: Mutex::new(rng),
             weak: weak.clone(),
         })
@@ -180,7 +184,7 @@ impl Shared {
             |hot| {
                 let state = BreakerState::new(config);
                 hot.publish(&state, config);
-                hot.set_pace_check(self.settings.pace_check);
+                hot.set_pace_check(self.pace_check());
                 DomainCell {
                     shared: self.weak.clone(),
                     state,
@@ -377,6 +381,28 @@ impl Shared {
     ) {
         cell.state.release(permit);
         self.publish(handle, &cell.state);
+    }
+
+    /// The pace check of the layer's domains, with the fleet's share.
+    fn pace_check(&self) -> Option<PaceCheck> {
+        let share = self.pace_share.load(Ordering::Relaxed);
+        self.settings.pace_check.map(|c| c.with_share(share))
+    }
+
+    /// The fleet counts `replicas` sharing the provider's limits: every
+    /// domain paces on its share from its next report. Whether it changed.
+    pub(crate) fn share_pacing(&self, replicas: u32) -> bool {
+        let replicas = replicas.clamp(1, PaceCheck::MAX_SHARE);
+        if self.pace_share.swap(replicas, Ordering::Relaxed) == replicas {
+            return false;
+        }
+        let check = self.pace_check();
+        for (_, handle) in self.domains.entries() {
+            if let Some(hot) = handle.hot() {
+                hot.set_pace_check(check);
+            }
+        }
+        true
     }
 
     /// Publishes a domain's breaker for the hot path (under its lock).

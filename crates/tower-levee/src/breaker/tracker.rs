@@ -215,16 +215,19 @@ impl Tracker {
             return;
         };
         let limits = RateLimits::read_lazy(headers, &|| hints::reference_time(headers, None));
+        // One of a fleet's replicas spends its share of the limits.
+        let share = check.share();
         if check.spreads()
             && let Some(spacing) = Spacing::of(&limits)
         {
-            hot.set_spacing(spacing, model_tag(self.scopes.model()));
+            hot.set_spacing(spacing.times(share), model_tag(self.scopes.model()));
         }
         // A provider that reports its limits is paced on them: calls to it
         // are counted in flight from now on, since the count of an answer
-        // misses every call sent after it (about rate × latency of them).
+        // misses every call sent after it (about rate × latency of them),
+        // the other replicas' calls too (as many as this one's, each).
         hot.set_counting(true);
-        let in_flight = hot.in_flight();
+        let in_flight = hot.in_flight().times(share);
         if !check.near(&limits, in_flight) {
             return;
         }
