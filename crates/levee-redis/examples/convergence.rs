@@ -216,6 +216,19 @@ async fn connected(fleets: &[&FleetHandle]) {
     }
 }
 
+/// Both replicas fail once on `scope` (each opens); once their cool-off
+/// ends, which of them the fleet granted its probe: `Some(true)` for `a`,
+/// `None` if neither was within 5 s.
+async fn granted(a: &BreakerLayer, b: &BreakerLayer, scope: &str) -> Option<bool> {
+    call(a, scope, 503).await;
+    call(b, scope, 503).await;
+    until(Duration::from_secs(5), || {
+        admits(a, scope) || admits(b, scope)
+    })
+    .await?;
+    Some(admits(a, scope))
+}
+
 /// Both replicas open on a dead scope; the one granted the fleet's probe
 /// finds it recovered: until the other admits calls.
 async fn verdicts(url: &str, n: usize) -> Result<Vec<Duration>, BoxError> {
@@ -225,22 +238,11 @@ async fn verdicts(url: &str, n: usize) -> Result<Vec<Duration>, BoxError> {
     let mut samples = Vec::new();
     for i in 0..n {
         let scope = format!("verdict-{i}.example");
-        call(&a, &scope, 503).await;
-        call(&b, &scope, 503).await;
-        // The cool-off ends; one of them holds the probe.
-        let Some(_) = until(Duration::from_secs(5), || {
-            admits(&a, &scope) || admits(&b, &scope)
-        })
-        .await
-        else {
+        let Some(a_probes) = granted(&a, &b, &scope).await else {
             println!("verdict {i}: no replica granted the probe within 5 s");
             continue;
         };
-        let (prober, other) = if admits(&a, &scope) {
-            (&a, &b)
-        } else {
-            (&b, &a)
-        };
+        let (prober, other) = if a_probes { (&a, &b) } else { (&b, &a) };
         if admits(other, &scope) {
             println!("verdict {i}: both replicas may probe");
             continue;
@@ -292,17 +294,11 @@ async fn lapses(url: &str, n: usize) -> Result<Vec<Duration>, BoxError> {
         let (a, fa) = prober(url, &format!("a{i}"), lease)?;
         let (b, fb) = prober(url, &format!("b{i}"), lease)?;
         connected(&[&fa, &fb]).await;
-        call(&a, &scope, 503).await;
-        call(&b, &scope, 503).await;
-        let Some(_) = until(Duration::from_secs(5), || {
-            admits(&a, &scope) || admits(&b, &scope)
-        })
-        .await
-        else {
+        let Some(a_probes) = granted(&a, &b, &scope).await else {
             println!("lapse {i}: no replica granted the probe within 5 s");
             continue;
         };
-        let (gone, gone_fleet, other, other_fleet) = if admits(&a, &scope) {
+        let (gone, gone_fleet, other, other_fleet) = if a_probes {
             (a, fa, b, fb)
         } else {
             (b, fb, a, fa)

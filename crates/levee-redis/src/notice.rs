@@ -82,6 +82,12 @@ impl Kind {
         )
     }
 
+    /// Whether a notice of this kind carrying `count` lasts a wait: the
+    /// kinds that always do, and a failure streak that has not ended.
+    pub(crate) fn timed(self, count: u32) -> bool {
+        self.has_wait() || (self == Kind::Failing && count > 0)
+    }
+
     /// Whether the decision ends a failure domain's open (a probe found
     /// it healthy, or an operator closed it).
     pub(crate) fn ends_open(self) -> bool {
@@ -233,7 +239,7 @@ impl Notice {
                 wire.wait_ms
             )));
         }
-        let has_wait = wire.kind.has_wait() || (wire.kind == Kind::Failing && wire.count > 0);
+        let has_wait = wire.kind.timed(wire.count);
         if has_wait && wait.is_zero() {
             return Err(DecodeError::new(format!(
                 "{} with no wait",
@@ -450,7 +456,7 @@ mod tests {
             manual in any::<bool>(),
             count in prop_oneof![Just(0u32), any::<u32>()],
         ) {
-            let timed = kind.has_wait() || (kind == Kind::Failing && count > 0);
+            let timed = kind.timed(count);
             let n = Notice {
                 kind,
                 layer,

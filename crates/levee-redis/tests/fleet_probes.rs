@@ -27,6 +27,32 @@ fn total_calls(fleet: &[Replica]) -> usize {
     fleet.iter().map(Replica::calls).sum()
 }
 
+/// `n` replicas over a dead target, every breaker open (two calls each,
+/// in turn): what most of these tests start from.
+async fn open_fleet(n: usize) -> (MemoryStore, Vec<Replica>) {
+    let store = MemoryStore::new().with_latency(Duration::from_millis(1));
+    let fleet = fleet_of(&store, n);
+    settle(10).await;
+    for r in &fleet {
+        r.answer(Answer::status(503));
+    }
+    round_robin(&fleet, 2, Duration::from_millis(100)).await;
+    settle(50).await;
+    assert!(fleet.iter().all(open), "all open");
+    (store, fleet)
+}
+
+/// Past the first cool-off: the replica the fleet granted its probe (the
+/// one whose cool-off ended first), found as the only one not refusing.
+async fn granted_after_cool_off(fleet: &[Replica]) -> usize {
+    tokio::time::advance(Duration::from_secs(10)).await;
+    settle(50).await;
+    fleet
+        .iter()
+        .position(|r| r.refuses().is_none())
+        .expect("one replica is granted the probe")
+}
+
 /// One call to each replica in turn, as a load balancer's round robin
 /// sends them, `gap` apart; the number answered by an upstream.
 async fn round_robin(fleet: &[Replica], rounds: usize, gap: Duration) {
@@ -111,15 +137,7 @@ async fn a_replica_counting_alone_or_whose_last_call_succeeded_does_not_open_on_
 /// cool-off, grown as one breaker's would be.
 #[tokio::test(start_paused = true)]
 async fn a_fleet_sends_one_probe_per_cool_off_and_its_verdict_reaches_every_replica() {
-    let store = MemoryStore::new().with_latency(Duration::from_millis(1));
-    let fleet = fleet_of(&store, 4);
-    settle(10).await;
-    for r in &fleet {
-        r.answer(Answer::status(503));
-    }
-    round_robin(&fleet, 2, Duration::from_millis(100)).await;
-    settle(50).await;
-    assert!(fleet.iter().all(open), "all open");
+    let (store, fleet) = open_fleet(4).await;
     let tripped = total_calls(&fleet);
     assert!(tripped <= 6, "{tripped} calls to open 4 replicas");
 
@@ -155,15 +173,7 @@ async fn a_fleet_sends_one_probe_per_cool_off_and_its_verdict_reaches_every_repl
 /// no other replica probes meanwhile.
 #[tokio::test(start_paused = true)]
 async fn the_holder_renews_its_lease_while_a_slow_probe_runs_so_two_probes_never_overlap() {
-    let store = MemoryStore::new().with_latency(Duration::from_millis(1));
-    let fleet = fleet_of(&store, 3);
-    settle(10).await;
-    for r in &fleet {
-        r.answer(Answer::status(503));
-    }
-    round_robin(&fleet, 2, Duration::from_millis(100)).await;
-    settle(50).await;
-    assert!(fleet.iter().all(open));
+    let (_, fleet) = open_fleet(3).await;
     // Past the cool-off: whoever was granted probes, and its upstream
     // takes 90 s to answer.
     tokio::time::advance(Duration::from_secs(11)).await;
@@ -201,15 +211,7 @@ async fn the_holder_renews_its_lease_while_a_slow_probe_runs_so_two_probes_never
 /// recover.
 #[tokio::test(start_paused = true)]
 async fn a_replica_whose_path_is_broken_never_keeps_the_probe_from_the_others() {
-    let store = MemoryStore::new().with_latency(Duration::from_millis(1));
-    let fleet = fleet_of(&store, 3);
-    settle(10).await;
-    for r in &fleet {
-        r.answer(Answer::status(503));
-    }
-    round_robin(&fleet, 2, Duration::from_millis(100)).await;
-    settle(50).await;
-    assert!(fleet.iter().all(open));
+    let (_, fleet) = open_fleet(3).await;
     // The outage ends, except on replica 2's path.
     fleet[0].answer(Answer::ok());
     fleet[1].answer(Answer::ok());
@@ -230,22 +232,8 @@ async fn a_replica_whose_path_is_broken_never_keeps_the_probe_from_the_others() 
 /// sending it: another takes the lease over once it lapses.
 #[tokio::test(start_paused = true)]
 async fn a_lease_whose_holder_is_gone_is_taken_over_once_it_lapses() {
-    let store = MemoryStore::new().with_latency(Duration::from_millis(1));
-    let mut fleet = fleet_of(&store, 3);
-    settle(10).await;
-    for r in &fleet {
-        r.answer(Answer::status(503));
-    }
-    round_robin(&fleet, 2, Duration::from_millis(100)).await;
-    settle(50).await;
-    assert!(fleet.iter().all(open));
-    // Find the replica that will be granted: the first whose cool-off ends.
-    tokio::time::advance(Duration::from_secs(10)).await;
-    settle(50).await;
-    let holder = fleet
-        .iter()
-        .position(|r| r.refuses().is_none())
-        .expect("one replica is granted the probe");
+    let (_, mut fleet) = open_fleet(3).await;
+    let holder = granted_after_cool_off(&fleet).await;
     let gone = fleet.remove(holder);
     drop(gone);
     // The others ask, are held, and take the lease over when it lapses
@@ -290,21 +278,8 @@ async fn without_its_store_a_replica_probes_alone() {
 /// gives the lease back, and a replica with traffic takes it at once.
 #[tokio::test(start_paused = true)]
 async fn a_probe_granted_to_a_replica_without_traffic_passes_to_one_with_traffic() {
-    let store = MemoryStore::new().with_latency(Duration::from_millis(1));
-    let fleet = fleet_of(&store, 3);
-    settle(10).await;
-    for r in &fleet {
-        r.answer(Answer::status(503));
-    }
-    round_robin(&fleet, 2, Duration::from_millis(100)).await;
-    settle(50).await;
-    assert!(fleet.iter().all(open));
-    tokio::time::advance(Duration::from_secs(10)).await;
-    settle(50).await;
-    let holder = fleet
-        .iter()
-        .position(|r| r.refuses().is_none())
-        .expect("one replica is granted the probe");
+    let (_, fleet) = open_fleet(3).await;
+    let holder = granted_after_cool_off(&fleet).await;
     let busy: Vec<&Replica> = (0..3).filter(|i| *i != holder).map(|i| &fleet[i]).collect();
     let before = total_calls(&fleet);
     let mut waited = Duration::ZERO;
@@ -458,5 +433,32 @@ async fn replicas_count_the_live_members_that_share_the_providers_limits() {
         fleet[0].fleet.status().members,
         2,
         "the one not sharing is not counted"
+    );
+}
+
+/// A probe that outlasts its cool-off fails: the reopen has no cool-off
+/// left (it counts from when the probe was sent), and is published all the
+/// same, carrying the fleet's failed probes.
+#[tokio::test(start_paused = true)]
+async fn a_reopen_with_no_cool_off_left_is_published_with_the_fleets_growth() {
+    use levee_redis::{Kind, Notice, Space, Store};
+    let (store, fleet) = open_fleet(3).await;
+    let space = Space::new("test:v1:s:", "test:v1:notices", "test:v1:index");
+    let mut notices = store.listen(&space).await.unwrap();
+    let holder = granted_after_cool_off(&fleet).await;
+    fleet[holder].delay(Duration::from_secs(12));
+    let _ = fleet[holder].call().await;
+    settle(50).await;
+    let mut reopens = Vec::new();
+    while let Ok(bytes) = notices.try_recv() {
+        let n = Notice::decode(&bytes).unwrap();
+        if n.kind == Kind::Opened {
+            reopens.push((n.count, n.wait));
+        }
+    }
+    assert_eq!(
+        reopens,
+        [(1, Duration::from_millis(1))],
+        "one reopen, no cool-off left, the fleet's first failed probe"
     );
 }

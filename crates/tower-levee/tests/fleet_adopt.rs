@@ -348,15 +348,34 @@ fn coordinated(handle: &BreakerHandle) -> Signals {
     signals
 }
 
-/// An upstream whose status can change between calls.
-fn scripted(
+/// A layer over an upstream whose status can change between calls.
+struct Scripted<S> {
+    svc: S,
+    /// Upstream calls made.
     calls: Arc<AtomicUsize>,
+    /// The status the upstream answers.
     status: Arc<Mutex<u16>>,
-) -> impl tower::Service<Request<String>, Response = Response<String>, Error = BoxError, Future: Send>
-+ Clone {
-    tower::service_fn(move |_req: Request<String>| {
-        calls.fetch_add(1, Ordering::SeqCst);
-        let status = *status.lock().unwrap();
+}
+
+/// `layer` over an upstream answering `status` at first.
+fn scripted(
+    layer: BreakerLayer,
+    status: u16,
+) -> Scripted<
+    tower_levee::breaker::Breaker<
+        impl tower::Service<
+            Request<String>,
+            Response = Response<String>,
+            Error = BoxError,
+            Future: Send,
+        > + Clone,
+    >,
+> {
+    let (calls, status) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(status)));
+    let (counted, answer) = (calls.clone(), status.clone());
+    let upstream = tower::service_fn(move |_req: Request<String>| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        let status = *answer.lock().unwrap();
         let body = if status == 200 {
             r#"{"id":"chatcmpl-1"}"#
         } else {
@@ -370,7 +389,9 @@ fn scripted(
                     .unwrap(),
             )
         }
-    })
+    });
+    let svc = ServiceBuilder::new().layer(layer).service(upstream);
+    Scripted { svc, calls, status }
 }
 
 #[tokio::test(start_paused = true)]
@@ -378,10 +399,11 @@ async fn a_coordinated_layer_signals_streaks_on_the_failure_path_only() {
     let layer = BreakerLayer::new();
     let handle = layer.handle();
     let signals = coordinated(&handle);
-    let (calls, status) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(200)));
-    let svc = ServiceBuilder::new()
-        .layer(layer)
-        .service(scripted(calls.clone(), status.clone()));
+    let Scripted {
+        svc,
+        calls: _,
+        status,
+    } = scripted(layer, 200);
     for _ in 0..3 {
         call(&svc).await;
     }
@@ -415,10 +437,7 @@ async fn a_coordinated_breaker_asks_once_per_cool_off_and_probes_only_when_grant
     let layer = BreakerLayer::new();
     let handle = layer.handle();
     let signals = coordinated(&handle);
-    let (calls, status) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(503)));
-    let svc = ServiceBuilder::new()
-        .layer(layer)
-        .service(scripted(calls.clone(), status.clone()));
+    let Scripted { svc, calls, status } = scripted(layer, 503);
     for _ in 0..5 {
         call(&svc).await;
     }
@@ -465,10 +484,11 @@ async fn a_layer_coordinated_for_streaks_only_probes_on_its_own_cool_off() {
     let layer = BreakerLayer::new();
     let handle = layer.handle();
     handle.coordinate(FleetSignals::new(|_| {}).probes(false));
-    let (calls, status) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(503)));
-    let svc = ServiceBuilder::new()
-        .layer(layer)
-        .service(scripted(calls.clone(), status.clone()));
+    let Scripted {
+        svc,
+        calls: _,
+        status,
+    } = scripted(layer, 503);
     for _ in 0..5 {
         call(&svc).await;
     }
@@ -483,10 +503,7 @@ async fn other_replicas_failures_open_a_breaker_whose_own_last_call_failed() {
     let layer = BreakerLayer::new();
     let handle = layer.handle();
     let seen = recorder(&handle);
-    let (calls, status) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(503)));
-    let svc = ServiceBuilder::new()
-        .layer(layer)
-        .service(scripted(calls.clone(), status.clone()));
+    let Scripted { svc, .. } = scripted(layer, 503);
     // Others fail before this replica ever called: nothing opens.
     assert!(!handle.adopt(FleetUpdate::Failing {
         scope: ACCOUNT,
@@ -508,10 +525,11 @@ async fn a_layer_no_longer_coordinated_probes_on_its_own_cool_off() {
     let layer = BreakerLayer::new();
     let handle = layer.handle();
     let signals = coordinated(&handle);
-    let (calls, status) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(503)));
-    let svc = ServiceBuilder::new()
-        .layer(layer)
-        .service(scripted(calls.clone(), status.clone()));
+    let Scripted {
+        svc,
+        calls: _,
+        status,
+    } = scripted(layer, 503);
     for _ in 0..5 {
         call(&svc).await;
     }
@@ -538,10 +556,11 @@ async fn streaks_are_signalled_under_consecutive_tripping_only() {
     let layer = BreakerLayer::builder().breaker(rolling).build().unwrap();
     let handle = layer.handle();
     let signals = coordinated(&handle);
-    let (calls, status) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(503)));
-    let svc = ServiceBuilder::new()
-        .layer(layer)
-        .service(scripted(calls.clone(), status.clone()));
+    let Scripted {
+        svc,
+        calls,
+        status: _,
+    } = scripted(layer, 503);
     for _ in 0..3 {
         call(&svc).await;
     }

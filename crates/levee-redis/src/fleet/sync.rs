@@ -561,7 +561,7 @@ impl<S: Store> FleetTask<S> {
             }
             Kind::Opened => {
                 if n.count > 0 {
-                    self.probe_failed(&handle, n, now);
+                    self.probe_failed(n, now);
                 }
                 let Some(needed) = self.settings.policy.needed() else {
                     return;

@@ -187,18 +187,20 @@ impl RedisStore {
     }
 }
 
-impl Store for RedisStore {
-    async fn put(
+impl RedisStore {
+    /// Runs `script` (`PUT` or `REPLACE`) on `key`, the space's index and
+    /// channel: one round trip that stores and notifies.
+    async fn store_notice(
         &self,
+        script: &str,
         space: &Space,
         key: &str,
         notice: &[u8],
-        ttl: Option<Duration>,
+        ttl_ms: i64,
     ) -> Result<(), StoreError> {
         self.timed("storing", async {
             let mut conn = self.commands().await?;
-            let ttl_ms = ttl.map_or(-1, millis);
-            redis::Script::new(PUT)
+            redis::Script::new(script)
                 .key(key)
                 .key(&space.index)
                 .arg(notice)
@@ -210,6 +212,19 @@ impl Store for RedisStore {
             Ok(())
         })
         .await
+    }
+}
+
+impl Store for RedisStore {
+    async fn put(
+        &self,
+        space: &Space,
+        key: &str,
+        notice: &[u8],
+        ttl: Option<Duration>,
+    ) -> Result<(), StoreError> {
+        self.store_notice(PUT, space, key, notice, ttl.map_or(-1, millis))
+            .await
     }
 
     async fn remove(
@@ -241,20 +256,8 @@ impl Store for RedisStore {
         notice: &[u8],
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        self.timed("storing", async {
-            let mut conn = self.commands().await?;
-            redis::Script::new(REPLACE)
-                .key(key)
-                .key(&space.index)
-                .arg(notice)
-                .arg(millis(ttl))
-                .arg(&space.channel)
-                .invoke_async::<i64>(&mut conn)
-                .await
-                .map_err(|e| self.error("storing", &e))?;
-            Ok(())
-        })
-        .await
+        self.store_notice(REPLACE, space, key, notice, millis(ttl))
+            .await
     }
 
     async fn lease(&self, key: &str, holder: &str, ttl: Duration) -> Result<Lease, StoreError> {

@@ -205,15 +205,7 @@ impl Shared {
                 changed
             }
             FleetUpdate::Recovered { scope } => {
-                let Some(handle) = self.domains.get(scope) else {
-                    return false;
-                };
-                let Some(mut cell) = lock_domain(handle) else {
-                    return false;
-                };
-                let ended = cell.state.end_cooloff(now);
-                self.publish(handle, &cell.state);
-                ended
+                self.change_tracked(scope, false, |state| (state.end_cooloff(now), None))
             }
             FleetUpdate::Closed { scope } => {
                 if self.domains.get(scope).is_none() {
@@ -249,40 +241,42 @@ impl Shared {
                 changed
             }
             FleetUpdate::ProbeGranted { scope, reopens } => {
-                self.answer_probe(scope, |state| state.grant_probe(now, reopens))
+                self.change_tracked(scope, false, |state| {
+                    (state.grant_probe(now, reopens), None)
+                })
             }
             FleetUpdate::ProbeHeld { scope, wait } => {
                 let until = now.saturating_add(wait.min(MAX_ADOPTED_OPEN));
-                self.answer_probe(scope, |state| state.hold_probe(now, until))
+                self.change_tracked(scope, false, |state| (state.hold_probe(now, until), None))
             }
             FleetUpdate::Replicas { count } => self.share_pacing(count),
             FleetUpdate::ProbeRevoked { scope, wait } => {
                 let until = now.saturating_add(wait.min(MAX_ADOPTED_OPEN));
-                let Some(handle) = self.domains.get(scope) else {
-                    return true;
-                };
-                let Some(mut cell) = lock_domain(handle) else {
-                    return true;
-                };
-                let (taken, transition) = cell.state.relinquish_probe(now, until);
-                self.publish(handle, &cell.state);
-                drop(cell);
-                self.emit_fleet(scope, transition);
-                taken
+                // Nothing tracked here: no probe to take back.
+                self.change_tracked(scope, true, |state| state.relinquish_probe(now, until))
             }
         }
     }
 
-    /// Applies the fleet's answer to a probe ask to an existing domain.
-    fn answer_probe(&self, scope: &str, op: impl FnOnce(&mut BreakerState) -> bool) -> bool {
+    /// Changes the breaker of a domain tracked here (never creating one):
+    /// `op` says whether it did, and the transition to report, if any;
+    /// `untracked` is the answer when the domain is not tracked.
+    fn change_tracked(
+        &self,
+        scope: &str,
+        untracked: bool,
+        op: impl FnOnce(&mut BreakerState) -> (bool, Option<Transition>),
+    ) -> bool {
         let Some(handle) = self.domains.get(scope) else {
-            return false;
+            return untracked;
         };
         let Some(mut cell) = lock_domain(handle) else {
-            return false;
+            return untracked;
         };
-        let changed = op(&mut cell.state);
+        let (changed, transition) = op(&mut cell.state);
         self.publish(handle, &cell.state);
+        drop(cell);
+        self.emit_fleet(scope, transition);
         changed
     }
 

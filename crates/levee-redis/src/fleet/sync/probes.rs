@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use levee_core::breaker::BreakerStatus;
 use tokio::time::Instant;
-use tower_levee::breaker::{BreakerHandle, FleetUpdate, MAX_ADOPTED_OPEN};
+use tower_levee::breaker::{FleetUpdate, MAX_ADOPTED_OPEN};
 
 use super::{DomainKey, FleetTask, Outgoing};
 use crate::notice::Notice;
@@ -83,16 +83,19 @@ impl<S: Store> FleetTask<S> {
     }
 
     /// Holds this replica's breaker of `key` open `wait` more (another
-    /// replica probes), and asks again when that ends if it is still open.
-    fn hold_probe(&mut self, key: &DomainKey, wait: Duration) {
+    /// replica probes, or has just found the domain failing), and asks
+    /// again when that ends if it is still open. Whether the hold moved
+    /// the breaker's deadline.
+    fn hold_probe(&mut self, key: &DomainKey, wait: Duration) -> bool {
         let Some(handle) = self.layers.get(&key.0) else {
-            return;
+            return false;
         };
         let scope = key.1.as_str();
-        handle.adopt(FleetUpdate::ProbeHeld { scope, wait });
+        let held = handle.adopt(FleetUpdate::ProbeHeld { scope, wait });
         if handle.breaker_status(scope) == Some(BreakerStatus::Open) {
             self.arm(key.clone(), Instant::now() + wait);
         }
+        held
     }
 
     /// Asks who probes each domain whose cool-off ends now.
@@ -195,7 +198,7 @@ impl<S: Store> FleetTask<S> {
     /// Another replica's probe of the domain `n` names failed: no replica
     /// probes again in its cool-off, and the next prober's grows from it.
     /// (Under [`BreakerPolicy::Local`] every replica probes for itself.)
-    pub(super) fn probe_failed(&mut self, handle: &BreakerHandle, n: &Notice, now: Instant) {
+    pub(super) fn probe_failed(&mut self, n: &Notice, now: Instant) {
         if self.settings.probe_lease.is_none() || self.settings.policy == BreakerPolicy::Local {
             return;
         }
@@ -203,15 +206,8 @@ impl<S: Store> FleetTask<S> {
         let (growth, at) = self.growth.entry(key.clone()).or_insert((0, now));
         *growth = (*growth).max(n.count);
         *at = now;
-        let scope = n.scope.as_str();
-        if handle.adopt(FleetUpdate::ProbeHeld {
-            scope,
-            wait: n.wait,
-        }) {
+        if self.hold_probe(&key, n.wait) {
             self.status.adopted();
-        }
-        if handle.breaker_status(scope) == Some(BreakerStatus::Open) {
-            self.arm(key, now + n.wait);
         }
     }
 
