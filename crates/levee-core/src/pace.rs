@@ -49,6 +49,11 @@
 //! estimated) and refills with time; a response replaces it unless it was
 //! counted earlier than what is known (see [`Allowance::observe`]).
 //!
+//! **A limit stated in a 429.** Gemini's API sends no rate-limit headers,
+//! but its 429 names the per-minute request quota it hit, with its value
+//! ([`Classification::stated_limit`](crate::classify::Classification::stated_limit)):
+//! a layer spreads at that rate as at a reported one.
+//!
 //! ```
 //! use std::time::{Duration, SystemTime};
 //! use http::HeaderMap;

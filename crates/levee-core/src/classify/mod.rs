@@ -172,4 +172,4 @@ pub use self::dialect::Dialect;
 pub use self::provider::{ProviderClassifier, ProviderClassifierBuilder, answers_errors_with_200};
 pub use self::response::{Classify, HeadDecision, ResponseView};
 pub use self::stream::{StreamFormat, StreamScanner};
-pub use self::verdict::{Classification, Reason, TransportFailure, Verdict};
+pub use self::verdict::{Classification, Reason, StatedLimit, TransportFailure, Verdict};

@@ -9,7 +9,7 @@ use super::dialect::Dialect;
 use super::hints::{self, LazyTime};
 use super::rules::Decision;
 use super::text::Lower;
-use super::verdict::{Classification, Verdict};
+use super::verdict::{Classification, StatedLimit, Verdict};
 
 /// The default classifier: knows the error dialects of the major LLM
 /// providers (see the [module docs](super) for the rules).
@@ -152,6 +152,10 @@ impl ProviderClassifier {
             should_retry: None,
             reason: d.why.reason(dialect),
             rule: None,
+            stated_limit: facts
+                .requests_per_minute
+                .filter(|_| d.verdict == Verdict::Throttled)
+                .map(|n| StatedLimit::new(n, Duration::from_secs(60))),
         }
     }
 }

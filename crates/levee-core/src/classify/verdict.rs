@@ -138,6 +138,43 @@ pub struct Classification {
     /// in the classifier's set ([`ProviderClassifier::rules`](super::ProviderClassifier::rules)).
     /// `None` when the built-in rules did.
     pub rule: Option<u16>,
+    /// The request limit a throttled answer states in its body, when it
+    /// states one (Gemini's `QuotaFailure` names the per-minute quota it
+    /// hit, with its value): the rate to spread requests at, as a rate-limit
+    /// header would say it.
+    pub stated_limit: Option<StatedLimit>,
+}
+
+/// A request limit a provider's answer states: `requests` per `window`.
+///
+/// ```
+/// use std::time::Duration;
+/// use levee_core::classify::StatedLimit;
+///
+/// let limit = StatedLimit::new(600, Duration::from_secs(60));
+/// assert_eq!(limit.interval(), Some(Duration::from_millis(100)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StatedLimit {
+    /// Requests admitted per window.
+    pub requests: u64,
+    /// The window they are counted over.
+    pub window: Duration,
+}
+
+impl StatedLimit {
+    /// `requests` per `window`.
+    pub const fn new(requests: u64, window: Duration) -> Self {
+        StatedLimit { requests, window }
+    }
+
+    /// The time between two requests at this rate; `None` for a limit of
+    /// zero requests or a zero window.
+    pub fn interval(&self) -> Option<Duration> {
+        let n = u32::try_from(self.requests).ok().filter(|&n| n > 0)?;
+        Some(self.window / n).filter(|d| !d.is_zero())
+    }
 }
 
 impl Classification {
@@ -149,6 +186,7 @@ impl Classification {
             should_retry: None,
             reason: reason.into(),
             rule: None,
+            stated_limit: None,
         }
     }
 
@@ -160,6 +198,7 @@ impl Classification {
             should_retry: None,
             reason: Reason::new_static("success"),
             rule: None,
+            stated_limit: None,
         }
     }
 

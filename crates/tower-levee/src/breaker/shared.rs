@@ -10,17 +10,17 @@ use std::time::Duration;
 
 use levee_core::breaker::{Admission, BreakerState, BreakerStatus, Outcome, Permit, Tripping};
 use levee_core::classify::hints::RateLimits;
-use levee_core::classify::{Classification, Verdict};
+use levee_core::classify::{Classification, StatedLimit, Verdict};
 use levee_core::clock::{Clock, Timestamp};
 use levee_core::gate::{GateDecision, GateState};
-use levee_core::pace::{InFlight, PaceCheck};
+use levee_core::pace::{InFlight, PaceCheck, Spacing};
 use levee_core::park::ParkState;
 use levee_core::transition::Transition;
 
 use super::deadline::DeadlineTable;
 use super::error::{Refused, RefusedBy};
 use super::event::{EventSubscriber, Origin, ScopeEvent};
-use super::hot::DomainHot;
+use super::hot::{DomainHot, model_tag};
 use super::scope::{CallScopes, Scopes};
 use super::settings::Settings;
 use super::signal::{FLEET_ASK_WAIT, FleetSignal, FleetSignals};
@@ -63,6 +63,21 @@ pub(crate) fn lock_domain(handle: DomainHandle) -> Option<SlotGuard<DomainCell>>
         }
     }
     Some(cell)
+}
+
+/// Spreads a domain's calls for `model` at the request limit a 429 states
+/// in its body, as at one its headers report (a fleet's replica at its
+/// share), when the layer spreads.
+fn pace_stated(handle: DomainHandle, limit: StatedLimit, model: Option<&str>) {
+    let Some(hot) = handle.hot() else {
+        return;
+    };
+    let Some(check) = hot.pace_check().filter(PaceCheck::spreads) else {
+        return;
+    };
+    if let Some(spacing) = limit.interval().and_then(Spacing::from_interval) {
+        hot.set_spacing(spacing.times(check.share()), model_tag(model));
+    }
 }
 
 impl DomainCell {
@@ -311,6 +326,9 @@ impl Shared {
             let (billing, model) = (scopes.billing_key(), scopes.model());
             match verdict {
                 Verdict::Throttled => {
+                    if let Some(limit) = classification.stated_limit {
+                        pace_stated(handle, limit, model);
+                    }
                     self.throttle(&scopes.quota_key(), billing, classification, model, now)
                 }
                 _ => self.park(billing, classification.wait, classification, model, now),

@@ -16,6 +16,8 @@ pub(crate) struct Details<'de> {
     pub(crate) info_reason: Leaf<'de>,
     /// A Google `QuotaFailure` violation whose `quotaId` is per day.
     pub(crate) per_day: bool,
+    /// The lowest per-minute request quota a `QuotaFailure` names.
+    pub(crate) requests_per_minute: Option<u64>,
     /// Google `RetryInfo.retryDelay`.
     pub(crate) retry_delay: Leaf<'de>,
 }
@@ -41,7 +43,10 @@ fn details_seq<'de, A: SeqAccess<'de>>(mut s: A) -> Result<Details<'de>, A::Erro
         if info && d.info_reason.as_str().is_none() {
             d.info_reason = item.reason;
         } else if ty.ends_with("QuotaFailure") {
-            d.per_day |= item.per_day.0;
+            d.per_day |= item.violations.per_day;
+            d.requests_per_minute = d
+                .requests_per_minute
+                .or(item.violations.requests_per_minute);
         } else if ty.ends_with("RetryInfo") {
             d.retry_delay = item.retry_delay;
         }
@@ -57,7 +62,7 @@ struct Item<'de> {
     ty: Leaf<'de>,
     reason: Leaf<'de>,
     retry_delay: Leaf<'de>,
-    per_day: PerDay<'de>,
+    violations: Violations<'de>,
 }
 
 fn item_map<'de, A: MapAccess<'de>>(mut m: A) -> Result<Item<'de>, A::Error> {
@@ -67,7 +72,7 @@ fn item_map<'de, A: MapAccess<'de>>(mut m: A) -> Result<Item<'de>, A::Error> {
             Key::AtType => item.ty = m.next_value()?,
             Key::Reason => item.reason = m.next_value()?,
             Key::RetryDelay => item.retry_delay = m.next_value()?,
-            Key::Violations => item.per_day = m.next_value()?,
+            Key::Violations => item.violations = m.next_value()?,
             _ => skip(&mut m)?,
         }
     }
@@ -76,29 +81,52 @@ fn item_map<'de, A: MapAccess<'de>>(mut m: A) -> Result<Item<'de>, A::Error> {
 
 container!(Item<'de>, map: item_map, seq: drain_seq);
 
-/// Whether any violation has a per-day `quotaId` (`…PerDay…`).
+/// What a `QuotaFailure`'s violations say: whether any quota is per day
+/// (`quotaId` `…PerDay…`), and the value of the lowest per-minute request
+/// quota among them (`quotaId` `…Requests…PerMinute…`, or a `quotaMetric`
+/// of `…requests`, with its `quotaValue`).
 #[derive(Default)]
-struct PerDay<'de>(bool, std::marker::PhantomData<&'de ()>);
+struct Violations<'de> {
+    per_day: bool,
+    requests_per_minute: Option<u64>,
+    _body: std::marker::PhantomData<&'de ()>,
+}
 
-fn per_day_map<'de, A: MapAccess<'de>>(mut m: A) -> Result<PerDay<'de>, A::Error> {
-    let mut per_day = PerDay::default();
+fn violation_map<'de, A: MapAccess<'de>>(mut m: A) -> Result<Violations<'de>, A::Error> {
+    let (mut id, mut metric, mut value) = (Leaf::Other, Leaf::Other, Leaf::Other);
     while let Some(key) = m.next_key::<Key>()? {
-        if let Key::QuotaId = key {
-            let id = m.next_value::<Leaf<'de>>()?;
-            per_day.0 |= id.as_str().is_some_and(|id| id.contains("PerDay"));
-        } else {
-            skip(&mut m)?;
+        match key {
+            Key::QuotaId => id = m.next_value()?,
+            Key::QuotaMetric => metric = m.next_value()?,
+            Key::QuotaValue => value = m.next_value()?,
+            _ => skip(&mut m)?,
         }
     }
-    Ok(per_day)
+    let id = id.as_str().unwrap_or_default();
+    let requests =
+        id.contains("Requests") || metric.as_str().is_some_and(|m| m.ends_with("requests"));
+    let value = match value {
+        Leaf::Num(n) => Some(n),
+        Leaf::Str(s) => s.trim().parse().ok(),
+        Leaf::Other => None,
+    };
+    Ok(Violations {
+        per_day: id.contains("PerDay"),
+        requests_per_minute: value.filter(|&n| n > 0 && requests && id.contains("PerMinute")),
+        _body: std::marker::PhantomData,
+    })
 }
 
-fn per_day_seq<'de, A: SeqAccess<'de>>(mut s: A) -> Result<PerDay<'de>, A::Error> {
-    let mut per_day = PerDay::default();
-    while let Some(v) = s.next_element::<PerDay<'de>>()? {
-        per_day.0 |= v.0;
+fn violations_seq<'de, A: SeqAccess<'de>>(mut s: A) -> Result<Violations<'de>, A::Error> {
+    let mut all = Violations::default();
+    while let Some(v) = s.next_element::<Violations<'de>>()? {
+        all.per_day |= v.per_day;
+        all.requests_per_minute = match (all.requests_per_minute, v.requests_per_minute) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
-    Ok(per_day)
+    Ok(all)
 }
 
-container!(PerDay<'de>, map: per_day_map, seq: per_day_seq);
+container!(Violations<'de>, map: violation_map, seq: violations_seq);

@@ -53,6 +53,8 @@ pub(super) enum Key {
     RetryDelay,
     Violations,
     QuotaId,
+    QuotaValue,
+    QuotaMetric,
     Metadata,
     Raw,
     /// Baidu's and iFlytek's text, MiniMax's `status_msg`, FastAPI's `detail`.
@@ -86,6 +88,8 @@ member_names!(Key {
     "retryDelay" => Key::RetryDelay,
     "violations" => Key::Violations,
     "quotaId" => Key::QuotaId,
+    "quotaValue" => Key::QuotaValue,
+    "quotaMetric" => Key::QuotaMetric,
     "metadata" => Key::Metadata,
     "raw" => Key::Raw,
     // Tencent Cloud API 3.0: `{"Response": {"Error": {"Code", "Message"}}}`.

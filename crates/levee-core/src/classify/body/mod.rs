@@ -94,6 +94,9 @@ pub(crate) struct ErrorFacts<'a> {
     pub(crate) upstream: Option<&'a str>,
     /// A Google `QuotaFailure` violation whose quota id is per day.
     pub(crate) per_day: bool,
+    /// The value of a Google `QuotaFailure` violation of a per-minute
+    /// request quota (the lowest, if several).
+    pub(crate) requests_per_minute: Option<u64>,
     /// Google `RetryInfo.retryDelay`.
     pub(crate) retry_delay: Option<Duration>,
 }
@@ -251,6 +254,7 @@ fn from_json<'a>(body: &'a Body<'_>) -> ErrorFacts<'a> {
     f.info_reason = nonempty(d.info_reason.as_str());
     f.upstream = nonempty(err.upstream.as_deref().and_then(Leaf::as_str));
     f.per_day = d.per_day;
+    f.requests_per_minute = d.requests_per_minute;
     f.retry_delay = d
         .retry_delay
         .as_str()
@@ -432,6 +436,8 @@ fn scan(text: &str) -> ErrorFacts<'_> {
         message: field(text, needle!("\"message\""), any).unwrap_or(text),
         upstream: field(text, needle!("\"raw\""), |r| !r.is_empty()),
         per_day: needle!("PerDay").is_in(text),
+        // A limit is read from a body that parses only: text may be cut.
+        requests_per_minute: None,
         retry_delay: field(text, needle!("\"retryDelay\""), any).and_then(proto_duration),
         shape: Shape::Text,
     };

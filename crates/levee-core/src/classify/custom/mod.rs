@@ -263,6 +263,7 @@ impl Rules {
             should_retry: None,
             reason: rule.reason.clone(),
             rule: u16::try_from(index).ok(),
+            stated_limit: None,
         })
     }
 

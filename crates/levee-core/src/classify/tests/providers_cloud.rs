@@ -1,8 +1,10 @@
 //! Provider rules for Google, AWS, Mistral and Cohere, mostly on responses
 //! that are not in the shared sample.
 
+use std::time::Duration;
+
 use super::{JSON, assert_is, classify, ms};
-use crate::classify::Verdict;
+use crate::classify::{StatedLimit, Verdict};
 
 // === Google ===
 
@@ -15,6 +17,85 @@ fn gemini_per_day_violation_is_quota_even_with_a_retry_delay() {
         ms(30_000),
         "gemini:per_day",
     );
+}
+
+/// A Gemini 429 over a per-minute request quota, naming it with `value`.
+fn gemini_per_minute(quota_id: &str, metric: &str, value: &str) -> String {
+    format!(
+        r#"{{"error":{{"code":429,"message":"You exceeded your current quota.","status":"RESOURCE_EXHAUSTED","details":[{{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{{"quotaMetric":"{metric}","quotaId":"{quota_id}","quotaDimensions":{{"location":"global","model":"gemini-2.5-pro"}}{value}}}]}},{{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"56s"}}]}}}}"#
+    )
+}
+
+#[test]
+fn a_gemini_429_states_its_per_minute_request_quota() {
+    let requests = "generativelanguage.googleapis.com/generate_content_free_tier_requests";
+    let c = classify(
+        429,
+        &[JSON],
+        &gemini_per_minute(
+            "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+            requests,
+            r#","quotaValue":"2""#,
+        ),
+    );
+    assert_eq!(c.verdict, Verdict::Throttled);
+    assert_eq!(
+        c.stated_limit,
+        Some(StatedLimit::new(2, Duration::from_secs(60)))
+    );
+    // A number as well as a string; a metric of requests names the kind.
+    let c = classify(
+        429,
+        &[JSON],
+        &gemini_per_minute("PerMinutePerProject", requests, r#","quotaValue":600"#),
+    );
+    assert_eq!(
+        c.stated_limit,
+        Some(StatedLimit::new(600, Duration::from_secs(60)))
+    );
+}
+
+#[test]
+fn a_gemini_429_states_no_limit_for_tokens_a_day_or_no_value() {
+    let tokens = "generativelanguage.googleapis.com/generate_content_free_tier_input_token_count";
+    let requests = "generativelanguage.googleapis.com/generate_content_free_tier_requests";
+    for (id, metric, value) in [
+        (
+            "GenerateContentInputTokensPerModelPerMinute-FreeTier",
+            tokens,
+            r#","quotaValue":"250000""#,
+        ),
+        (
+            "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+            requests,
+            "",
+        ),
+        (
+            "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+            requests,
+            r#","quotaValue":"0""#,
+        ),
+        (
+            "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+            requests,
+            r#","quotaValue":"many""#,
+        ),
+    ] {
+        let c = classify(429, &[JSON], &gemini_per_minute(id, metric, value));
+        assert_eq!(c.verdict, Verdict::Throttled, "{id} {value}");
+        assert_eq!(c.stated_limit, None, "{id} {value}");
+    }
+    // Over a daily quota the account is out until tomorrow: parked, no rate.
+    let c = classify(
+        429,
+        &[JSON],
+        &gemini_per_minute(
+            "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+            requests,
+            r#","quotaValue":"50""#,
+        ),
+    );
+    assert_eq!((c.verdict, c.stated_limit), (Verdict::Quota, None));
 }
 
 #[test]
