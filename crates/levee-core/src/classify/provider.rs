@@ -155,7 +155,7 @@ impl ProviderClassifier {
             stated_limit: facts
                 .requests_per_minute
                 .filter(|_| d.verdict == Verdict::Throttled)
-                .map(|n| StatedLimit::new(n, Duration::from_secs(60))),
+                .and_then(|n| StatedLimit::new(n, Duration::from_secs(60))),
         }
     }
 }

@@ -4,6 +4,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::num::NonZeroU32;
 use std::time::Duration;
 
 // === Verdict ===
@@ -145,35 +146,50 @@ pub struct Classification {
     pub stated_limit: Option<StatedLimit>,
 }
 
-/// A request limit a provider's answer states: `requests` per `window`.
+/// A request limit a provider's answer states: so many requests per
+/// window of whole seconds. Eight bytes: every classification carries a
+/// place for one.
 ///
 /// ```
 /// use std::time::Duration;
 /// use levee_core::classify::StatedLimit;
 ///
-/// let limit = StatedLimit::new(600, Duration::from_secs(60));
+/// let limit = StatedLimit::new(600, Duration::from_secs(60)).unwrap();
 /// assert_eq!(limit.interval(), Some(Duration::from_millis(100)));
+/// assert_eq!(StatedLimit::new(0, Duration::from_secs(60)), None);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct StatedLimit {
-    /// Requests admitted per window.
-    pub requests: u64,
-    /// The window they are counted over.
-    pub window: Duration,
+    requests: NonZeroU32,
+    window_secs: u32,
 }
 
 impl StatedLimit {
-    /// `requests` per `window`.
-    pub const fn new(requests: u64, window: Duration) -> Self {
-        StatedLimit { requests, window }
+    /// `requests` per `window` (whole seconds, rounded down; both capped
+    /// at `u32::MAX`); `None` for no requests.
+    pub fn new(requests: u64, window: Duration) -> Option<Self> {
+        let requests = NonZeroU32::new(u32::try_from(requests).unwrap_or(u32::MAX))?;
+        let window_secs = u32::try_from(window.as_secs()).unwrap_or(u32::MAX);
+        Some(StatedLimit {
+            requests,
+            window_secs,
+        })
     }
 
-    /// The time between two requests at this rate; `None` for a limit of
-    /// zero requests or a zero window.
+    /// Requests admitted per window.
+    pub fn requests(&self) -> u64 {
+        u64::from(self.requests.get())
+    }
+
+    /// The window they are counted over.
+    pub fn window(&self) -> Duration {
+        Duration::from_secs(u64::from(self.window_secs))
+    }
+
+    /// The time between two requests at this rate; `None` for a window
+    /// of zero.
     pub fn interval(&self) -> Option<Duration> {
-        let n = u32::try_from(self.requests).ok().filter(|&n| n > 0)?;
-        Some(self.window / n).filter(|d| !d.is_zero())
+        Some(self.window() / self.requests.get()).filter(|d| !d.is_zero())
     }
 }
 

@@ -39,10 +39,7 @@ fn a_gemini_429_states_its_per_minute_request_quota() {
         ),
     );
     assert_eq!(c.verdict, Verdict::Throttled);
-    assert_eq!(
-        c.stated_limit,
-        Some(StatedLimit::new(2, Duration::from_secs(60)))
-    );
+    assert_eq!(c.stated_limit, StatedLimit::new(2, Duration::from_secs(60)));
     // A number as well as a string; a metric of requests names the kind.
     let c = classify(
         429,
@@ -51,7 +48,7 @@ fn a_gemini_429_states_its_per_minute_request_quota() {
     );
     assert_eq!(
         c.stated_limit,
-        Some(StatedLimit::new(600, Duration::from_secs(60)))
+        StatedLimit::new(600, Duration::from_secs(60))
     );
 }
 
