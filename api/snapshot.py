@@ -205,7 +205,8 @@ class Api:
             g = self.generics(v["generics"])
             self.emit(id, f"{a}pub {k} {path}{g}")
             if k == "struct":
-                (sk, sv), = v["kind"].items()
+                # A unit struct's kind is the bare string "unit".
+                (sk, sv), = (v["kind"].items() if isinstance(v["kind"], dict) else [(v["kind"], None)])
                 fields = sv["fields"] if sk == "plain" else [f for f in (sv or []) if f is not None] if sk == "tuple" else []
                 for n, fid in enumerate(fields):
                     f = self.item(fid)

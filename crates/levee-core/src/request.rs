@@ -131,6 +131,72 @@ pub fn rename_model(body: &[u8], span: Range<usize>, model: &str) -> Option<Vec<
     Some(out)
 }
 
+/// The members that cap a request's output, by dialect: OpenAI's
+/// `max_tokens` and `max_completion_tokens`, the Responses API's
+/// `max_output_tokens`, Anthropic's `max_tokens`, Gemini's
+/// `maxOutputTokens` (in `generationConfig`) and Bedrock Converse's
+/// `maxTokens` (in `inferenceConfig`).
+pub const OUTPUT_CAPS: [&str; 5] = [
+    "max_tokens",
+    "max_completion_tokens",
+    "max_output_tokens",
+    "maxOutputTokens",
+    "maxTokens",
+];
+
+/// The output a capped request asks for: the least the Responses API
+/// accepts (`max_output_tokens` of 16), and a few tokens elsewhere.
+pub const OUTPUT_CAP: u64 = 16;
+
+/// `body` (a JSON request) with every output cap it names ([`OUTPUT_CAPS`],
+/// at the top level or in `generationConfig` or `inferenceConfig`) lowered
+/// to [`OUTPUT_CAP`]: a copy that asks for little. A request with
+/// Anthropic's extended `thinking` keeps its `max_tokens` (it must exceed
+/// the thinking budget). `None` if the body is not a JSON object or
+/// lowers no cap (a cap is not added: a dialect that does not know a member
+/// may reject it).
+///
+/// ```
+/// use levee_core::request::cap_output;
+///
+/// let body = br#"{"model":"gpt-4o","max_tokens":4096,"messages":[]}"#;
+/// let capped = cap_output(body).unwrap();
+/// let v: serde_json::Value = serde_json::from_slice(&capped).unwrap();
+/// assert_eq!(v["max_tokens"], 16);
+/// assert_eq!(cap_output(br#"{"model":"gpt-4o"}"#), None);
+/// ```
+pub fn cap_output(body: &[u8]) -> Option<Vec<u8>> {
+    let mut value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let top = value.as_object_mut()?;
+    let thinking = top.contains_key("thinking");
+    let mut capped = cap_members(top, thinking);
+    for nested in ["generationConfig", "inferenceConfig"] {
+        if let Some(config) = top
+            .get_mut(nested)
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            capped |= cap_members(config, false);
+        }
+    }
+    capped.then(|| serde_json::to_vec(&value).expect("a value serialises"))
+}
+
+fn cap_members(object: &mut serde_json::Map<String, serde_json::Value>, thinking: bool) -> bool {
+    let mut capped = false;
+    for name in OUTPUT_CAPS {
+        if thinking && name == "max_tokens" {
+            continue;
+        }
+        if let Some(v) = object.get_mut(name)
+            && v.as_u64().is_some_and(|n| n > OUTPUT_CAP)
+        {
+            *v = serde_json::Value::from(OUTPUT_CAP);
+            capped = true;
+        }
+    }
+    capped
+}
+
 /// Why a body could not be read as an LLM API request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -329,5 +395,63 @@ mod tests {
             let f = RequestFields::peek(body).unwrap();
             assert!(!f.stream() && !f.include_usage());
         }
+    }
+}
+
+#[cfg(test)]
+mod cap_tests {
+    use super::cap_output;
+
+    fn capped(body: &str) -> Option<serde_json::Value> {
+        cap_output(body.as_bytes()).map(|b| serde_json::from_slice(&b).unwrap())
+    }
+
+    #[test]
+    fn every_cap_a_dialect_names_is_lowered_and_the_rest_is_kept() {
+        let v = capped(
+            r#"{"model":"o3","max_completion_tokens":9000,"max_tokens":100,"messages":[{"role":"user","content":"hi"}],"stream":true}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                v["max_completion_tokens"].as_u64(),
+                v["max_tokens"].as_u64()
+            ),
+            (Some(16), Some(16))
+        );
+        assert_eq!(v["model"], "o3");
+        assert_eq!(v["messages"][0]["content"], "hi");
+        assert_eq!(v["stream"], true);
+        let v = capped(r#"{"input":"hi","max_output_tokens":512}"#).unwrap();
+        assert_eq!(v["max_output_tokens"], 16);
+        // Below the cap already: nothing to lower.
+        assert_eq!(capped(r#"{"max_tokens":8}"#), None);
+    }
+
+    #[test]
+    fn geminis_and_bedrocks_caps_are_lowered_inside_their_configs() {
+        let v = capped(
+            r#"{"contents":[],"generationConfig":{"temperature":0.2,"maxOutputTokens":2048}}"#,
+        )
+        .unwrap();
+        assert_eq!(v["generationConfig"]["maxOutputTokens"], 16);
+        assert_eq!(v["generationConfig"]["temperature"], 0.2);
+        let v = capped(r#"{"messages":[],"inferenceConfig":{"maxTokens":1000}}"#).unwrap();
+        assert_eq!(v["inferenceConfig"]["maxTokens"], 16);
+    }
+
+    #[test]
+    fn anthropics_thinking_keeps_its_max_tokens() {
+        let body = r#"{"max_tokens":20000,"thinking":{"type":"enabled","budget_tokens":16000}}"#;
+        assert_eq!(capped(body), None);
+    }
+
+    #[test]
+    fn a_body_with_no_cap_or_not_json_is_left_alone() {
+        assert_eq!(capped(r#"{"model":"gpt-4o","messages":[]}"#), None);
+        assert_eq!(capped(r#"{"max_tokens":"many"}"#), None);
+        assert_eq!(capped("[1,2]"), None);
+        assert_eq!(cap_output(b"not json"), None);
+        assert_eq!(cap_output(b""), None);
     }
 }

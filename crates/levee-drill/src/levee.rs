@@ -172,13 +172,15 @@ impl LeveeStack {
             };
             failover = failover.target(target);
         }
-        let failover = cfg
+        let budget = Arc::new(RetryBudget::from_config(retry.budget));
+        let mut failover = cfg
             .failover
             .apply(failover)
-            .map_err(|e| format!("[levee] {e}"))?
-            .build()
-            .map_err(|e| format!("[[target]]: {e}"))?;
-        let budget = Arc::new(RetryBudget::from_config(retry.budget));
+            .map_err(|e| format!("[levee] {e}"))?;
+        if let Some(probes) = cfg.failover.shadow_probes_for(Some(budget.clone())) {
+            failover = failover.shadow_probes(probes);
+        }
+        let failover = failover.build().map_err(|e| format!("[[target]]: {e}"))?;
         let layer = retry
             .apply(RetryBudgetLayer::builder(budget.clone()).seed(sc.seed))
             .and_then(|builder| builder.build())

@@ -574,3 +574,26 @@ fn levee_is_back_on_a_recovered_target_within_10s_and_spares_a_dead_one() {
     let calls = stack(&r, "levee").upstream_calls_by_target["primary"];
     assert!(calls <= 15, "{calls} calls to the dead primary");
 }
+
+/// Shadow probes (`[levee.failover] shadow_probes = true`): a copy of a
+/// request the fallback serves probes the open primary every second, so
+/// the primary is back within two seconds of the fault's end where its
+/// callers' own probe waits out a cool-off, and no caller is failed.
+#[test]
+fn shadow_probes_bring_the_primary_back_within_two_seconds_of_the_faults_end() {
+    for name in ["slow-first-token", "midstream-errors"] {
+        let off = builtin(name, 120);
+        let mut on = off.clone();
+        on.levee.failover.shadow_probes = true;
+        let (off, on) = (run(&off), run(&on));
+        let (off, on) = (stack(&off, "levee"), stack(&on, "levee"));
+        println!(
+            "{name}: recovery {:?} without shadow probes, {:?} with; wasted {} / {}",
+            off.recover, on.recover, off.upstream_rejected_calls, on.upstream_rejected_calls
+        );
+        let recover = on.recover.expect("the primary is back");
+        assert!(recover <= Duration::from_secs(2), "{name}: {recover:?}");
+        assert!(recover < off.recover.expect("back without"), "{name}");
+        assert_eq!(on.success_rate(), 1.0, "{name}: every request served");
+    }
+}

@@ -203,9 +203,13 @@ impl Table {
                     }
                     failover = failover.target(t);
                 }
-                let failover = levee.failover.apply(failover)?.build()?;
-                let handle = failover.handle();
                 let budget = Arc::new(RetryBudget::from_config(levee.retry.budget));
+                let mut failover = levee.failover.apply(failover)?;
+                if let Some(probes) = levee.failover.shadow_probes_for(Some(budget.clone())) {
+                    failover = failover.shadow_probes(probes);
+                }
+                let failover = failover.build()?;
+                let handle = failover.handle();
                 let retry = levee
                     .retry
                     .apply(RetryBudgetLayer::builder(budget.clone()))?

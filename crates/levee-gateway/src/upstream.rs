@@ -73,6 +73,19 @@ thread_local! {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Payload(pub(crate) Bytes);
 
+/// Read by a shadow probe's copy, to cap its output.
+impl AsRef<[u8]> for Payload {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl From<Bytes> for Payload {
+    fn from(bytes: Bytes) -> Self {
+        Payload(bytes)
+    }
+}
+
 impl http_body::Body for Payload {
     type Data = Bytes;
     type Error = std::convert::Infallible;

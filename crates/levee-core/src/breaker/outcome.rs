@@ -159,6 +159,26 @@ pub struct Permit {
 }
 
 impl Permit {
+    /// A shadow probe's permit, admitted during the open spell that began
+    /// at `spell` ([`BreakerState::open_since`](super::BreakerState::open_since)):
+    /// it is no caller's, and its answer can only close that spell
+    /// ([`BreakerState::record_shadow`](super::BreakerState::record_shadow)).
+    /// Internal: no semver promise.
+    #[doc(hidden)]
+    pub const fn shadow(spell: Timestamp) -> Self {
+        Permit {
+            generation: u64::MAX,
+            probe: None,
+            admitted_at: spell,
+        }
+    }
+
+    /// Whether it is a [shadow probe's](Self::shadow).
+    #[doc(hidden)]
+    pub const fn is_shadow(&self) -> bool {
+        self.generation == u64::MAX
+    }
+
     /// A permit of a call admitted closed in `generation`, for a caller that
     /// admits closed calls itself (tower-levee's lock-free path). Internal:
     /// no semver promise.

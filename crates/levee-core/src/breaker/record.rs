@@ -54,6 +54,42 @@ impl BreakerState {
         }
     }
 
+    /// Records the answer to a shadow probe: a copy of a request that
+    /// another target serves, sent to this domain while its breaker was
+    /// open (`spell`: the [`open_since`](Self::open_since) it was sent in),
+    /// so that no caller pays to find out whether it is back. A success
+    /// closes the breaker if it is still open (or half-open) in that spell
+    /// (a probe of callers' own still in flight reports too late, and is
+    /// dropped). Anything else changes nothing: the cool-off that governs
+    /// callers runs on, and no copy's failure makes it grow. A breaker
+    /// isolated or open on a rejected key since stays so, a closed one
+    /// counts nothing (the copy's answer is not a caller's), and a copy of
+    /// an earlier spell closes no later one.
+    pub fn record_shadow(
+        &mut self,
+        cfg: &BreakerConfig,
+        key: &str,
+        outcome: &Outcome,
+        spell: Timestamp,
+        now: Timestamp,
+    ) -> Option<Transition> {
+        if self.status == BreakerStatus::Closed
+            || self.isolated
+            || self.credential_open
+            || self.open_since != Some(spell)
+            || outcome.effective_verdict() != Verdict::Success
+        {
+            return None;
+        }
+        let from = self.status;
+        self.reset_closed(Some(cfg), Some(key), now);
+        Some(self.transition(
+            from,
+            now,
+            "closed after a shadow probe succeeded".to_owned(),
+        ))
+    }
+
     #[doc(hidden)]
     /// Records a plain success (not slow, not a probe) under rolling
     /// tripping when that is all it does: the breaker is closed with

@@ -35,6 +35,9 @@ pub struct BreakerState {
     pub(super) open_until: Option<Timestamp>,
     /// Held open until [`close`](BreakerState::close).
     pub(super) isolated: bool,
+    /// Open on rejected credentials (its own or a failed probe's), not on
+    /// availability: a key rarely comes back by itself.
+    pub(super) credential_open: bool,
     /// Open because other replicas reported it ([`adopt_open`](BreakerState::adopt_open)),
     /// not from this one's own failures; cleared by any change of status.
     pub(super) adopted: bool,
@@ -100,6 +103,7 @@ impl BreakerState {
             generation: 0,
             open_until: None,
             isolated: false,
+            credential_open: false,
             adopted: false,
             reopens: 0,
             consecutive_failures: 0,
@@ -181,6 +185,13 @@ impl BreakerState {
     /// Whether the breaker is held open by [`isolate`](BreakerState::isolate).
     pub fn is_isolated(&self) -> bool {
         self.isolated
+    }
+
+    /// Whether it was last opened on rejected credentials (a revoked key),
+    /// which only a new key or an operator mends: a probe on its own
+    /// schedule (or a shadow probe) would learn nothing new.
+    pub fn is_open_on_credentials(&self) -> bool {
+        self.status != BreakerStatus::Closed && self.credential_open
     }
 
     /// Bumped on every change of status. Permits carry it; outcomes reported
@@ -286,6 +297,7 @@ impl BreakerState {
         self.set_status(BreakerStatus::Open, now);
         self.open_until = Some(until);
         self.isolated = false;
+        self.credential_open = kind == OpenKind::Credential;
         self.round.clear();
         self.reset_policy(cfg, key);
         self.transition(from, now, reason).with_until(Some(until))
@@ -301,6 +313,7 @@ impl BreakerState {
         self.set_status(BreakerStatus::Closed, now);
         self.open_until = None;
         self.isolated = false;
+        self.credential_open = false;
         self.reopens = 0;
         self.consecutive_failures = 0;
         self.credential_failures = 0;

@@ -14,8 +14,9 @@
 //! open.
 
 use std::sync::OnceLock;
+use std::sync::atomic::Ordering;
 
-use levee_core::breaker::{BreakerStatus, HALF_OPEN_RETRY_AFTER};
+use levee_core::breaker::{BreakerStatus, HALF_OPEN_RETRY_AFTER, Permit};
 use levee_core::clock::Clock;
 
 use super::cost::TokenCost;
@@ -26,6 +27,7 @@ use super::scope::{
     CallScopes, KEY_SEPARATOR, KeyBuf, RequestHead, Scope, ScopeKeys, Scopes, default_scope,
 };
 use super::settings::Settings;
+use super::shadow::ShadowProbe;
 use super::shared::{DomainHandle, Shared};
 use super::tracker::{NOT_IN_FLIGHT, SlowClock, Tracker};
 use crate::error::BoxError;
@@ -224,12 +226,25 @@ impl<'a> Mode<'a> for Admit<'_, 'a> {
                 permit
             }
             None => {
-                // Open and cooling off: refused without the lock.
+                // Open and cooling off: refused without the lock (a shadow
+                // probe is not).
                 if let Some(left) = hot.and_then(|hot| hot.open_for(|| shared.clock.now())) {
-                    return Err(shared.reject_open(self.cache.name(self.entry), left));
+                    let name = self.cache.name(self.entry);
+                    if !shared.shadow_probes.load(Ordering::Relaxed) {
+                        return Err(shared.reject_open(name, left));
+                    }
+                    refuse_open(shared, domain, self.extensions, name, left)?
+                } else if shared.shadow_probes.load(Ordering::Relaxed)
+                    && let Some(admitted) = shadow_permit(shared, domain, self.extensions)
+                {
+                    // Half-open, or its cool-off over: a copy never takes
+                    // the callers' probe.
+                    let name = self.cache.name(self.entry);
+                    admitted.ok_or_else(|| shared.reject_open(name, HALF_OPEN_RETRY_AFTER))?
+                } else {
+                    space()?;
+                    shared.admit_breaker(domain)?
                 }
-                space()?;
-                shared.admit_breaker(domain)?
             }
         };
         let settings = &shared.settings;
@@ -250,6 +265,39 @@ impl<'a> Mode<'a> for Admit<'_, 'a> {
             settled: false,
         })
     }
+}
+
+/// An open breaker's refusal of a call, `left` before its cool-off ends;
+/// or, for a [`ShadowProbe`] it admits ([`Shared::admits_shadow`]), a
+/// shadow probe's permit: a copy asks the breaker nothing, and its answer,
+/// told apart when it comes, can only close it.
+#[cold]
+#[inline(never)]
+fn refuse_open(
+    shared: &Shared,
+    domain: DomainHandle,
+    extensions: Option<&http::Extensions>,
+    name: &KeyBuf,
+    left: std::time::Duration,
+) -> Result<Permit, BoxError> {
+    match shadow_permit(shared, domain, extensions) {
+        Some(Some(permit)) => Ok(permit),
+        _ => Err(shared.reject_open(name, left)),
+    }
+}
+
+/// For a call to a breaker that is not closed: `None` if it is not a
+/// [`ShadowProbe`]; else the copy's permit, if the breaker admits one
+/// ([`Shared::shadow_spell`]).
+#[cold]
+#[inline(never)]
+fn shadow_permit(
+    shared: &Shared,
+    domain: DomainHandle,
+    extensions: Option<&http::Extensions>,
+) -> Option<Option<Permit>> {
+    extensions?.get::<ShadowProbe>()?;
+    Some(shared.shadow_spell(domain).map(Permit::shadow))
 }
 
 /// Counts a call in flight on a domain that paces, with the tokens its

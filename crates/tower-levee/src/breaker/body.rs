@@ -151,6 +151,12 @@ impl<B: Body> ResponseBody<B> {
         }
     }
 
+    /// Whether its outcome is reported before the body ends: a watched
+    /// stream whose watch decided (a shadow probe's, at its first output).
+    pub(crate) fn stream_decided(&self) -> bool {
+        matches!(&self.kind, Kind::Watched { stream, .. } if stream.watch.is_none())
+    }
+
     pub(crate) fn set_served_by(&mut self, tag: ServedTag) {
         match &mut self.kind {
             Kind::Plain { served_by, .. }

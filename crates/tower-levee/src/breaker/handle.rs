@@ -174,6 +174,15 @@ pub struct Rejections {
 }
 
 impl BreakerHandle {
+    /// Lets the layer admit shadow probes ([`ShadowProbe`](super::ShadowProbe));
+    /// a failover that sends them says so when it is built. Until then a
+    /// refusal costs no look for the mark.
+    pub(crate) fn accept_shadow_probes(&self) {
+        self.shared
+            .shadow_probes
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
         BreakerHandle { shared }
     }

@@ -148,6 +148,9 @@ pub(crate) struct Shared {
     /// only) and probe asks, read without its lock.
     pub(crate) coordinator: RwLock<Option<FleetSignals>>,
     pub(crate) streaks: AtomicBool,
+    /// Whether a failover sends this layer shadow probes: a refusal looks
+    /// for the mark only then.
+    pub(crate) shadow_probes: AtomicBool,
     pub(crate) leased: AtomicBool,
     /// The replicas sharing the provider's limits, as the fleet counts
     /// them (1: none): every domain's pace check carries it.
@@ -178,6 +181,7 @@ impl Shared {
             watchers: RwLock::new(Arc::from([])),
             coordinator: RwLock::new(None),
             streaks: AtomicBool::new(false),
+            shadow_probes: AtomicBool::new(false),
             leased: AtomicBool::new(false),
             pace_share: AtomicU32::new(1),
             rng: Mutex::new(rng),

@@ -151,12 +151,27 @@ impl Tracker {
         self.record(c, slow)
     }
 
+    /// Whether the call is a shadow probe ([`ShadowProbe`](super::ShadowProbe)):
+    /// its outcome can only close the breaker, and a stream's first output
+    /// is enough. Told by its permit, so a tracker carries nothing more.
+    pub(crate) fn is_shadow(&self) -> bool {
+        self.permit.is_shadow()
+    }
+
     /// [`settle`](Self::settle) for an outcome the domain must hear of:
     /// out of line, so that a plain success inlines to two reads. Under
     /// rolling tripping, a plain success adds one on the thread's own
     /// stripe of the window's open bucket, with no lock.
     #[inline(never)]
     fn record(&self, c: &Classification, slow: bool) -> Option<Instant> {
+        if self.is_shadow() {
+            let cell = lock_domain(self.domain)?;
+            let shared = cell.shared.upgrade()?;
+            // A shadow permit carries the open spell it was admitted in.
+            let spell = self.permit.admitted_at;
+            shared.record_shadow(cell, self.domain, c, slow, spell);
+            return None;
+        }
         let plain_success = c.verdict == Verdict::Success && !slow && self.permit.probe.is_none();
         if plain_success
             && let Some(hot) = self.domain.hot()
@@ -399,6 +414,12 @@ impl Watch {
         if !self.content && self.scanner.has_content() {
             self.content = true;
             self.tracker.first_content();
+            if self.tracker.is_shadow() {
+                // A shadow probe asked only whether the domain answers.
+                let c = Classification::new(Verdict::Success, "shadow:first_content");
+                self.tracker.settle(&c, self.slow());
+                return Some((c, None));
+            }
         }
         if let Some(timer) = &mut self.timer
             && (timer.stall.is_some() || timer.armed.is_some() && self.content)

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use levee_core::budget::BudgetConfig;
 use levee_core::config::duration;
 use levee_core::config_error::ConfigError;
@@ -11,7 +12,10 @@ use levee_core::config_error::ConfigError;
 use super::validated_config;
 use crate::breaker::{BreakerLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_PEEK_LIMIT, StreamHold};
 use crate::bulkhead::BulkheadLayer;
-use crate::failover::{DEFAULT_MAX_RETRY_AFTER, DEFAULT_OVERLOAD_WINDOW, FailoverBuilder};
+use crate::failover::{
+    DEFAULT_MAX_RETRY_AFTER, DEFAULT_OVERLOAD_WINDOW, DEFAULT_SHADOW_INTERVAL, FailoverBuilder,
+    ShadowProbes, cap_output_tokens,
+};
 use crate::retry::{Policy, RetryBudget, RetryBudgetLayer, RetryBudgetLayerBuilder};
 
 /// `bulkhead.max_concurrent` when the file names none. An LLM call lasts
@@ -191,6 +195,14 @@ validated_config! {
         /// must be for the group to count as overloaded (30 s).
         #[serde(with = "duration")]
         pub overload_window: Duration,
+        /// Whether copies of requests served elsewhere probe targets whose
+        /// breaker is open (off): see
+        /// [`FailoverBuilder::shadow_probes`](crate::failover::FailoverBuilder::shadow_probes),
+        /// which a stack built from this config calls ([`Self::shadow_probes_for`]).
+        pub shadow_probes: bool,
+        /// The least time between two shadow probes of one target (1 s).
+        #[serde(with = "duration")]
+        pub shadow_probe_interval: Duration,
     }
 }
 
@@ -200,6 +212,8 @@ impl Default for FailoverConfig {
             max_targets_per_request: None,
             max_retry_after: DEFAULT_MAX_RETRY_AFTER,
             overload_window: DEFAULT_OVERLOAD_WINDOW,
+            shadow_probes: false,
+            shadow_probe_interval: DEFAULT_SHADOW_INTERVAL,
         }
     }
 }
@@ -213,7 +227,36 @@ impl FailoverConfig {
                 "must be at least 1, got 0",
             ));
         }
+        if self.shadow_probe_interval.is_zero() {
+            return Err(ConfigError::new(
+                "failover.shadow_probe_interval",
+                "must be greater than zero, got 0s",
+            ));
+        }
         Ok(())
+    }
+
+    /// The shadow probes these settings ask for, if any: one copy per
+    /// target per `shadow_probe_interval`, each drawing on `budget` (the
+    /// stack's retry budget), with its output capped at a few tokens
+    /// ([`cap_output_tokens`](crate::failover::cap_output_tokens)). Pass
+    /// them to [`FailoverBuilder::shadow_probes`](crate::failover::FailoverBuilder::shadow_probes);
+    /// [`apply`](Self::apply) cannot, as they need the targets' stacks to
+    /// be `Send`.
+    pub fn shadow_probes_for<B>(&self, budget: Option<Arc<RetryBudget>>) -> Option<ShadowProbes<B>>
+    where
+        B: AsRef<[u8]> + From<Bytes> + 'static,
+    {
+        if !self.shadow_probes {
+            return None;
+        }
+        let probes = ShadowProbes::new()
+            .interval(self.shadow_probe_interval)
+            .prepare(cap_output_tokens::<B>);
+        Some(match budget {
+            Some(budget) => probes.budget(budget),
+            None => probes,
+        })
     }
 
     /// Applies these settings to `builder` (its `build` checks them again).

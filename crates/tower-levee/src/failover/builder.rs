@@ -16,6 +16,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::service::Failover;
+use super::shadow::{self, ShadowProbes, ShadowSend};
 use super::stack::TargetService;
 use super::state::{Advance, Common, Entry, FallbackFn, Group, Meta, TargetMeta};
 use super::target::{BoxTargetService, Target, TargetName};
@@ -61,8 +62,14 @@ pub struct FailoverBuilder<B, RB, S = BoxTargetService<B, RB>, C = ProviderClass
     overload_window: Duration,
     fallback_on: Option<FallbackFn>,
     served_by_extension: bool,
+    /// Builds the shadow probes' sender from the targets' stacks.
+    shadow: Option<ShadowFactory<B, S, C>>,
     _body: PhantomData<fn() -> RB>,
 }
+
+/// Makes a failover's shadow-probe sender from its targets' stacks.
+type ShadowFactory<B, S, C> =
+    Box<dyn FnOnce(&[TargetEntry<B, S, C>]) -> ShadowSend<B> + Send + Sync>;
 
 impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
     fn new() -> Self {
@@ -75,8 +82,32 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
             overload_window: DEFAULT_OVERLOAD_WINDOW,
             fallback_on: None,
             served_by_extension: false,
+            shadow: None,
             _body: PhantomData,
         }
+    }
+
+    /// Sends [shadow probes](ShadowProbes) to targets whose breaker is
+    /// open: copies of requests that other targets serve, whose answers
+    /// only close a breaker, so that a target is found back within a
+    /// probe interval of recovering at no caller's cost. Copies are sent
+    /// from the tokio runtime the request is handled on (none outside
+    /// one), so the targets' stacks must be `Send + 'static`.
+    pub fn shadow_probes(mut self, probes: ShadowProbes<B>) -> Self
+    where
+        B: Clone + Send + 'static,
+        S: Service<Request<B>, Response = Response<RB>> + Clone + Send + 'static,
+        S::Future: Send,
+        S::Error: Into<BoxError>,
+        RB: Body + Send + 'static,
+        RB::Data: Buf + Send + 'static,
+        RB::Error: Into<BoxError> + Send,
+        C: Classify + Clone + Send + Sync + 'static,
+    {
+        self.shadow = Some(Box::new(move |entries| {
+            shadow::sender(probes, entries.iter().map(|e| e.service.clone()).collect())
+        }));
+        self
     }
 
     /// Adds a target after those already added. Its stack is built here:
@@ -177,7 +208,7 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
     }
 
     /// Validates and builds the failover.
-    pub fn build(self) -> Result<Failover<B, RB, S, C>, ConfigError> {
+    pub fn build(mut self) -> Result<Failover<B, RB, S, C>, ConfigError> {
         let n = self.targets.len();
         if n == 0 {
             return Err(ConfigError::new(
@@ -243,6 +274,7 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
             });
             pool_of.push(pool);
         }
+        let shadow = self.shadow.take();
         let (metas, entries): (Vec<_>, Vec<_>) = self
             .targets
             .into_iter()
@@ -267,9 +299,16 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
             clones: AtomicU64::new(0),
             served_by_extension: self.served_by_extension,
         };
+        let shadow = shadow.map(|make| {
+            for target in &meta.targets {
+                target.breaker.accept_shadow_probes();
+            }
+            make(&entries)
+        });
         Ok(Failover::from_common(Arc::new(Common::new(
             Arc::new(meta),
             entries.into(),
+            shadow,
         ))))
     }
 }

@@ -609,6 +609,7 @@ fn select<B: Clone, T>(
                 };
             }
             Err(refused) => {
+                shadow(common, index, &refused, to_peek, others);
                 if let Err(stop) = pass_refused(meta, index, refused, progress) {
                     return Pick::Stop(stop);
                 }
@@ -639,10 +640,32 @@ fn select_first<B: Clone, T>(
             index,
             keep: progress.keeps(meta, meta.untried_left(progress.tried)),
         },
-        Err(refused) => match pass_refused(meta, index, refused, progress) {
-            Err(stop) => Pick::Stop(stop),
-            Ok(()) => select(common, &mut &*request, &mut None, progress, copies),
-        },
+        Err(refused) => {
+            let others = meta.untried_left(progress.tried);
+            shadow(common, index, &refused, request, others);
+            match pass_refused(meta, index, refused, progress) {
+                Err(stop) => Pick::Stop(stop),
+                Ok(()) => select(common, &mut &*request, &mut None, progress, copies),
+            }
+        }
+    }
+}
+
+/// Sends a shadow probe to target `index` if its breaker refused `request`
+/// and another target may serve it (when the failover sends them).
+#[inline]
+fn shadow<B, T>(
+    common: &Common<B, T>,
+    index: usize,
+    refused: &Refused,
+    request: &Request<B>,
+    others: bool,
+) {
+    if let Some(send) = &common.shadow
+        && others
+        && refused.kind() == RefusalKind::CircuitOpen
+    {
+        send(index, request);
     }
 }
 

@@ -181,6 +181,7 @@ pub mod error;
 pub mod future;
 mod health;
 mod service;
+mod shadow;
 mod stack;
 mod state;
 mod target;
@@ -191,6 +192,9 @@ pub use self::builder::{
 pub use self::error::{NoTargetAvailable, Refusal, RefusalKind};
 pub use self::health::{BulkheadHealth, FailoverHandle, HealthSnapshot, TargetHealth, TargetState};
 pub use self::service::Failover;
+pub use self::shadow::{
+    DEFAULT_SHADOW_INTERVAL, DEFAULT_SHADOW_TIMEOUT, ShadowProbes, cap_output_tokens,
+};
 pub use self::stack::TargetService;
 pub use self::state::Advance;
 pub use self::target::{BoxTargetService, Rewrite, ServedBy, Target};

@@ -13,6 +13,7 @@ use levee_core::clock::duration_nanos;
 use tokio::time::Instant;
 
 use super::error::RefusalKind;
+use super::shadow::ShadowSend;
 use super::target::Rewrite;
 use crate::breaker::{BreakerHandle, PeekCache};
 use crate::bulkhead::BulkheadLayer;
@@ -58,18 +59,25 @@ pub(crate) struct Common<B, T> {
     pub(crate) entries: Box<[Entry<B, T>]>,
     /// Whether any target rewrites the request.
     pub(crate) rewrites: bool,
+    /// Sends shadow probes to targets whose breaker is open, if asked to.
+    pub(crate) shadow: Option<ShadowSend<B>>,
     /// This clone's draws for choosing within a pool (a counter, mixed).
     draws: AtomicU64,
 }
 
 impl<B, T> Common<B, T> {
-    pub(crate) fn new(meta: Arc<Meta>, entries: Box<[Entry<B, T>]>) -> Self {
+    pub(crate) fn new(
+        meta: Arc<Meta>,
+        entries: Box<[Entry<B, T>]>,
+        shadow: Option<ShadowSend<B>>,
+    ) -> Self {
         // Each clone draws its own sequence, deterministic in clone order.
         let base = meta.clones.fetch_add(1, Ordering::Relaxed) << 32;
         Common {
             meta,
             rewrites: entries.iter().any(|e| e.rewrite.is_some()),
             entries,
+            shadow,
             draws: AtomicU64::new(base),
         }
     }
@@ -82,7 +90,7 @@ impl<B, T> Common<B, T> {
 
 impl<B, T: Clone> Clone for Common<B, T> {
     fn clone(&self) -> Self {
-        Common::new(self.meta.clone(), self.entries.clone())
+        Common::new(self.meta.clone(), self.entries.clone(), self.shadow.clone())
     }
 }
 

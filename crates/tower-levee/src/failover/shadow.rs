@@ -1,0 +1,253 @@
+//! Shadow probes: while a target's breaker is open, a copy of a request
+//! that another target serves goes to it, so that it is found back within
+//! a second of recovering and no caller pays for the finding. See
+//! [`ShadowProbes`].
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes};
+use http::Request;
+use http_body::Body;
+use http_body_util::BodyExt;
+use levee_core::classify::Classify;
+use levee_core::clock::duration_nanos;
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+use tower_service::Service;
+
+use super::stack::TargetService;
+use crate::breaker::{ResponseBody, ShadowProbe};
+use crate::error::BoxError;
+use crate::retry::RetryBudget;
+
+/// The default spacing of one target's shadow probes.
+pub const DEFAULT_SHADOW_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How long a shadow probe may take by default before it is dropped.
+pub const DEFAULT_SHADOW_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A request's body rewritten for its copy.
+type Prepare<B> = Arc<dyn Fn(&mut Request<B>) + Send + Sync>;
+
+/// Shadow probes for a [`Failover`](super::Failover), given to
+/// [`FailoverBuilder::shadow_probes`](super::FailoverBuilder::shadow_probes).
+///
+/// A breaker's own probe is a caller's request: probing often costs
+/// callers failures, so its cool-off grows with each failed probe, and a
+/// target is found back late. A copy costs no caller anything: its answer
+/// only tells the target's breaker (a success closes it, see
+/// [`ShadowProbe`]) and is dropped. So while a target's breaker is open,
+/// copies of the requests other targets serve go to it from the first one
+/// the breaker turns away, then at most one per
+/// [`interval`](Self::interval) per target, each also drawing a token from
+/// a retry budget when one is given, which bounds them to its share of
+/// traffic.
+///
+/// A copy is a real request to the provider and is billed as one: cap its
+/// output with [`prepare`](Self::prepare) (for a JSON body,
+/// [`cap_output_tokens`] lowers `max_tokens`, `max_completion_tokens`,
+/// `max_output_tokens`, `maxOutputTokens` or `maxTokens` to 16 where the
+/// request names one). A streamed copy is dropped at its first output,
+/// which is all it needs to show. At most one copy per target is in flight:
+/// a newer one replaces it (and one with no successor is dropped after
+/// [`timeout`](Self::timeout)). A copy
+/// draws its budget token before its breaker admits it: one to a target
+/// isolated or open on a rejected key spends a token for nothing.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use bytes::Bytes;
+/// use tower_levee::failover::{ShadowProbes, cap_output_tokens};
+/// use tower_levee::retry::RetryBudget;
+///
+/// let budget = Arc::new(RetryBudget::new(Duration::from_secs(10), 10, 0.1));
+/// let probes = ShadowProbes::<Bytes>::new()
+///     .interval(Duration::from_secs(2))
+///     .budget(budget)
+///     .prepare(cap_output_tokens);
+/// # let _ = probes;
+/// ```
+pub struct ShadowProbes<B> {
+    interval: Duration,
+    timeout: Duration,
+    budget: Option<Arc<RetryBudget>>,
+    prepare: Option<Prepare<B>>,
+}
+
+impl<B> Default for ShadowProbes<B> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<B> ShadowProbes<B> {
+    /// One copy per target per [`DEFAULT_SHADOW_INTERVAL`], no budget, the
+    /// body copied as it is.
+    pub fn new() -> Self {
+        ShadowProbes {
+            interval: DEFAULT_SHADOW_INTERVAL,
+            timeout: DEFAULT_SHADOW_TIMEOUT,
+            budget: None,
+            prepare: None,
+        }
+    }
+
+    /// The least time between two copies to one target.
+    pub fn interval(mut self, interval: Duration) -> Self {
+        self.interval = interval;
+        self
+    }
+
+    /// How long a copy may take before it is dropped (default
+    /// [`DEFAULT_SHADOW_TIMEOUT`]): as long as a first token may take.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Each copy draws a token from `budget` (counted among its
+    /// `retries`), and none goes when it is empty.
+    pub fn budget(mut self, budget: Arc<RetryBudget>) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// Rewrites each copy before it is sent: cap its output, drop what a
+    /// probe needs not ask for.
+    pub fn prepare(mut self, f: impl Fn(&mut Request<B>) + Send + Sync + 'static) -> Self {
+        self.prepare = Some(Arc::new(f));
+        self
+    }
+}
+
+impl<B> fmt::Debug for ShadowProbes<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShadowProbes")
+            .field("interval", &self.interval)
+            .field("timeout", &self.timeout)
+            .field("budget", &self.budget.is_some())
+            .field("prepare", &self.prepare.is_some())
+            .finish()
+    }
+}
+
+/// Lowers a JSON request body's output cap, where it names one, to a few
+/// tokens (see [`levee_core::request::cap_output`]). A body naming none is
+/// sent as it is: the provider's default length is the price of that copy.
+pub fn cap_output_tokens<B>(request: &mut Request<B>)
+where
+    B: AsRef<[u8]> + From<Bytes>,
+{
+    if let Some(capped) = levee_core::request::cap_output(request.body().as_ref()) {
+        *request.body_mut() = B::from(Bytes::from(capped));
+    }
+}
+
+/// Sends a copy of a request to target `index`, if its turn has come.
+pub(crate) type ShadowSend<B> = Arc<dyn Fn(usize, &Request<B>) + Send + Sync>;
+
+/// The sender for targets `services`, in failover order.
+pub(crate) fn sender<B, S, C, RB>(
+    probes: ShadowProbes<B>,
+    services: Vec<TargetService<S, C>>,
+) -> ShadowSend<B>
+where
+    B: Clone + Send + 'static,
+    S: Service<Request<B>, Response = http::Response<RB>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    RB: Body + Send + 'static,
+    RB::Data: Buf + Send + 'static,
+    RB::Error: Into<BoxError> + Send,
+    C: Classify + Clone + Send + Sync + 'static,
+{
+    let origin = Instant::now();
+    let interval = duration_nanos(probes.interval).max(1);
+    // Nanoseconds since `origin` + 1 of each target's last copy; 0: none.
+    let last: Box<[AtomicU64]> = services.iter().map(|_| AtomicU64::new(0)).collect();
+    // Each target's copy in flight, if any: a newer one replaces it, so
+    // that copies to a target that hangs do not pile up, and the one that
+    // finds it back is the latest.
+    let in_flight: Box<[Mutex<Option<AbortHandle>>]> =
+        services.iter().map(|_| Mutex::new(None)).collect();
+    // Cloned from under a lock (at most once per interval): a service need
+    // not be `Sync`.
+    let services: Box<[Mutex<TargetService<S, C>>]> =
+        services.into_iter().map(Mutex::new).collect();
+    Arc::new(move |index: usize, request: &Request<B>| {
+        let (Some(service), Some(last), Some(in_flight)) =
+            (services.get(index), last.get(index), in_flight.get(index))
+        else {
+            return;
+        };
+        // Outside a runtime there is nowhere to send a copy from.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let now = duration_nanos(origin.elapsed()).saturating_add(1);
+        let before = last.load(Ordering::Relaxed);
+        if (before != 0 && now < before.saturating_add(interval))
+            || last
+                .compare_exchange(before, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        if probes.budget.as_ref().is_some_and(|b| !b.withdraw()) {
+            return;
+        }
+        let mut copy = request.clone();
+        copy.extensions_mut().insert(ShadowProbe);
+        if let Some(prepare) = &probes.prepare {
+            prepare(&mut copy);
+        }
+        let mut service = service
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let timeout = probes.timeout;
+        let task = runtime.spawn(async move {
+            let copy = async move {
+                std::future::poll_fn(|cx| service.poll_ready(cx))
+                    .await
+                    .ok()?;
+                // The copy's error, if any, is its breaker's business only.
+                let response = service.call(copy).await.ok()?;
+                read(response).await;
+                Some(())
+            };
+            // A copy that hangs is dropped (its probe slot, if it took
+            // one, is handed back as for any cancelled call).
+            let _ = tokio::time::timeout(timeout, copy).await;
+        });
+        // The copy before, if still in flight, is dropped (which hands back
+        // all it held, as for any cancelled call).
+        let before = in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .replace(task.abort_handle());
+        if let Some(before) = before {
+            before.abort();
+        }
+    })
+}
+
+/// Reads a copy's answer as far as its breaker needs: a body to its end
+/// (a short one: its output is capped), a stream to its first output (the
+/// breaker decides there for a shadow probe); then drops it.
+async fn read<RB: Body>(response: http::Response<ResponseBody<RB>>)
+where
+    ResponseBody<RB>: Body,
+{
+    let mut body = std::pin::pin!(response.into_body());
+    while !body.stream_decided() {
+        match body.frame().await {
+            Some(Ok(_)) => {}
+            _ => break,
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! Shadow probes: while a target's breaker is open, copies of requests the
+//! fallback serves go to it; a copy's success closes the breaker, so the
+//! target is back within a probe interval of recovering, and no caller
+//! ever gets a copy's answer.
+
+mod failover_support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::Request;
+use http_body_util::BodyExt;
+use levee_core::breaker::BreakerStatus;
+use tokio::time::Instant;
+use tower::{Service, ServiceExt};
+use tower_levee::breaker::ShadowProbe;
+use tower_levee::failover::{Failover, ServedBy, ShadowProbes, Target};
+use tower_levee::retry::RetryBudget;
+
+use failover_support::{Reply1, Scripted, breaker, req, response};
+
+const GATE: Duration = Duration::from_secs(1);
+
+/// What the primary saw: callers' calls and shadow copies, apart.
+#[derive(Clone, Default)]
+struct Seen {
+    callers: Arc<AtomicUsize>,
+    copies: Arc<Mutex<Vec<Instant>>>,
+}
+
+/// A primary that answers 503 until `recovers` (from the test's start),
+/// then 200, counting callers' calls and copies apart.
+fn primary(recovers: Duration, seen: &Seen) -> Scripted {
+    let start = Instant::now();
+    let seen = seen.clone();
+    Scripted::new(move |req: &Request<String>| {
+        if req.extensions().get::<ShadowProbe>().is_some() {
+            seen.copies.lock().unwrap().push(Instant::now());
+        } else {
+            seen.callers.fetch_add(1, Ordering::SeqCst);
+        }
+        if start.elapsed() < recovers {
+            Reply1::Now(response(503, None, ""))
+        } else {
+            Reply1::Now(response(200, None, r#"{"id":"primary"}"#))
+        }
+    })
+}
+
+/// A primary and an always-healthy fallback, with shadow probes if given.
+fn failover(
+    primary: Scripted,
+    shadow: Option<ShadowProbes<String>>,
+) -> Failover<String, String, Scripted, failover_support::TestClassifier> {
+    let builder = Failover::builder()
+        .target(Target::new("primary", primary).breaker(breaker(GATE, GATE)))
+        .target(Target::new("fallback", Scripted::ok()).breaker(breaker(GATE, GATE)));
+    match shadow {
+        Some(probes) => builder.shadow_probes(probes),
+        None => builder,
+    }
+    .build()
+    .unwrap()
+}
+
+/// Sends a request every 100 ms for `run`: when the primary first served
+/// one after `after`, and whether every request was served.
+async fn drive<S>(svc: &S, run: Duration, after: Duration) -> (Option<Duration>, bool)
+where
+    S: Service<Request<String>, Response = http::Response<tower_levee::body::ResponseBody<String>>>
+        + Clone,
+    S::Error: std::fmt::Debug,
+{
+    let start = Instant::now();
+    let mut back = None;
+    let mut all_served = true;
+    while start.elapsed() < run {
+        let res = svc.clone().oneshot(req()).await.unwrap();
+        let by = ServedBy::of(&res).expect("served by a target");
+        all_served &= res.status().is_success();
+        res.into_body().collect().await.unwrap();
+        // Let the copies' tasks run.
+        tokio::task::yield_now().await;
+        let t = start.elapsed();
+        if back.is_none() && t >= after && by.index == 0 {
+            back = Some(t);
+        }
+        tokio::time::advance(Duration::from_millis(100)).await;
+    }
+    (back, all_served)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shadow_probe_closes_a_recovered_breaker_while_its_callers_are_served_by_the_fallback() {
+    let recovers = Duration::from_secs(22);
+    let seen = Seen::default();
+    let svc = failover(primary(recovers, &seen), Some(ShadowProbes::new()));
+    let (back, all_served) = drive(&svc, Duration::from_secs(40), recovers).await;
+    assert!(all_served, "every caller served");
+    let back = back.expect("the primary serves again");
+    let copies = seen.copies.lock().unwrap().len();
+    println!("shadow probes: recovered at {recovers:?}, back at {back:?}, {copies} copies");
+    assert!(
+        back <= recovers + Duration::from_millis(1200),
+        "back {back:?} after recovering at {recovers:?}"
+    );
+    // One copy a second while open, none once closed.
+    let copies = seen.copies.lock().unwrap().clone();
+    assert!((20..=24).contains(&copies.len()), "{} copies", copies.len());
+    for pair in copies.windows(2) {
+        assert!(pair[1] - pair[0] >= Duration::from_secs(1), "{pair:?}");
+    }
+    assert!(copies.last().unwrap().elapsed() >= Duration::from_secs(15));
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_shadow_probes_the_primary_is_back_only_when_a_callers_probe_finds_it() {
+    let recovers = Duration::from_secs(22);
+    let seen = Seen::default();
+    let svc = failover(primary(recovers, &seen), None);
+    let (back, all_served) = drive(&svc, Duration::from_secs(40), recovers).await;
+    assert!(all_served);
+    let back = back.expect("the primary serves again");
+    println!("no shadow probes: recovered at {recovers:?}, back at {back:?}");
+    // The breaker's own probe, a caller's request, waits out its cool-off.
+    assert!(back >= recovers + Duration::from_secs(5), "back {back:?}");
+    assert!(seen.copies.lock().unwrap().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_copy_changes_nothing_the_cool_off_runs_on_and_never_grows() {
+    // Never recovers: copies fail every second; the callers' own probes
+    // still come at the cool-off the breaker chose, no later.
+    let seen = Seen::default();
+    let with = failover(primary(Duration::MAX, &seen), Some(ShadowProbes::new()));
+    drive(&with, Duration::from_secs(60), Duration::ZERO).await;
+    let callers_with = seen.callers.load(Ordering::SeqCst);
+    let alone = Seen::default();
+    let without = failover(primary(Duration::MAX, &alone), None);
+    drive(&without, Duration::from_secs(60), Duration::ZERO).await;
+    assert_eq!(callers_with, alone.callers.load(Ordering::SeqCst));
+    assert!(seen.copies.lock().unwrap().len() >= 50);
+    let breaker = with.handle();
+    let breaker = breaker.breaker("primary").unwrap();
+    assert_eq!(
+        breaker.breaker_status("api.example.com"),
+        Some(BreakerStatus::Open)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn copies_draw_on_the_retry_budget_and_none_go_when_it_is_empty() {
+    let budget = Arc::new(RetryBudget::new(Duration::from_secs(10), 0, 0.0));
+    let seen = Seen::default();
+    let svc = failover(
+        primary(Duration::from_secs(5), &seen),
+        Some(ShadowProbes::new().budget(budget.clone())),
+    );
+    drive(&svc, Duration::from_secs(10), Duration::ZERO).await;
+    assert!(seen.copies.lock().unwrap().is_empty());
+    assert!(budget.snapshot().budget_exhausted > 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn copies_are_prepared_before_they_are_sent() {
+    let seen = Seen::default();
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let record = bodies.clone();
+    let start = Instant::now();
+    let primary = Scripted::new(move |req: &Request<String>| {
+        if req.extensions().get::<ShadowProbe>().is_some() {
+            record.lock().unwrap().push(req.body().clone());
+        }
+        let _ = &seen;
+        match start.elapsed() < Duration::from_secs(3) {
+            true => Reply1::Now(response(503, None, "")),
+            false => Reply1::Now(response(200, None, "{}")),
+        }
+    });
+    let probes = ShadowProbes::new().prepare(|req: &mut Request<String>| {
+        *req.body_mut() = r#"{"max_tokens":1}"#.to_owned();
+    });
+    let svc = failover(primary, Some(probes));
+    drive(&svc, Duration::from_secs(6), Duration::ZERO).await;
+    let bodies = bodies.lock().unwrap();
+    assert!(!bodies.is_empty());
+    assert!(bodies.iter().all(|b| b == r#"{"max_tokens":1}"#));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streamed_copy_closes_the_breaker_at_its_first_output() {
+    // Back at 5 s with a stream that is cut after its first output: enough
+    // for a copy, which asks only whether the target answers.
+    let start = Instant::now();
+    let cut_stream = "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n";
+    let primary = Scripted::new(move |_: &Request<String>| {
+        if start.elapsed() < Duration::from_secs(5) {
+            return Reply1::Now(response(503, None, ""));
+        }
+        let mut res = response(200, None, cut_stream);
+        res.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("text/event-stream"),
+        );
+        Reply1::Now(res)
+    });
+    let svc = failover(primary, Some(ShadowProbes::new()));
+    let handle = svc.handle();
+    let status = || {
+        handle
+            .breaker("primary")
+            .unwrap()
+            .breaker_status("api.example.com")
+    };
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(6_100) {
+        if start.elapsed() >= Duration::from_secs(5) && status() == Some(BreakerStatus::Closed) {
+            break;
+        }
+        let res = svc.clone().oneshot(req()).await.unwrap();
+        res.into_body().collect().await.unwrap();
+        tokio::task::yield_now().await;
+        tokio::time::advance(Duration::from_millis(100)).await;
+    }
+    assert!(start.elapsed() >= Duration::from_secs(5));
+    assert_eq!(
+        status(),
+        Some(BreakerStatus::Closed),
+        "at {:?}",
+        start.elapsed()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_breaker_open_on_a_rejected_key_admits_no_copy() {
+    // A revoked key: the primary answers 401 to everything, copies too if
+    // they got through.
+    let seen = Seen::default();
+    let record = seen.clone();
+    let primary = Scripted::new(move |req: &Request<String>| {
+        if req.extensions().get::<ShadowProbe>().is_some() {
+            record.copies.lock().unwrap().push(Instant::now());
+        }
+        Reply1::Now(response(401, None, ""))
+    });
+    let svc = failover(primary, Some(ShadowProbes::new()));
+    let (_, all_served) = drive(&svc, Duration::from_secs(30), Duration::ZERO).await;
+    assert!(all_served, "the fallback serves");
+    assert!(
+        seen.copies.lock().unwrap().is_empty(),
+        "no copy reached the primary"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_newer_copy_replaces_one_still_in_flight() {
+    // Callers are failed fast (the breaker opens, and its own probes
+    // fail); copies hang.
+    let copies = Arc::new(AtomicUsize::new(0));
+    let count = copies.clone();
+    let primary = Scripted::new(move |req: &Request<String>| {
+        if req.extensions().get::<ShadowProbe>().is_none() {
+            return Reply1::Now(response(503, None, ""));
+        }
+        count.fetch_add(1, Ordering::SeqCst);
+        Reply1::Hang
+    });
+    let svc = failover(primary, Some(ShadowProbes::new()));
+    let tasks = tokio::runtime::Handle::current().metrics();
+    let before = tasks.num_alive_tasks();
+    drive(&svc, Duration::from_secs(15), Duration::ZERO).await;
+    // A copy a second, the latest only in flight.
+    assert!(copies.load(Ordering::SeqCst) >= 12, "{copies:?} copies");
+    assert!(tasks.num_alive_tasks() <= before + 1, "copies pile up");
+}
