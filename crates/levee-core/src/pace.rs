@@ -387,10 +387,16 @@ impl Spacing {
                 if w.reset.is_some_and(|r| r > span) {
                     return None;
                 }
-                Some(duration_nanos(span) / w.limit.filter(|&l| l > 0)?)
+                Spacing::per(w.limit?, span)
             })
-            .max()
-            .filter(|&interval| interval > 0)
+            .max_by_key(|s| s.interval)
+    }
+
+    /// The spacing of `requests` per `window` (`None` for no requests or
+    /// a window too short to space them).
+    pub fn per(requests: u64, window: Duration) -> Option<Spacing> {
+        Some(duration_nanos(window) / requests.max(1))
+            .filter(|&interval| interval > 0 && requests > 0)
             .map(|interval| Spacing { interval })
     }
 

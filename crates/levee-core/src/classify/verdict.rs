@@ -155,7 +155,7 @@ pub struct Classification {
 /// use levee_core::classify::StatedLimit;
 ///
 /// let limit = StatedLimit::new(600, Duration::from_secs(60)).unwrap();
-/// assert_eq!(limit.interval(), Some(Duration::from_millis(100)));
+/// assert_eq!((limit.requests(), limit.window()), (600, Duration::from_secs(60)));
 /// assert_eq!(StatedLimit::new(0, Duration::from_secs(60)), None);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,12 +184,6 @@ impl StatedLimit {
     /// The window they are counted over.
     pub fn window(&self) -> Duration {
         Duration::from_secs(u64::from(self.window_secs))
-    }
-
-    /// The time between two requests at this rate; `None` for a window
-    /// of zero.
-    pub fn interval(&self) -> Option<Duration> {
-        Some(self.window() / self.requests.get()).filter(|d| !d.is_zero())
     }
 }
 

@@ -75,7 +75,7 @@ fn pace_stated(handle: DomainHandle, limit: StatedLimit, model: Option<&str>) {
     let Some(check) = hot.pace_check().filter(PaceCheck::spreads) else {
         return;
     };
-    if let Some(spacing) = limit.interval().and_then(Spacing::from_interval) {
+    if let Some(spacing) = Spacing::per(limit.requests(), limit.window()) {
         hot.set_spacing(spacing.times(check.share()), model_tag(model));
     }
 }

@@ -609,7 +609,7 @@ fn select<B: Clone, T>(
                 };
             }
             Err(refused) => {
-                shadow(common, index, &refused, to_peek, others);
+                shadow(common, index, &refused, to_peek, || others);
                 if let Err(stop) = pass_refused(meta, index, refused, progress) {
                     return Pick::Stop(stop);
                 }
@@ -641,7 +641,7 @@ fn select_first<B: Clone, T>(
             keep: progress.keeps(meta, meta.untried_left(progress.tried)),
         },
         Err(refused) => {
-            let others = meta.untried_left(progress.tried);
+            let others = || meta.untried_left(progress.tried);
             shadow(common, index, &refused, request, others);
             match pass_refused(meta, index, refused, progress) {
                 Err(stop) => Pick::Stop(stop),
@@ -659,11 +659,11 @@ fn shadow<B, T>(
     index: usize,
     refused: &Refused,
     request: &Request<B>,
-    others: bool,
+    others: impl FnOnce() -> bool,
 ) {
     if let Some(send) = &common.shadow
-        && others
         && refused.kind() == RefusalKind::CircuitOpen
+        && others()
     {
         send(index, request);
     }
