@@ -56,6 +56,30 @@ impl LatencyHistogram {
         self.since_decay.store(0, Ordering::Relaxed);
     }
 
+    /// The upper bound of the bucket holding the `q` quantile, with the
+    /// samples it was read from; `None` before any record. Allocates
+    /// nothing: read where a call waits on it.
+    pub(crate) fn upper_quantile(&self, q: f64) -> Option<(u64, Duration)> {
+        let buckets = self.buckets.get()?;
+        let samples: u64 = buckets
+            .iter()
+            .map(|b| u64::from(b.load(Ordering::Relaxed)))
+            .sum();
+        if samples == 0 {
+            return None;
+        }
+        let rank = ((samples as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        let i = buckets
+            .iter()
+            .position(|b| {
+                seen += u64::from(b.load(Ordering::Relaxed));
+                seen >= rank
+            })
+            .unwrap_or(BUCKETS - 1);
+        Some((samples, upper_bound(i)))
+    }
+
     /// The estimate, if any response was recorded.
     pub(crate) fn estimate(&self) -> Option<LatencyEstimate> {
         let counts: Vec<u64> = self
@@ -98,6 +122,11 @@ fn bucket(latency: Duration) -> usize {
     }
     // 2·log2(ms) is the half-octave; the cast saturates, the `min` caps.
     ((2.0 * ms.log2()) as usize).min(BUCKETS - 1)
+}
+
+/// The least latency above bucket `i`.
+fn upper_bound(i: usize) -> Duration {
+    Duration::from_secs_f64(2f64.powf((i as f64 + 1.0) / 2.0) / 1000.0)
 }
 
 /// The latency a bucket stands for: the geometric middle of its bounds.
@@ -165,6 +194,19 @@ mod tests {
         assert!(near(e.p50, 400.0), "{e:?}");
         assert!(near(e.p90, 400.0), "{e:?}");
         assert!(near(e.p99, 9000.0), "{e:?}");
+    }
+
+    #[test]
+    fn an_upper_quantile_bounds_the_latencies_below_it() {
+        let h = LatencyHistogram::default();
+        assert_eq!(h.upper_quantile(0.95), None);
+        for ms in 800..=960 {
+            h.record(Duration::from_millis(ms));
+        }
+        let (samples, bound) = h.upper_quantile(0.95).expect("recorded");
+        assert_eq!(samples, 161);
+        assert!(bound >= Duration::from_millis(960), "{bound:?}");
+        assert!(bound <= Duration::from_millis(1400), "{bound:?}");
     }
 
     #[test]

@@ -103,6 +103,7 @@ pub use self::fleet::{FleetUpdate, MAX_ADOPTED_OPEN};
 pub use self::handle::{BreakerHandle, LimitLeft, Rejections, ScopeHealth};
 pub use self::hold::StreamHold;
 pub use self::latency::LatencyEstimate;
+pub(crate) use self::latency::LatencyHistogram;
 pub use self::layer::{BreakerLayer, BreakerLayerBuilder};
 pub use self::reopening::Reopening;
 pub use self::scope::{RequestHead, Scope, ScopeFn, ScopeKeys, default_scope};

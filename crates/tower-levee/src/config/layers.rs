@@ -14,7 +14,7 @@ use crate::breaker::{BreakerLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_PEEK_LIMIT, 
 use crate::bulkhead::BulkheadLayer;
 use crate::failover::{
     DEFAULT_MAX_RETRY_AFTER, DEFAULT_OVERLOAD_WINDOW, DEFAULT_SHADOW_INTERVAL, FailoverBuilder,
-    ShadowProbes, cap_output_tokens,
+    FieldNames, Hedging, ShadowProbes, cap_output_tokens,
 };
 use crate::retry::{Policy, RetryBudget, RetryBudgetLayer, RetryBudgetLayerBuilder};
 
@@ -203,17 +203,59 @@ validated_config! {
         /// The least time between two shadow probes of one target (1 s).
         #[serde(with = "duration")]
         pub shadow_probe_interval: Duration,
+        /// Whether first calls late for their target are hedged and slow
+        /// targets tried after the others (on): see
+        /// [`FailoverBuilder::hedging`](crate::failover::FailoverBuilder::hedging).
+        pub hedging: bool,
+        /// The most hedges, as a share of successes (0.05).
+        pub hedge_ratio: f64,
+        /// Hedges allowed at once beyond the ratio (20).
+        pub hedge_burst: u32,
+        /// The least delay before a hedge (50 ms).
+        #[serde(with = "duration")]
+        pub hedge_floor: Duration,
+        /// The most delay before a hedge (30 s).
+        #[serde(with = "duration")]
+        pub hedge_cap: Duration,
+        /// Late first calls in a row that demote a target (3).
+        pub demote_after: u32,
+        /// How long a slow target is tried last before a trial (1 s).
+        #[serde(with = "duration")]
+        pub demotion: Duration,
+        /// The longest demotion, after late trials (2 s).
+        #[serde(with = "duration")]
+        pub max_demotion: Duration,
     }
 }
 
+/// What a validation error calls each hedging key of [`FailoverConfig`].
+const HEDGING_FIELDS: FieldNames = FieldNames {
+    ratio: "failover.hedge_ratio",
+    quantile: "failover.hedge_quantile",
+    floor: "failover.hedge_floor",
+    cap: "failover.hedge_cap",
+    demote_after: "failover.demote_after",
+    demotion: "failover.demotion",
+    max_demotion: "failover.max_demotion",
+};
+
 impl Default for FailoverConfig {
     fn default() -> Self {
+        let hedging = Hedging::new();
         FailoverConfig {
             max_targets_per_request: None,
             max_retry_after: DEFAULT_MAX_RETRY_AFTER,
             overload_window: DEFAULT_OVERLOAD_WINDOW,
             shadow_probes: false,
             shadow_probe_interval: DEFAULT_SHADOW_INTERVAL,
+            hedging: true,
+            hedge_ratio: hedging.ratio,
+            hedge_burst: hedging.burst,
+            hedge_floor: hedging.floor,
+            hedge_cap: hedging.cap,
+            demote_after: hedging.demote_after,
+            demotion: hedging.demotion,
+            max_demotion: hedging.max_demotion,
         }
     }
 }
@@ -233,7 +275,19 @@ impl FailoverConfig {
                 "must be greater than zero, got 0s",
             ));
         }
-        Ok(())
+        self.hedging_settings().validate(&HEDGING_FIELDS)
+    }
+
+    /// The hedging these settings describe (on or off).
+    fn hedging_settings(&self) -> Hedging {
+        Hedging::new()
+            .ratio(self.hedge_ratio)
+            .burst(self.hedge_burst)
+            .floor(self.hedge_floor)
+            .cap(self.hedge_cap)
+            .demote_after(self.demote_after)
+            .demotion(self.demotion)
+            .max_demotion(self.max_demotion)
     }
 
     /// The shadow probes these settings ask for, if any: one copy per
@@ -265,9 +319,12 @@ impl FailoverConfig {
         builder: FailoverBuilder<B, RB, S, C>,
     ) -> Result<FailoverBuilder<B, RB, S, C>, ConfigError> {
         self.validate()?;
-        let builder = builder
+        let mut builder = builder
             .max_retry_after(self.max_retry_after)
             .overload_window(self.overload_window);
+        if self.hedging {
+            builder = builder.hedging(self.hedging_settings());
+        }
         Ok(match self.max_targets_per_request {
             Some(n) => builder.max_targets_per_request(n),
             None => builder,

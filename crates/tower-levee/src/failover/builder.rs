@@ -17,6 +17,7 @@ use tower_service::Service;
 
 use super::service::Failover;
 use super::shadow::{self, ShadowProbes, ShadowSend};
+use super::speed::{FieldNames, HedgeState, Hedging, TargetSpeed};
 use super::stack::TargetService;
 use super::state::{Advance, Common, Entry, FallbackFn, Group, Meta, TargetMeta};
 use super::target::{BoxTargetService, Target, TargetName};
@@ -64,6 +65,7 @@ pub struct FailoverBuilder<B, RB, S = BoxTargetService<B, RB>, C = ProviderClass
     served_by_extension: bool,
     /// Builds the shadow probes' sender from the targets' stacks.
     shadow: Option<ShadowFactory<B, S, C>>,
+    hedging: Option<Hedging>,
     _body: PhantomData<fn() -> RB>,
 }
 
@@ -83,6 +85,7 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
             fallback_on: None,
             served_by_extension: false,
             shadow: None,
+            hedging: None,
             _body: PhantomData,
         }
     }
@@ -107,6 +110,15 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
         self.shadow = Some(Box::new(move |entries| {
             shadow::sender(probes, entries.iter().map(|e| e.service.clone()).collect())
         }));
+        self
+    }
+
+    /// Hedges first calls that are late for their target and tries slow
+    /// targets after the others ([`Hedging`]; default: neither). Costs a
+    /// clock read and a timer for each call not answered at its first
+    /// poll, and one histogram record per success.
+    pub fn hedging(mut self, hedging: Hedging) -> Self {
+        self.hedging = Some(hedging);
         self
     }
 
@@ -151,6 +163,7 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
             failed_over: AtomicU64::new(0),
             last_availability: AtomicU64::new(0),
             last_failure: Mutex::new(None),
+            speed: TargetSpeed::default(),
         };
         self.targets.push((meta, Entry { service, rewrite }));
         self
@@ -274,6 +287,9 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
             });
             pool_of.push(pool);
         }
+        if let Some(hedging) = &self.hedging {
+            hedging.validate(&FieldNames::BUILDER)?;
+        }
         let shadow = self.shadow.take();
         let (metas, entries): (Vec<_>, Vec<_>) = self
             .targets
@@ -298,6 +314,7 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
             pools: pools.into_iter().map(Vec::into_boxed_slice).collect(),
             clones: AtomicU64::new(0),
             served_by_extension: self.served_by_extension,
+            hedging: self.hedging.map(HedgeState::new),
         };
         let shadow = shadow.map(|make| {
             for target in &meta.targets {

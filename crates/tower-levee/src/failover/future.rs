@@ -10,7 +10,7 @@ use http::{Request, Response};
 use http_body::Body;
 use levee_core::classify::{Classification, Verdict};
 use pin_project_lite::pin_project;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 use tower_service::Service;
 
 use super::error::{NoTargetAvailable, Refusal, RefusalKind};
@@ -59,8 +59,10 @@ pin_project! {
     /// failover loop, boxed.
     #[project = LaneProj]
     enum Lane<B, RB: Body, T, F> {
-        // The target chosen in `call`, called there: the first call.
-        First { #[pin] future: F, index: usize, passed: Passed },
+        // The target chosen in `call`, called there: the first call; with
+        // hedging, its clock and hedge once it waits (boxed, so that a
+        // call answered at once carries one word for it).
+        First { #[pin] future: F, index: usize, passed: Passed, watch: Option<Box<Watch<F>>> },
         // Any later step: a target not ready at once, or a next target
         // (boxed: each goes with a failure, a refusal or a wait already,
         // and the common case's future stays small, so it moves cheaply).
@@ -95,7 +97,40 @@ pin_project! {
         Ready { pending: Option<(T, Request<B>)>, index: usize },
         // A target call in flight (it holds the permit and probe slot).
         Calling { #[pin] future: F, index: usize },
+        // A hedge in flight after the first call failed (boxed when sent).
+        Hedge { future: Pin<Box<F>>, index: usize },
         Done,
+    }
+}
+
+/// A first call's clock, kept when the failover hedges: when it was sent,
+/// the timer for its target's hedge delay, and the hedge sent when that
+/// fired.
+struct Watch<F> {
+    started: Instant,
+    timer: Option<Pin<Box<Sleep>>>,
+    /// Whether the call passed its delay.
+    late: bool,
+    /// The hedge in flight, and its target.
+    hedge: Option<(Pin<Box<F>>, usize)>,
+    /// Targets a hedge was sent to and failed at.
+    hedge_tried: u64,
+}
+
+impl<F> Watch<F> {
+    /// The first call answered with success: its time, for its target.
+    fn answered(&self, meta: &Meta, index: usize) {
+        meta.answered(index, Instant::now() - self.started, self.late);
+    }
+
+    /// The first call failed: the hedge in flight, if any, goes on as the
+    /// request's next call, and targets hedges failed at are tried.
+    fn into_hedge(self, progress: &mut Progress) -> Option<(Pin<Box<F>>, usize)> {
+        progress.tried |= self.hedge_tried;
+        let (future, index) = self.hedge?;
+        progress.tried |= 1 << index;
+        progress.attempts += 1;
+        Some((future, index))
     }
 }
 
@@ -237,6 +272,7 @@ where
                                         tried: progress.tried,
                                         refusals: progress.refusals,
                                     },
+                                    watch: None,
                                 },
                                 span,
                                 common,
@@ -372,6 +408,7 @@ where
             future,
             index,
             passed,
+            watch,
         } => {
             let index = *index;
             // A success ends the request here, tagged where it lies and
@@ -379,23 +416,41 @@ where
             // response is the largest thing a lane hands on.
             let mut polled = future.poll(cx);
             let Poll::Ready(answer) = &mut polled else {
+                if common.meta.hedging.is_some()
+                    && let Some(won) = watch_first(common, index, passed.tried, watch, request, cx)
+                {
+                    lane.set(Lane::Done); // cancels the first call
+                    return Poll::Ready(won);
+                }
                 return Poll::Pending;
             };
+            // The hedge, if any, is dropped (cancelled) with its watch.
+            let watch = watch.take();
             // The lane stays as it is: the target's future goes with this
             // one, and a poll after completion reaches it, and panics.
             if let Ok(response) = answer
                 && tag_answer(common, 1, index, response)
             {
+                if let Some(watch) = watch {
+                    watch.answered(&common.meta, index);
+                }
                 return polled;
             }
             let mut progress = std::mem::take(passed).after_first_call();
+            let hedge = watch.and_then(|w| w.into_hedge(&mut progress));
             match settle(common, &mut progress, index, polled) {
                 // No earlier target answered: the outcome is the request's.
                 Settled::Return(output) => {
                     lane.set(Lane::Done);
                     return Poll::Ready(output);
                 }
-                Settled::Advance(last) => lane.set(Lane::looping(State::Select, progress, last)),
+                Settled::Advance(last) => {
+                    let next = match hedge {
+                        Some((future, index)) => State::Hedge { future, index },
+                        None => State::Select,
+                    };
+                    lane.set(Lane::looping(next, progress, last));
+                }
             }
         }
         LaneProj::Loop { .. } => {}
@@ -496,6 +551,20 @@ where
                     }
                     settle(common, this.progress, index, polled)
                 }
+                StateProj::Hedge { future, index } => {
+                    let index = *index;
+                    let mut polled = future.as_mut().poll(cx);
+                    let Poll::Ready(answer) = &mut polled else {
+                        return Poll::Pending;
+                    };
+                    if let Ok(response) = answer
+                        && tag_answer(common, this.progress.attempts, index, response)
+                    {
+                        this.state.set(State::Done);
+                        return polled;
+                    }
+                    settle(common, this.progress, index, polled)
+                }
                 StateProj::Done => panic!("failover ResponseFuture polled after completion"),
             };
             if let Some(output) =
@@ -505,6 +574,129 @@ where
             }
         }
     }
+}
+
+/// Watches a first call that is waiting, with hedging on: starts its clock
+/// at its first wait, notes it late and sends a hedge when its target's
+/// delay passes, and polls the hedge. The hedge's success, if it won.
+#[cold]
+#[inline(never)]
+fn watch_first<B, RB, T>(
+    common: &Arc<Common<B, T>>,
+    index: usize,
+    tried: u64,
+    watch: &mut Option<Box<Watch<T::Future>>>,
+    request: &mut Option<Request<B>>,
+    cx: &mut Context<'_>,
+) -> Option<Output<RB>>
+where
+    B: Clone,
+    RB: Body,
+    T: Service<Request<B>, Response = Response<ResponseBody<RB>>, Error = BoxError> + Clone,
+{
+    let meta = &*common.meta;
+    let w = match watch {
+        Some(w) => w,
+        // Only a call another target may follow is watched: with none
+        // left, neither a hedge nor a demotion changes where it goes.
+        None if request.is_none() => return None,
+        None => {
+            let started = Instant::now();
+            let timer = meta.targets[index]
+                .speed
+                .delay()
+                .map(|delay| Box::pin(tokio::time::sleep_until(started + delay)));
+            watch.insert(Box::new(Watch {
+                started,
+                timer,
+                late: false,
+                hedge: None,
+                hedge_tried: 0,
+            }))
+        }
+    };
+    if let Some(timer) = &mut w.timer
+        && timer.as_mut().poll(cx).is_ready()
+    {
+        w.timer = None;
+        w.late = true;
+        meta.late(index);
+        w.hedge = send_hedge(common, tried | w.hedge_tried, request, cx);
+    }
+    let (future, hedge_index) = w.hedge.as_mut()?;
+    let hedge_index = *hedge_index;
+    let mut polled = future.as_mut().poll(cx);
+    let Poll::Ready(answer) = &mut polled else {
+        return None;
+    };
+    if let Ok(response) = answer
+        && tag_answer(common, 2, hedge_index, response)
+    {
+        tracing::debug!(
+            target: "levee::failover",
+            target_name = meta.targets[hedge_index].name,
+            late = meta.targets[index].name,
+            "a hedge answered first"
+        );
+        let Poll::Ready(output) = polled else {
+            unreachable!("matched ready")
+        };
+        return Some(output);
+    }
+    // The hedge failed: its target is noted as after any failure, and the
+    // request waits on its first call.
+    w.hedge = None;
+    w.hedge_tried |= 1 << hedge_index;
+    let mut scratch = Progress {
+        tried: tried | w.hedge_tried,
+        attempts: 2,
+        ..Progress::default()
+    };
+    drop(settle(common, &mut scratch, hedge_index, polled));
+    None
+}
+
+/// Sends a copy of the request to the next target that admits it, if the
+/// hedge budget allows: its call, boxed, and the target.
+fn send_hedge<B, RB, T>(
+    common: &Arc<Common<B, T>>,
+    tried: u64,
+    request: &mut Option<Request<B>>,
+    cx: &mut Context<'_>,
+) -> Option<(Pin<Box<T::Future>>, usize)>
+where
+    B: Clone,
+    RB: Body,
+    T: Service<Request<B>, Response = Response<ResponseBody<RB>>, Error = BoxError> + Clone,
+{
+    let meta = &*common.meta;
+    let hedging = meta.hedging.as_ref()?;
+    if !hedging.try_take(meta.served_total()) {
+        return None;
+    }
+    let mut progress = Progress {
+        tried,
+        attempts: 1,
+        ..Progress::default()
+    };
+    let mut rewritten = None;
+    let sent = match select(common, request, &mut rewritten, &mut progress, &mut []) {
+        Pick::Call { index, .. } => {
+            let mut service = common.entries[index].service.clone();
+            match service.poll_ready(cx) {
+                Poll::Ready(Ok(())) => {
+                    let copy = to_send(request, &mut rewritten, true);
+                    Some((Box::pin(service.call(copy)), index))
+                }
+                _ => None,
+            }
+        }
+        Pick::Stop(_) | Pick::Exhausted => None,
+    };
+    if sent.is_none() {
+        hedging.give_back();
+    }
+    sent
 }
 
 /// The request's answer when it ends without a target's success: the last
@@ -949,7 +1141,7 @@ impl<B, RB: Body, T: Service<Request<B>>> fmt::Debug for ResponseFuture<B, RB, T
                 let state = match looping.state {
                     State::Select => "select",
                     State::Ready { .. } => "ready",
-                    State::Calling { .. } => "calling",
+                    State::Calling { .. } | State::Hedge { .. } => "calling",
                     State::Done => "done",
                 };
                 f.field("state", &state)

@@ -43,6 +43,8 @@ pub struct HealthSnapshot {
     pub fallback_share: f64,
     /// Requests refused with `NoTargetAvailable`.
     pub no_target_available: u64,
+    /// Hedges sent ([`Hedging`](super::Hedging)), if the failover hedges.
+    pub hedges: Option<u64>,
 }
 
 /// What a target would do with a request now: the most lasting refusal
@@ -130,6 +132,17 @@ pub struct TargetHealth {
         serde(rename = "open_time_ms", serialize_with = "crate::millis::option")
     )]
     pub open_time: Option<Duration>,
+    /// Whether it is tried after the others for being slow to answer
+    /// ([`Hedging`](super::Hedging)).
+    pub demoted: bool,
+    /// How long its first calls wait before they count as late and are
+    /// hedged: its recent 95th percentile of time to first byte. `None`
+    /// without hedging or before it answered enough calls.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "hedge_delay_ms", serialize_with = "crate::millis::option")
+    )]
+    pub hedge_delay: Option<Duration>,
     /// Its bulkhead, if it has one.
     pub bulkhead: Option<BulkheadHealth>,
     /// Every scope its breaker layer tracks.
@@ -177,6 +190,10 @@ impl FailoverHandle {
                 served_by_fallback as f64 / served as f64
             },
             no_target_available: meta.no_target.load(Ordering::Relaxed),
+            hedges: meta
+                .hedging
+                .as_ref()
+                .map(|h| h.sent.load(Ordering::Relaxed)),
         }
     }
 
@@ -276,6 +293,8 @@ fn target_health(meta: &Meta, index: usize) -> TargetHealth {
         failed_over: t.failed_over.load(Ordering::Relaxed),
         gated_last_hour: scopes.iter().filter_map(|s| s.gated_last_hour).max(),
         open_time: scopes.iter().filter_map(|s| s.open_time).max(),
+        demoted: t.speed.demoted_at(meta.now_nanos()),
+        hedge_delay: t.speed.hedge_delay(),
         bulkhead,
         scopes,
     }

@@ -182,6 +182,7 @@ pub mod future;
 mod health;
 mod service;
 mod shadow;
+mod speed;
 mod stack;
 mod state;
 mod target;
@@ -195,6 +196,8 @@ pub use self::service::Failover;
 pub use self::shadow::{
     DEFAULT_SHADOW_INTERVAL, DEFAULT_SHADOW_TIMEOUT, ShadowProbes, cap_output_tokens,
 };
+pub(crate) use self::speed::FieldNames;
+pub use self::speed::{DEFAULT_HEDGE_RATIO, Hedging};
 pub use self::stack::TargetService;
 pub use self::state::Advance;
 pub use self::target::{BoxTargetService, Rewrite, ServedBy, Target};

@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use super::error::RefusalKind;
 use super::shadow::ShadowSend;
+use super::speed::{HedgeState, Standing, TargetSpeed};
 use super::target::Rewrite;
 use crate::breaker::{BreakerHandle, PeekCache};
 use crate::bulkhead::BulkheadLayer;
@@ -131,6 +132,8 @@ pub(crate) struct Meta {
     pub(crate) clones: AtomicU64,
     /// Whether responses also carry `ServedBy` as an extension.
     pub(crate) served_by_extension: bool,
+    /// Hedging and demotion of slow targets, if asked for.
+    pub(crate) hedging: Option<HedgeState>,
 }
 
 pub(crate) struct TargetMeta {
@@ -156,6 +159,8 @@ pub(crate) struct TargetMeta {
     /// Nanoseconds since `origin` + 1 of the last availability failure; 0 if none.
     pub(crate) last_availability: AtomicU64,
     pub(crate) last_failure: Mutex<Option<LastFailure>>,
+    /// Its recent time to first byte and demotion (with hedging).
+    pub(crate) speed: TargetSpeed,
 }
 
 /// The last outcome that sent a request on from a target.
@@ -174,7 +179,7 @@ pub(crate) struct Group {
 }
 
 impl Meta {
-    fn now_nanos(&self) -> u64 {
+    pub(crate) fn now_nanos(&self) -> u64 {
         duration_nanos(Instant::now().saturating_duration_since(self.origin))
     }
 
@@ -196,12 +201,16 @@ impl Meta {
         avoid: u64,
         draw: impl FnOnce() -> u64,
     ) -> Option<usize> {
+        // A demoted target's standing is read once per choice: reading it
+        // may claim its trial.
+        let demoted = std::cell::Cell::new((0u64, 0u64));
         let eligible = |i: usize| {
             let t = &self.targets[i];
             tried & (1 << i) == 0
                 && !t
                     .group
                     .is_some_and(|g| avoid & (1 << g) != 0 || self.overloaded(g))
+                && !(t.speed.is_marked() && self.demoted(i, &demoted))
         };
         let mut deferred = None;
         for i in 0..self.targets.len() {
@@ -217,6 +226,67 @@ impl Meta {
             deferred.get_or_insert(i);
         }
         deferred
+    }
+
+    /// Whether target `index`, marked, is demoted for this choice;
+    /// `memo` holds the targets read (and which were demoted) so far.
+    #[cold]
+    fn demoted(&self, index: usize, memo: &std::cell::Cell<(u64, u64)>) -> bool {
+        let (read, demoted) = memo.get();
+        let bit = 1 << index;
+        if read & bit != 0 {
+            return demoted & bit != 0;
+        }
+        let trial_ok = || {
+            self.hedging
+                .as_ref()
+                .is_some_and(|h| h.available(self.served_total()))
+        };
+        let standing = self.targets[index]
+            .speed
+            .standing(self.now_nanos(), trial_ok);
+        let is = standing == Standing::Demoted;
+        memo.set((read | bit, if is { demoted | bit } else { demoted }));
+        is
+    }
+
+    /// Every success served so far.
+    pub(crate) fn served_total(&self) -> u64 {
+        self.targets.iter().map(|t| t.served.sum()).sum()
+    }
+
+    /// Target `index`'s first call passed its hedge delay.
+    #[cold]
+    pub(crate) fn late(&self, index: usize) {
+        let Some(hedging) = &self.hedging else {
+            return;
+        };
+        let t = &self.targets[index];
+        if let Some(period) = t.speed.late(&hedging.config, self.now_nanos()) {
+            tracing::warn!(
+                target: "levee::failover",
+                target_name = t.name,
+                delay = ?t.speed.delay(),
+                demotion = ?period,
+                "target slow to answer: tried after the others"
+            );
+        }
+    }
+
+    /// Target `index`'s first call answered with success after `latency`.
+    pub(crate) fn answered(&self, index: usize, latency: std::time::Duration, late: bool) {
+        let Some(hedging) = &self.hedging else {
+            return;
+        };
+        let t = &self.targets[index];
+        if t.speed.answered(&hedging.config, latency, late) {
+            tracing::info!(
+                target: "levee::failover",
+                target_name = t.name,
+                ?latency,
+                "target answered in time again: back in its place"
+            );
+        }
     }
 
     /// A member of a pool, among those `eligible`, drawn with weights by
