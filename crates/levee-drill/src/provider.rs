@@ -42,6 +42,8 @@ pub struct CallStats {
     /// When each target's account first answered that its spend cap was
     /// exhausted (from the start).
     pub cap_reached: BTreeMap<String, Duration>,
+    /// Calls that were hedges (a failover's copy of a late first call).
+    pub hedged: u64,
 }
 
 struct Bucket {
@@ -394,7 +396,14 @@ impl<B> Service<Request<B>> for TargetService {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, _req: Request<B>) -> SimFuture {
+    fn call(&mut self, req: Request<B>) -> SimFuture {
+        if req
+            .extensions()
+            .get::<tower_levee::failover::HedgeCopy>()
+            .is_some()
+        {
+            self.provider.state.lock().expect("provider state").stats.hedged += 1;
+        }
         if let Some(remote) = &self.provider.remote {
             return remote.send(self.idx);
         }

@@ -98,6 +98,9 @@ pub struct StackResult {
     pub upstream_throttled_calls: u64,
     /// Calls that reached an account whose spend cap was exhausted.
     pub upstream_capped_calls: u64,
+    /// Calls that were hedges: copies of late first calls sent to another
+    /// target.
+    pub upstream_hedged_calls: u64,
     /// With a `[fleet]`: each replica's share of the requests (the numbers
     /// above are the fleet's totals).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -205,6 +208,7 @@ impl StackResult {
             upstream_rejected_calls: run.calls.rejected,
             upstream_throttled_calls: run.calls.throttled,
             upstream_capped_calls: run.calls.capped,
+            upstream_hedged_calls: run.calls.hedged,
             replicas,
             fallback_share: if succeeded == 0 {
                 0.0
@@ -356,6 +360,15 @@ pub fn table(report: &ScenarioReport) -> String {
                 fails.join(" ")
             }
         );
+        if r.upstream_hedged_calls > 0 {
+            let _ = writeln!(
+                s,
+                "  {:<16} hedges: {} ({:.1}% of requests)",
+                "",
+                r.upstream_hedged_calls,
+                r.upstream_hedged_calls as f64 * 100.0 / r.requests.max(1) as f64
+            );
+        }
         if !r.replicas.is_empty() {
             let served: Vec<String> = r
                 .replicas

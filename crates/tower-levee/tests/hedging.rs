@@ -149,7 +149,11 @@ async fn a_late_first_call_is_hedged_to_the_next_target_and_the_first_call_is_ca
     let (by, took) = one(&svc).await;
     assert_eq!(by, 1, "the hedge to the fallback served");
     assert_eq!(took, delay + Duration::from_millis(100));
-    assert_eq!(primary.dropped.load(Ordering::SeqCst), 1, "the late call is dropped");
+    assert_eq!(
+        primary.dropped.load(Ordering::SeqCst),
+        1,
+        "the late call is dropped"
+    );
     assert_eq!(svc.handle().snapshot().hedges, Some(1));
     // Nothing of the dropped call comes back later.
     tokio::time::advance(Duration::from_secs(20)).await;
@@ -225,14 +229,27 @@ async fn a_slow_target_is_demoted_within_a_few_calls_and_back_within_seconds_of_
     // After the first second the primary was demoted: its calls are the
     // trials only, about one per demotion.
     let primary_calls = slow_calls - 30;
-    assert!(primary_calls <= 24, "{primary_calls} calls to the slow primary");
+    assert!(
+        primary_calls <= 24,
+        "{primary_calls} calls to the slow primary"
+    );
     println!("slow primary: {primary_calls} calls, {hedges} hedges, worst {worst:?}");
     assert!(hedges <= 30, "{hedges} hedges");
     // Back on the primary within about 2 s of recovering.
-    let back = after.iter().find(|r| r.1 == 0).expect("the primary serves again");
-    assert!(back.0 <= Duration::from_millis(2500), "back at {:?}", back.0);
+    let back = after
+        .iter()
+        .find(|r| r.1 == 0)
+        .expect("the primary serves again");
+    assert!(
+        back.0 <= Duration::from_millis(2500),
+        "back at {:?}",
+        back.0
+    );
     let tail = after.iter().filter(|r| r.0 >= Duration::from_secs(5));
-    assert!(tail.clone().all(|r| r.1 == 0), "the primary serves everything again");
+    assert!(
+        tail.clone().all(|r| r.1 == 0),
+        "the primary serves everything again"
+    );
     assert!(!svc.handle().snapshot().targets[0].demoted);
 }
 

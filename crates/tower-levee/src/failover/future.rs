@@ -14,6 +14,7 @@ use tokio::time::{Instant, Sleep};
 use tower_service::Service;
 
 use super::error::{NoTargetAvailable, Refusal, RefusalKind};
+use super::speed::HedgeCopy;
 use super::state::{Common, Meta};
 use super::target::ServedBy;
 use crate::breaker::error::Refused;
@@ -685,7 +686,8 @@ where
             let mut service = common.entries[index].service.clone();
             match service.poll_ready(cx) {
                 Poll::Ready(Ok(())) => {
-                    let copy = to_send(request, &mut rewritten, true);
+                    let mut copy = to_send(request, &mut rewritten, true);
+                    copy.extensions_mut().insert(HedgeCopy);
                     Some((Box::pin(service.call(copy)), index))
                 }
                 _ => None,

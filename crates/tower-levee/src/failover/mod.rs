@@ -196,8 +196,9 @@ pub use self::service::Failover;
 pub use self::shadow::{
     DEFAULT_SHADOW_INTERVAL, DEFAULT_SHADOW_TIMEOUT, ShadowProbes, cap_output_tokens,
 };
+#[cfg(feature = "serde")]
 pub(crate) use self::speed::FieldNames;
-pub use self::speed::{DEFAULT_HEDGE_RATIO, Hedging};
+pub use self::speed::{DEFAULT_HEDGE_RATIO, HedgeCopy, Hedging};
 pub use self::stack::TargetService;
 pub use self::state::Advance;
 pub use self::target::{BoxTargetService, Rewrite, ServedBy, Target};

@@ -57,6 +57,13 @@ const MIN_SAMPLES: u64 = 20;
 /// The delay is read again from the histogram every this many records.
 const REFRESH_EVERY: u32 = 8;
 
+/// Marks a hedge: the copy of a request a failover sends to another target
+/// because the first call was late (in the copy's extensions), so that a
+/// service below can tell it from a caller's first call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HedgeCopy;
+
 /// How a failover hedges late first calls and demotes slow targets (see
 /// the [module](self) docs).
 #[derive(Clone, Debug, PartialEq)]
@@ -360,7 +367,11 @@ impl TargetSpeed {
     /// passed the delay. A call in time ends a demotion.
     pub(crate) fn answered(&self, config: &Hedging, latency: Duration, late: bool) -> bool {
         self.latency.record(latency);
-        if self.records.fetch_add(1, Ordering::Relaxed) % REFRESH_EVERY == 0 {
+        if self
+            .records
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(REFRESH_EVERY)
+        {
             self.refresh_delay(config);
         }
         if late {
