@@ -402,7 +402,12 @@ impl<B> Service<Request<B>> for TargetService {
             .get::<tower_levee::failover::HedgeCopy>()
             .is_some()
         {
-            self.provider.state.lock().expect("provider state").stats.hedged += 1;
+            self.provider
+                .state
+                .lock()
+                .expect("provider state")
+                .stats
+                .hedged += 1;
         }
         if let Some(remote) = &self.provider.remote {
             return remote.send(self.idx);

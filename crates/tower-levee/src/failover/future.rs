@@ -425,20 +425,19 @@ where
                 }
                 return Poll::Pending;
             };
-            // The hedge, if any, is dropped (cancelled) with its watch.
-            let watch = watch.take();
             // The lane stays as it is: the target's future goes with this
             // one, and a poll after completion reaches it, and panics.
             if let Ok(response) = answer
                 && tag_answer(common, 1, index, response)
             {
-                if let Some(watch) = watch {
-                    watch.answered(&common.meta, index);
+                if watch.is_some() {
+                    // The hedge, if any, is dropped (cancelled) with it.
+                    answered_first(&common.meta, index, watch);
                 }
                 return polled;
             }
             let mut progress = std::mem::take(passed).after_first_call();
-            let hedge = watch.and_then(|w| w.into_hedge(&mut progress));
+            let hedge = watch.take().and_then(|w| w.into_hedge(&mut progress));
             match settle(common, &mut progress, index, polled) {
                 // No earlier target answered: the outcome is the request's.
                 Settled::Return(output) => {
@@ -574,6 +573,16 @@ where
                 return Poll::Ready(output);
             }
         }
+    }
+}
+
+/// A watched first call answered with success: notes its time for its
+/// target and drops its watch (and the hedge in flight, if any).
+#[cold]
+#[inline(never)]
+fn answered_first<F>(meta: &Meta, index: usize, watch: &mut Option<Box<Watch<F>>>) {
+    if let Some(watch) = watch.take() {
+        watch.answered(meta, index);
     }
 }
 
