@@ -264,6 +264,7 @@ async fn every_mechanism_is_published_and_no_secret_reaches_a_label() {
                 }),
         )
         .target(Target::new("backup", provider()).max_concurrent(4))
+        .hedging(tower_levee::failover::Hedging::new())
         .build()
         .unwrap();
     for _ in 0..6 {
@@ -403,6 +404,8 @@ async fn every_mechanism_is_published_and_no_secret_reaches_a_label() {
     let chat = [("failover", "chat")];
     assert_eq!(r.get("levee_failover_fallback_share", &chat), Some(1.0));
     assert_eq!(r.get("levee_failover_no_target_total", &chat), Some(0.0));
+    assert_eq!(r.get("levee_failover_hedges_total", &chat), Some(0.0));
+    assert_eq!(r.get("levee_failover_demoted", &f("primary")), Some(0.0));
     let primary_open = [
         ("target", "primary"),
         ("mechanism", "breaker"),

@@ -190,10 +190,7 @@ impl FailoverHandle {
                 served_by_fallback as f64 / served as f64
             },
             no_target_available: meta.no_target.load(Ordering::Relaxed),
-            hedges: meta
-                .hedging
-                .as_ref()
-                .map(|h| h.sent.load(Ordering::Relaxed)),
+            hedges: self.hedges(),
         }
     }
 
@@ -234,6 +231,21 @@ impl FailoverHandle {
     /// Requests refused with `NoTargetAvailable` so far.
     pub fn no_target_available(&self) -> u64 {
         self.meta.no_target.load(Ordering::Relaxed)
+    }
+
+    /// Hedges sent so far; `None` if the failover does not hedge.
+    pub fn hedges(&self) -> Option<u64> {
+        let hedging = self.meta.hedging.as_ref()?;
+        Some(hedging.sent.load(Ordering::Relaxed))
+    }
+
+    /// Whether the target named `target` is tried after the others for
+    /// being slow; `None` if there is no such target or the failover does
+    /// not hedge.
+    pub fn demoted(&self, target: &str) -> Option<bool> {
+        self.meta.hedging.as_ref()?;
+        let t = self.meta.targets.iter().find(|t| t.name == target)?;
+        Some(t.speed.demoted_at(self.meta.now_nanos()))
     }
 }
 

@@ -44,6 +44,8 @@
 //! | `levee_failover_failed_over_total` | counter | `failover`, `target` | answers after which the request went on |
 //! | `levee_failover_fallback_share` | gauge | `failover` | share of successes served by a target other than the first |
 //! | `levee_failover_no_target_total` | counter | `failover` | requests refused with `NoTargetAvailable` |
+//! | `levee_failover_hedges_total` | counter | `failover` | copies of late first calls sent to another target (with hedging) |
+//! | `levee_failover_demoted` | gauge | `failover`, `target` | 1 while the target is tried after the others for being slow (with hedging) |
 //!
 //! The names are constants in [`names`]. The signals worth alerting on: `levee_failover_fallback_share` rising; a `park` scope at
 //! `levee_scope_state` 1 (a spend cap is a conversation with finance);

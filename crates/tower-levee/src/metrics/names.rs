@@ -47,6 +47,10 @@ pub const FAILOVER_FAILED_OVER: &str = "levee_failover_failed_over_total";
 pub const FAILOVER_FALLBACK_SHARE: &str = "levee_failover_fallback_share";
 /// Requests a failover refused with `NoTargetAvailable`.
 pub const FAILOVER_NO_TARGET: &str = "levee_failover_no_target_total";
+/// Hedges a failover sent: copies of late first calls to another target.
+pub const FAILOVER_HEDGES: &str = "levee_failover_hedges_total";
+/// Whether a failover target is demoted for being slow (1) or not (0).
+pub const FAILOVER_DEMOTED: &str = "levee_failover_demoted";
 
 /// Registers every metric's unit and description with the installed
 /// recorder (an exporter shows them as help text). [`MetricsReporter::record`]
@@ -127,5 +131,13 @@ pub fn describe() {
     describe_counter!(
         FAILOVER_NO_TARGET,
         "Requests refused because no target could take them."
+    );
+    describe_counter!(
+        FAILOVER_HEDGES,
+        "Copies of late first calls sent to another target (hedges)."
+    );
+    describe_gauge!(
+        FAILOVER_DEMOTED,
+        "1 while the target is tried after the others for being slow, else 0."
     );
 }

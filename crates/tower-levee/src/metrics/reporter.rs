@@ -246,6 +246,9 @@ fn record_failover(name: &Arc<str>, handle: &FailoverHandle, seen: &mut HashSet<
             Label::new("target", target.to_owned()),
         ];
         counter!(FAILOVER_SERVED, labels.iter()).absolute(served);
+        if let Some(demoted) = handle.demoted(target) {
+            gauge!(FAILOVER_DEMOTED, labels.iter()).set(f64::from(u8::from(demoted)));
+        }
         let failed_over = handle.failed_over(target).unwrap_or(0);
         counter!(FAILOVER_FAILED_OVER, labels.iter()).absolute(failed_over);
         if let Some(breaker) = handle.breaker(target) {
@@ -263,6 +266,9 @@ fn record_failover(name: &Arc<str>, handle: &FailoverHandle, seen: &mut HashSet<
     };
     gauge!(FAILOVER_FALLBACK_SHARE, labels.iter()).set(share);
     counter!(FAILOVER_NO_TARGET, labels.iter()).absolute(handle.no_target_available());
+    if let Some(hedges) = handle.hedges() {
+        counter!(FAILOVER_HEDGES, labels.iter()).absolute(hedges);
+    }
 }
 
 /// Publishes a compartment once per record, however many sources name it.
