@@ -1,43 +1,5 @@
-//! Speed across the failover order: [`Hedging`].
-//!
-//! A breaker counts failures, and a target in a brownout does not fail: it
-//! answers, in ten times its usual time. A slow-call threshold catches it
-//! only after calls have waited that long. So the failover watches each
-//! first call's time to first byte (to the first output, for a stream the
-//! breaker layer holds), against the target's own recent distribution:
-//!
-//! - **Hedge.** A call still waiting past its target's recent 95th
-//!   percentile is sent once more, to the next target that admits it; the
-//!   first success wins and the other call is dropped (cancelled). This is
-//!   the hedged request of Dean and Barroso, [The Tail at
-//!   Scale](https://research.google/pubs/the-tail-at-scale/) (CACM 2013),
-//!   bounded by its own budget: at most [`ratio`](Hedging::ratio) of
-//!   successes (5%), with a small [`burst`](Hedging::burst). A stream is
-//!   hedged only before its first output reaches the caller: the breaker
-//!   layer holds it until then, and the race is decided there.
-//! - **Demote.** A target whose calls pass that mark
-//!   [`demote_after`](Hedging::demote_after) times in a row (3) with no call
-//!   answered in time between them is slow, not failing: it is tried after
-//!   every other target for [`demotion`](Hedging::demotion) (1 s, doubling
-//!   while it stays slow, up to [`max_demotion`](Hedging::max_demotion)).
-//!   Then one request tries it again, the *trial*, only when the hedge
-//!   budget can cover it, so a still-slow target costs that caller one
-//!   hedge delay; the trial answered in time puts the target back in its
-//!   place.
-//!
-//! The clock is read only for a call that is not answered at its first
-//! poll, and nothing is written for a call answered in time except the
-//! target's latency histogram; a failover without hedging reads one word
-//! per target it considers.
-//!
-//! ```
-//! use std::time::Duration;
-//! use tower_levee::failover::{Failover, Hedging};
-//!
-//! let builder = Failover::<String, String>::builder()
-//!     .hedging(Hedging::new().ratio(0.05).floor(Duration::from_millis(200)));
-//! # let _ = builder;
-//! ```
+//! Speed across the failover order: hedging late first calls and
+//! demoting slow targets ([`Hedging`] explains both).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -64,8 +26,46 @@ const REFRESH_EVERY: u32 = 8;
 #[non_exhaustive]
 pub struct HedgeCopy;
 
-/// How a failover hedges late first calls and demotes slow targets (see
-/// the [module](self) docs).
+/// How a failover hedges late first calls and demotes slow targets.
+///
+/// A breaker counts failures, and a target in a brownout does not fail: it
+/// answers, in ten times its usual time. A slow-call threshold catches it
+/// only after calls have waited that long. So the failover watches each
+/// first call's time to first byte (to the first output, for a stream the
+/// breaker layer holds), against the target's own recent distribution:
+///
+/// - **Hedge.** A call still waiting past its target's recent 95th
+///   percentile is sent once more, to the next target that admits it; the
+///   first success wins and the other call is dropped (cancelled). This is
+///   the hedged request of Dean and Barroso, [The Tail at
+///   Scale](https://research.google/pubs/the-tail-at-scale/) (CACM 2013),
+///   bounded by its own budget: at most [`ratio`](Hedging::ratio) of
+///   successes (5%), with a small [`burst`](Hedging::burst). A stream is
+///   hedged only before its first output reaches the caller: the breaker
+///   layer holds it until then, and the race is decided there.
+/// - **Demote.** A target whose calls pass that mark
+///   [`demote_after`](Hedging::demote_after) times in a row (3) with no call
+///   answered in time between them is slow, not failing: it is tried after
+///   every other target for [`demotion`](Hedging::demotion) (1 s, doubling
+///   while it stays slow, up to [`max_demotion`](Hedging::max_demotion)).
+///   Then one request tries it again, the *trial*, only when the hedge
+///   budget can cover it, so a still-slow target costs that caller one
+///   hedge delay; the trial answered in time puts the target back in its
+///   place.
+///
+/// The clock is read only for a call that is not answered at its first
+/// poll, and nothing is written for a call answered in time except the
+/// target's latency histogram; a failover without hedging reads one word
+/// per target it considers.
+///
+/// ```
+/// use std::time::Duration;
+/// use tower_levee::failover::{Failover, Hedging};
+///
+/// let builder = Failover::<String, String>::builder()
+///     .hedging(Hedging::new().ratio(0.05).floor(Duration::from_millis(200)));
+/// # let _ = builder;
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Hedging {
     pub(crate) ratio: f64,
