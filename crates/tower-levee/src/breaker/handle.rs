@@ -187,6 +187,12 @@ impl BreakerHandle {
         BreakerHandle { shared }
     }
 
+    /// The replicas the fleet counts sending to this layer's providers (1
+    /// alone).
+    pub(crate) fn replicas(&self) -> u32 {
+        self.shared.replicas()
+    }
+
     /// Every tracked scope with its state: breakers, then gates, then
     /// parks, each sorted by key.
     pub fn states(&self) -> Vec<ScopeHealth> {

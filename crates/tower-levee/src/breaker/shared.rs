@@ -411,6 +411,12 @@ impl Shared {
         self.settings.pace_check.map(|c| c.with_share(share))
     }
 
+    /// The replicas the fleet counts sharing the provider's limits (1
+    /// alone).
+    pub(crate) fn replicas(&self) -> u32 {
+        self.pace_share.load(Ordering::Relaxed)
+    }
+
     /// The fleet counts `replicas` sharing the provider's limits: every
     /// domain paces on its share from its next report. Whether it changed.
     pub(crate) fn share_pacing(&self, replicas: u32) -> bool {

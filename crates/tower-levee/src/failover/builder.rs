@@ -21,7 +21,7 @@ use super::speed::{FieldNames, HedgeState, Hedging, TargetSpeed};
 use super::stack::TargetService;
 use super::state::{Advance, Common, Entry, FallbackFn, Group, Meta, TargetMeta};
 use super::target::{BoxTargetService, Target, TargetName};
-use crate::breaker::PeekCache;
+use crate::breaker::{BreakerHandle, PeekCache};
 use crate::error::BoxError;
 use crate::striped::Striped;
 
@@ -71,7 +71,7 @@ pub struct FailoverBuilder<B, RB, S = BoxTargetService<B, RB>, C = ProviderClass
 
 /// Makes a failover's shadow-probe sender from its targets' stacks.
 type ShadowFactory<B, S, C> =
-    Box<dyn FnOnce(&[TargetEntry<B, S, C>]) -> ShadowSend<B> + Send + Sync>;
+    Box<dyn FnOnce(&[TargetEntry<B, S, C>], Vec<BreakerHandle>) -> ShadowSend<B> + Send + Sync>;
 
 impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
     fn new() -> Self {
@@ -107,8 +107,9 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
         RB::Error: Into<BoxError> + Send,
         C: Classify + Clone + Send + Sync + 'static,
     {
-        self.shadow = Some(Box::new(move |entries| {
-            shadow::sender(probes, entries.iter().map(|e| e.service.clone()).collect())
+        self.shadow = Some(Box::new(move |entries, breakers| {
+            let services = entries.iter().map(|e| e.service.clone()).collect();
+            shadow::sender(probes, services, breakers)
         }));
         self
     }
@@ -320,7 +321,8 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
             for target in &meta.targets {
                 target.breaker.accept_shadow_probes();
             }
-            make(&entries)
+            let breakers = meta.targets.iter().map(|t| t.breaker.clone()).collect();
+            make(&entries, breakers)
         });
         Ok(Failover::from_common(Arc::new(Common::new(
             Arc::new(meta),

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use tower_service::Service;
 
 use super::stack::TargetService;
-use crate::breaker::{ResponseBody, ShadowProbe};
+use crate::breaker::{BreakerHandle, ResponseBody, ShadowProbe};
 use crate::error::BoxError;
 use crate::retry::RetryBudget;
 
@@ -44,7 +44,12 @@ type Prepare<B> = Arc<dyn Fn(&mut Request<B>) + Send + Sync>;
 /// the breaker turns away, then at most one per
 /// [`interval`](Self::interval) per target, each also drawing a token from
 /// a retry budget when one is given, which bounds them to its share of
-/// traffic.
+/// traffic. In a fleet, each replica spaces its copies by the interval
+/// times the replicas the fleet counts, so that the fleet sends about one
+/// per interval. A target open longer than a minute gets them less often:
+/// the spacing doubles each further minute, up to 32 times the interval,
+/// so a target dead for good costs a copy every half minute, not every
+/// second.
 ///
 /// A copy is a real request to the provider and is billed as one: cap its
 /// output with [`prepare`](Self::prepare) (for a JSON body,
@@ -150,10 +155,32 @@ where
 /// Sends a copy of a request to target `index`, if its turn has come.
 pub(crate) type ShadowSend<B> = Arc<dyn Fn(usize, &Request<B>) + Send + Sync>;
 
-/// The sender for targets `services`, in failover order.
+/// How long a target is open before its copies are spaced further apart,
+/// and the step by which they are (each further such time doubles it).
+const FULL_RATE_SPELL: Duration = Duration::from_secs(60);
+
+/// The most the spacing grows for a long spell: 2⁵, 32 times.
+const MAX_DOUBLINGS: u64 = 5;
+
+/// A refusal this long after the last one starts a new open spell.
+const NEW_SPELL_GAP: Duration = Duration::from_secs(5);
+
+/// The spacing of one target's copies `open_for` into its open spell,
+/// with `replicas` sending: `interval × replicas × 2ⁿ`, n one per minute
+/// past the first, at most [`MAX_DOUBLINGS`].
+fn spacing(interval: u64, replicas: u32, open_for: u64) -> u64 {
+    let doublings = (open_for / duration_nanos(FULL_RATE_SPELL)).min(MAX_DOUBLINGS);
+    interval
+        .saturating_mul(u64::from(replicas.max(1)))
+        .saturating_mul(1 << doublings)
+}
+
+/// The sender for targets `services`, in failover order, whose breakers
+/// `breakers` say how many replicas send with them.
 pub(crate) fn sender<B, S, C, RB>(
     probes: ShadowProbes<B>,
     services: Vec<TargetService<S, C>>,
+    breakers: Vec<BreakerHandle>,
 ) -> ShadowSend<B>
 where
     B: Clone + Send + 'static,
@@ -169,6 +196,10 @@ where
     let interval = duration_nanos(probes.interval).max(1);
     // Nanoseconds since `origin` + 1 of each target's last copy; 0: none.
     let last: Box<[AtomicU64]> = services.iter().map(|_| AtomicU64::new(0)).collect();
+    // Nanoseconds since `origin` + 1 of each target's last refusal seen
+    // here, and of the start of its open spell.
+    let seen: Box<[AtomicU64]> = services.iter().map(|_| AtomicU64::new(0)).collect();
+    let spell: Box<[AtomicU64]> = services.iter().map(|_| AtomicU64::new(0)).collect();
     // Each target's copy in flight, if any: a newer one replaces it, so
     // that copies to a target that hangs do not pile up, and the one that
     // finds it back is the latest.
@@ -179,9 +210,12 @@ where
     let services: Box<[Mutex<TargetService<S, C>>]> =
         services.into_iter().map(Mutex::new).collect();
     Arc::new(move |index: usize, request: &Request<B>| {
-        let (Some(service), Some(last), Some(in_flight)) =
-            (services.get(index), last.get(index), in_flight.get(index))
-        else {
+        let (Some(service), Some(last), Some(in_flight), Some(breaker)) = (
+            services.get(index),
+            last.get(index),
+            in_flight.get(index),
+            breakers.get(index),
+        ) else {
             return;
         };
         // Outside a runtime there is nowhere to send a copy from.
@@ -189,8 +223,15 @@ where
             return;
         };
         let now = duration_nanos(origin.elapsed()).saturating_add(1);
+        // The open spell: from the first refusal after a quiet gap.
+        let seen_before = seen[index].swap(now, Ordering::Relaxed);
+        if seen_before == 0 || now - seen_before.min(now) > duration_nanos(NEW_SPELL_GAP) {
+            spell[index].store(now, Ordering::Relaxed);
+        }
+        let open_for = now.saturating_sub(spell[index].load(Ordering::Relaxed));
+        let spacing = spacing(interval, breaker.replicas(), open_for);
         let before = last.load(Ordering::Relaxed);
-        if (before != 0 && now < before.saturating_add(interval))
+        if (before != 0 && now < before.saturating_add(spacing))
             || last
                 .compare_exchange(before, now, Ordering::Relaxed, Ordering::Relaxed)
                 .is_err()
@@ -249,5 +290,24 @@ where
             Some(Ok(_)) => {}
             _ => break,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_are_spaced_by_the_fleet_and_further_apart_as_a_spell_lasts() {
+        let second = duration_nanos(Duration::from_secs(1));
+        let minute = duration_nanos(FULL_RATE_SPELL);
+        assert_eq!(spacing(second, 1, 0), second);
+        assert_eq!(spacing(second, 1, minute - 1), second);
+        assert_eq!(spacing(second, 8, 0), 8 * second);
+        assert_eq!(spacing(second, 1, minute), 2 * second);
+        assert_eq!(spacing(second, 1, 3 * minute), 8 * second);
+        assert_eq!(spacing(second, 1, 100 * minute), 32 * second);
+        assert_eq!(spacing(second, 0, 0), second, "no replica counted: alone");
+        assert_eq!(spacing(u64::MAX, 8, 100 * minute), u64::MAX);
     }
 }
