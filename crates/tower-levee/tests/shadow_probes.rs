@@ -274,3 +274,32 @@ async fn a_newer_copy_replaces_one_still_in_flight() {
     assert!(copies.load(Ordering::SeqCst) >= 12, "{copies:?} copies");
     assert!(tasks.num_alive_tasks() <= before + 1, "copies pile up");
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_close_a_copy_causes_is_an_event_of_origin_probe() {
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let log = events.clone();
+    let recorded = tower_levee::breaker::BreakerLayer::builder()
+        .seed(7)
+        .classifier(failover_support::TestClassifier::default())
+        .on_event(move |e: &tower_levee::breaker::ScopeEvent| {
+            log.lock()
+                .unwrap()
+                .push((e.to().as_str(), e.origin().as_str()));
+        })
+        .build()
+        .unwrap();
+    let recovers = Duration::from_secs(22);
+    let seen = Seen::default();
+    let svc = Failover::builder()
+        .target(Target::new("primary", primary(recovers, &seen)).breaker(recorded))
+        .target(Target::new("fallback", Scripted::ok()).breaker(breaker(GATE, GATE)))
+        .shadow_probes(ShadowProbes::new())
+        .build()
+        .unwrap();
+    let (back, _) = drive(&svc, Duration::from_secs(30), recovers).await;
+    assert!(back.is_some());
+    let events = events.lock().unwrap().clone();
+    assert_eq!(events.first(), Some(&("open", "traffic")), "{events:?}");
+    assert_eq!(events.last(), Some(&("closed", "probe")), "{events:?}");
+}

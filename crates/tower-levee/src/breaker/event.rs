@@ -35,15 +35,19 @@ pub enum Origin {
     Manual,
     /// Another replica, through [`BreakerHandle::adopt`](super::BreakerHandle::adopt).
     Fleet,
+    /// A shadow probe: a copy of a request another target served, whose
+    /// success closed the breaker (see [`ShadowProbe`](super::ShadowProbe)).
+    Probe,
 }
 
 impl Origin {
-    /// `traffic`, `manual` or `fleet`.
+    /// `traffic`, `manual`, `fleet` or `probe`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Origin::Traffic => "traffic",
             Origin::Manual => "manual",
             Origin::Fleet => "fleet",
+            Origin::Probe => "probe",
         }
     }
 }

@@ -6,7 +6,7 @@ use levee_core::breaker::Outcome;
 use levee_core::classify::Classification;
 use levee_core::clock::{Clock, Timestamp};
 
-use super::event::ScopeEvent;
+use super::event::{Origin, ScopeEvent};
 use super::shared::{DomainCell, DomainHandle, Shared, lock_domain};
 use crate::registry::SlotGuard;
 
@@ -64,7 +64,7 @@ impl Shared {
             return;
         };
         self.publish(handle, &domain.state);
-        let event = ScopeEvent::new(key, transition);
+        let event = ScopeEvent::new(key, transition).made_by(Origin::Probe);
         drop(cell);
         self.emit(Some(event));
     }
