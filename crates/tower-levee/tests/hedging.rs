@@ -303,3 +303,44 @@ proptest! {
         })?;
     }
 }
+
+/// Two accounts in one pool, one persistently slower (in time for its own
+/// usual speed, so never late): each's share of `n` requests sent one
+/// after another.
+async fn pool_shares(hedging: Option<Hedging>, n: usize) -> (usize, usize) {
+    let (fast, slow) = (Timed::new(500), Timed::new(800));
+    let gate = Duration::from_secs(1);
+    let builder = Failover::builder()
+        .target(
+            Target::new("fast", fast.clone())
+                .breaker(breaker(gate, gate))
+                .pool("accounts"),
+        )
+        .target(
+            Target::new("slow", slow.clone())
+                .breaker(breaker(gate, gate))
+                .pool("accounts"),
+        );
+    let svc: Svc = match hedging {
+        Some(h) => builder.hedging(h),
+        None => builder,
+    }
+    .build()
+    .unwrap();
+    for _ in 0..n {
+        one(&svc).await;
+    }
+    (fast.started(), slow.started())
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_hedging_a_pool_sends_most_requests_to_its_faster_member() {
+    let (fast, slow) = pool_shares(Some(Hedging::new()), 300).await;
+    println!("with hedging: fast {fast}, slow {slow}");
+    assert!(fast >= 240, "fast {fast}, slow {slow}");
+    // The slower one is still tried now and then, as its average fades.
+    assert!(slow >= 3, "fast {fast}, slow {slow}");
+    let (fast, slow) = pool_shares(None, 300).await;
+    println!("without: fast {fast}, slow {slow}");
+    assert!((120..=180).contains(&fast), "fast {fast}, slow {slow}");
+}

@@ -311,7 +311,20 @@ pub(crate) struct TargetSpeed {
     demoted: AtomicU64,
     /// Demotions since the target was last fast, for the doubling.
     demotions: AtomicU32,
+    /// A peak-sensitive moving average of its time to first byte, in
+    /// nanoseconds (0 before any), and when it was last updated.
+    ewma: AtomicU64,
+    ewma_at: AtomicU64,
 }
+
+/// The weight of each new time to first byte in the moving average (a
+/// slower one replaces it whole: the average follows peaks at once).
+const EWMA_WEIGHT: f64 = 0.125;
+
+/// How fast a target's average fades toward zero while it answers nothing
+/// (as `tower::load::PeakEwma`'s decay): a target passed over for being
+/// slow is tried again within about this long.
+const EWMA_DECAY: Duration = Duration::from_secs(10);
 
 /// What a pick reads of a target's demotion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -365,8 +378,15 @@ impl TargetSpeed {
 
     /// A first call answered with success after `latency`; `late` if it
     /// passed the delay. A call in time ends a demotion.
-    pub(crate) fn answered(&self, config: &Hedging, latency: Duration, late: bool) -> bool {
+    pub(crate) fn answered(
+        &self,
+        config: &Hedging,
+        latency: Duration,
+        late: bool,
+        now: u64,
+    ) -> bool {
         self.latency.record(latency);
+        self.note_speed(latency, now);
         if self
             .records
             .fetch_add(1, Ordering::Relaxed)
@@ -386,6 +406,32 @@ impl TargetSpeed {
         self.demoted.store(0, Ordering::Relaxed);
         self.demotions.store(0, Ordering::Relaxed);
         true
+    }
+
+    /// Folds a time to first byte into the moving average: a slower one
+    /// replaces it, a faster one moves it by [`EWMA_WEIGHT`]. Racing
+    /// updates may lose one: an estimate.
+    fn note_speed(&self, latency: Duration, now: u64) {
+        let sample = duration_nanos(latency).max(1);
+        let faded = self.cost(now);
+        let next = if faded == 0.0 || sample as f64 >= faded {
+            sample
+        } else {
+            (faded + (sample as f64 - faded) * EWMA_WEIGHT) as u64
+        };
+        self.ewma.store(next.max(1), Ordering::Relaxed);
+        self.ewma_at.store(now, Ordering::Relaxed);
+    }
+
+    /// The moving average as of `now`, faded by the time since it was
+    /// last updated; 0 before any answer (so an unknown target is tried).
+    pub(crate) fn cost(&self, now: u64) -> f64 {
+        let ewma = self.ewma.load(Ordering::Relaxed);
+        if ewma == 0 {
+            return 0.0;
+        }
+        let idle = now.saturating_sub(self.ewma_at.load(Ordering::Relaxed)) as f64;
+        ewma as f64 * (-idle / duration_nanos(EWMA_DECAY) as f64).exp()
     }
 
     fn refresh_delay(&self, config: &Hedging) {
@@ -439,7 +485,7 @@ mod tests {
     fn trained(config: &Hedging, ms: u64) -> TargetSpeed {
         let speed = TargetSpeed::default();
         for _ in 0..40 {
-            speed.answered(config, Duration::from_millis(ms), false);
+            speed.answered(config, Duration::from_millis(ms), false, 0);
         }
         speed
     }
@@ -449,7 +495,7 @@ mod tests {
         let config = Hedging::new();
         let speed = TargetSpeed::default();
         for _ in 0..MIN_SAMPLES - 2 {
-            speed.answered(&config, Duration::from_millis(500), false);
+            speed.answered(&config, Duration::from_millis(500), false, 0);
         }
         assert_eq!(speed.delay(), None);
     }
@@ -483,7 +529,7 @@ mod tests {
         assert_eq!(speed.standing(5 * s, || false), Standing::Demoted);
         assert_eq!(speed.standing(5 * s, || true), Standing::InPlace);
         // A trial answered in time ends the demotion.
-        assert!(speed.answered(&config, Duration::from_millis(500), false));
+        assert!(speed.answered(&config, Duration::from_millis(500), false, 0));
         assert_eq!(speed.standing(5 * s, || true), Standing::InPlace);
         assert!(!speed.is_marked());
     }
@@ -495,9 +541,26 @@ mod tests {
         for _ in 0..10 {
             assert_eq!(speed.late(&config, 0), None);
             assert_eq!(speed.late(&config, 0), None);
-            speed.answered(&config, Duration::from_millis(400), false);
+            speed.answered(&config, Duration::from_millis(400), false, 0);
         }
         assert!(!speed.is_marked());
+    }
+
+    #[test]
+    fn the_average_follows_a_slowdown_at_once_and_a_recovery_gradually() {
+        let config = Hedging::new();
+        let speed = TargetSpeed::default();
+        assert_eq!(speed.cost(0), 0.0, "unknown: tried first");
+        let ms = |n: u64| Duration::from_millis(n);
+        speed.answered(&config, ms(500), false, 0);
+        speed.answered(&config, ms(2000), false, 0);
+        assert_eq!(speed.cost(0), 2e9, "a peak replaces the average");
+        speed.answered(&config, ms(500), false, 0);
+        let after_one = speed.cost(0);
+        assert!(after_one > 1.7e9 && after_one < 2e9, "{after_one}");
+        // Left alone, the average fades: a passed-over target is retried.
+        let later = duration_nanos(EWMA_DECAY) * 3;
+        assert!(speed.cost(later) < after_one / 10.0);
     }
 
     #[test]

@@ -20,6 +20,10 @@ use crate::breaker::{BreakerHandle, PeekCache};
 use crate::bulkhead::BulkheadLayer;
 use crate::striped::Striped;
 
+/// How much faster a pool member must be than the one drawn first to be
+/// chosen instead.
+const SPEED_MARGIN: f64 = 1.25;
+
 /// The user's override of when to go on to the next target.
 pub(crate) type FallbackFn = Arc<dyn Fn(&Advance<'_>) -> bool + Send + Sync>;
 
@@ -199,7 +203,7 @@ impl Meta {
         &self,
         tried: u64,
         avoid: u64,
-        draw: impl FnOnce() -> u64,
+        draw: impl FnMut() -> u64,
     ) -> Option<usize> {
         // A demoted target's standing is read once per choice: reading it
         // may claim its trial.
@@ -279,7 +283,9 @@ impl Meta {
             return;
         };
         let t = &self.targets[index];
-        if t.speed.answered(&hedging.config, latency, late) {
+        if t.speed
+            .answered(&hedging.config, latency, late, self.now_nanos())
+        {
             tracing::info!(
                 target: "levee::failover",
                 target_name = t.name,
@@ -291,32 +297,65 @@ impl Meta {
 
     /// A member of a pool, among those `eligible`, drawn with weights by
     /// what each has left (the first eligible one wins a pool of one).
+    /// With hedging, which times each target, a second member is drawn
+    /// the same way and the two compared on speed: power of two choices.
     fn pick_in_pool(
         &self,
         members: &[usize],
         eligible: impl Fn(usize) -> bool,
-        draw: impl FnOnce() -> u64,
+        mut draw: impl FnMut() -> u64,
     ) -> usize {
         let weight =
             |i: usize| u64::from(self.targets[i].left_permille.load(Ordering::Relaxed)) + 1;
-        let total: u64 = members
-            .iter()
-            .filter(|&&i| eligible(i))
-            .map(|&i| weight(i))
-            .sum();
-        let mut at = draw() % total.max(1);
-        for &i in members.iter().filter(|&&i| eligible(i)) {
-            let w = weight(i);
-            if at < w {
-                return i;
+        let pick = |skip: Option<usize>, at: u64| {
+            let chosen = |i: &usize| eligible(*i) && Some(*i) != skip;
+            let total: u64 = members
+                .iter()
+                .filter(|i| chosen(i))
+                .map(|&i| weight(i))
+                .sum();
+            if total == 0 {
+                return None;
             }
-            at -= w;
+            let mut at = at % total;
+            for &i in members.iter().filter(|i| chosen(i)) {
+                let w = weight(i);
+                if at < w {
+                    return Some(i);
+                }
+                at -= w;
+            }
+            None
+        };
+        let Some(first) = pick(None, draw()) else {
+            return members
+                .iter()
+                .copied()
+                .find(|&i| eligible(i))
+                .unwrap_or(members[0]);
+        };
+        if self.hedging.is_none() {
+            return first;
         }
-        members
-            .iter()
-            .copied()
-            .find(|&i| eligible(i))
-            .unwrap_or(members[0])
+        match pick(Some(first), draw()) {
+            Some(second) => self.faster(first, second, weight),
+            None => first,
+        }
+    }
+
+    /// Of two pool members, `first` unless `second` is clearly faster: its
+    /// recent time to first byte, per share of its limits left, under
+    /// `1 / SPEED_MARGIN` of `first`'s. Members of like speed keep the
+    /// weighted draw's share; a slower one loses its traffic to the other.
+    #[cold]
+    fn faster(&self, first: usize, second: usize, weight: impl Fn(usize) -> u64) -> usize {
+        let now = self.now_nanos();
+        let cost = |i: usize| self.targets[i].speed.cost(now) / weight(i) as f64;
+        if cost(second) * SPEED_MARGIN < cost(first) {
+            second
+        } else {
+            first
+        }
     }
 
     /// Notes what a pooled target's answer says is left of its limits.
