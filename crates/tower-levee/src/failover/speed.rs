@@ -52,6 +52,14 @@ pub struct HedgeCopy;
 ///   budget can cover it, so a still-slow target costs that caller one
 ///   hedge delay; the trial answered in time puts the target back in its
 ///   place.
+/// - **Choose the faster in a pool.** Two members of a
+///   [pool](super::Target::pool) are drawn by what each has left, and the
+///   one clearly faster (a peak-sensitive moving average of its time to
+///   first byte, per share left, 1.25× or more) serves: power of two
+///   choices over a peak EWMA, as `tower::balance` with `PeakEwma`.
+///   `tower::balance` itself does not fit: it balances ready services by
+///   load, while a pool's members are read for admission (gates, parks,
+///   breakers) and weighted by what their providers say is left.
 ///
 /// The clock is read only for a call that is not answered at its first
 /// poll, and nothing is written for a call answered in time except the
