@@ -303,3 +303,58 @@ async fn the_close_a_copy_causes_is_an_event_of_origin_probe() {
     assert_eq!(events.first(), Some(&("open", "traffic")), "{events:?}");
     assert_eq!(events.last(), Some(&("closed", "probe")), "{events:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_active_probe_finds_a_recovered_target_back_when_no_traffic_comes() {
+    let recovers = Duration::from_secs(12);
+    let run = |active: bool| async move {
+        let seen = Seen::default();
+        let mut probes = ShadowProbes::new();
+        if active {
+            probes = probes.active("primary", || {
+                Request::get("https://api.example.com/v1/models")
+                    .body(String::new())
+                    .unwrap()
+            });
+        }
+        let svc = failover(primary(recovers, &seen), Some(probes));
+        // Five requests open the primary's breaker; then nothing comes.
+        for _ in 0..5 {
+            let res = svc.clone().oneshot(req()).await.unwrap();
+            assert!(res.status().is_success());
+        }
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        let handle = svc.handle();
+        let status = handle
+            .breaker("primary")
+            .unwrap()
+            .breaker_status("api.example.com");
+        (status, seen.copies.lock().unwrap().clone())
+    };
+    let (with, probes) = run(true).await;
+    assert_eq!(
+        with,
+        Some(BreakerStatus::Closed),
+        "found back with no traffic"
+    );
+    // One a second while open, from the opening; none once closed.
+    assert!((10..=14).contains(&probes.len()), "{} probes", probes.len());
+    let (without, copies) = run(false).await;
+    assert_eq!(without, Some(BreakerStatus::Open));
+    assert!(copies.is_empty());
+}
+
+#[test]
+fn an_active_probe_for_a_target_that_does_not_exist_fails_the_build() {
+    let err = Failover::builder()
+        .target(Target::new("primary", Scripted::ok()).breaker(breaker(GATE, GATE)))
+        .shadow_probes(ShadowProbes::new().active("primray", || {
+            Request::get("https://api.example.com/v1/models")
+                .body(String::new())
+                .unwrap()
+        }))
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("shadow_probes.active"), "{err}");
+    assert!(err.to_string().contains("primray"), "{err}");
+}

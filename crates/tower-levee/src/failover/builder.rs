@@ -65,13 +65,16 @@ pub struct FailoverBuilder<B, RB, S = BoxTargetService<B, RB>, C = ProviderClass
     served_by_extension: bool,
     /// Builds the shadow probes' sender from the targets' stacks.
     shadow: Option<ShadowFactory<B, S, C>>,
+    /// The targets the shadow probes name an active probe for.
+    shadow_targets: Vec<Box<str>>,
     hedging: Option<Hedging>,
     _body: PhantomData<fn() -> RB>,
 }
 
 /// Makes a failover's shadow-probe sender from its targets' stacks.
-type ShadowFactory<B, S, C> =
-    Box<dyn FnOnce(&[TargetEntry<B, S, C>], Vec<BreakerHandle>) -> ShadowSend<B> + Send + Sync>;
+type ShadowFactory<B, S, C> = Box<
+    dyn FnOnce(&[TargetEntry<B, S, C>], Vec<BreakerHandle>, &[&str]) -> ShadowSend<B> + Send + Sync,
+>;
 
 impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
     fn new() -> Self {
@@ -85,6 +88,7 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
             fallback_on: None,
             served_by_extension: false,
             shadow: None,
+            shadow_targets: Vec::new(),
             hedging: None,
             _body: PhantomData,
         }
@@ -107,9 +111,18 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
         RB::Error: Into<BoxError> + Send,
         C: Classify + Clone + Send + Sync + 'static,
     {
-        self.shadow = Some(Box::new(move |entries, breakers| {
+        self.shadow_targets = probes.active.iter().map(|(t, _)| t.clone()).collect();
+        self.shadow = Some(Box::new(move |entries, breakers, names| {
             let services = entries.iter().map(|e| e.service.clone()).collect();
-            shadow::sender(probes, services, breakers)
+            let rewrites = entries.iter().map(|e| e.rewrite.clone()).collect();
+            let active = names
+                .iter()
+                .map(|name| {
+                    let found = probes.active.iter().find(|(t, _)| &**t == *name);
+                    found.map(|(_, make)| make.clone())
+                })
+                .collect();
+            shadow::sender(probes, services, breakers, rewrites, active)
         }));
         self
     }
@@ -291,6 +304,16 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
         if let Some(hedging) = &self.hedging {
             hedging.validate(&FieldNames::BUILDER)?;
         }
+        if let Some(name) = self
+            .shadow_targets
+            .iter()
+            .find(|name| !self.targets.iter().any(|(t, _)| t.name == &***name))
+        {
+            return Err(ConfigError::new(
+                "shadow_probes.active",
+                format!("no target is named `{name}`"),
+            ));
+        }
         let shadow = self.shadow.take();
         let (metas, entries): (Vec<_>, Vec<_>) = self
             .targets
@@ -322,7 +345,8 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
                 target.breaker.accept_shadow_probes();
             }
             let breakers = meta.targets.iter().map(|t| t.breaker.clone()).collect();
-            make(&entries, breakers)
+            let names: Vec<&str> = meta.targets.iter().map(|t| t.name).collect();
+            make(&entries, breakers, &names)
         });
         Ok(Failover::from_common(Arc::new(Common::new(
             Arc::new(meta),

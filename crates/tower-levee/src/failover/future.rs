@@ -868,7 +868,7 @@ fn shadow<B, T>(
         && refused.kind() == RefusalKind::CircuitOpen
         && others()
     {
-        send(index, request);
+        send(index, Some(request));
     }
 }
 
@@ -1108,6 +1108,12 @@ fn note_failure<B, T>(
         "trying the next target"
     );
     meta.failed(index, verdict, reason);
+    if let Some(send) = &common.shadow
+        && matches!(verdict, Verdict::Availability | Verdict::Credential)
+    {
+        // Its breaker may have opened: its active probe, if any, starts.
+        send(index, None);
+    }
 }
 
 /// Notes on the request's span which target is called, as which attempt.

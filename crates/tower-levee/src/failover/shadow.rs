@@ -4,7 +4,7 @@
 //! [`ShadowProbes`].
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -14,11 +14,13 @@ use http_body::Body;
 use http_body_util::BodyExt;
 use levee_core::classify::Classify;
 use levee_core::clock::duration_nanos;
+use levee_core::transition::{Mechanism, State};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tower_service::Service;
 
 use super::stack::TargetService;
+use super::target::Rewrite;
 use crate::breaker::{BreakerHandle, ResponseBody, ShadowProbe};
 use crate::error::BoxError;
 use crate::retry::RetryBudget;
@@ -81,7 +83,12 @@ pub struct ShadowProbes<B> {
     timeout: Duration,
     budget: Option<Arc<RetryBudget>>,
     prepare: Option<Prepare<B>>,
+    /// Each named target's active probe.
+    pub(crate) active: Vec<(Box<str>, MakeProbe<B>)>,
 }
+
+/// Makes a target's active probe.
+pub(crate) type MakeProbe<B> = Arc<dyn Fn() -> Request<B> + Send + Sync>;
 
 impl<B> Default for ShadowProbes<B> {
     fn default() -> Self {
@@ -98,6 +105,7 @@ impl<B> ShadowProbes<B> {
             timeout: DEFAULT_SHADOW_TIMEOUT,
             budget: None,
             prepare: None,
+            active: Vec::new(),
         }
     }
 
@@ -127,6 +135,22 @@ impl<B> ShadowProbes<B> {
         self.prepare = Some(Arc::new(f));
         self
     }
+
+    /// An active probe for the target named `target`: a request `make`
+    /// builds (a one-token completion, or `GET /v1/models` where that
+    /// shows the target serving), sent through the target's rewrite on the
+    /// copies' schedule while its breaker is open and no copy went, so
+    /// that the target is found back when no traffic comes. It stops once
+    /// the breaker admits a call. The build fails if no target has that
+    /// name.
+    pub fn active(
+        mut self,
+        target: impl Into<Box<str>>,
+        make: impl Fn() -> Request<B> + Send + Sync + 'static,
+    ) -> Self {
+        self.active.push((target.into(), Arc::new(make)));
+        self
+    }
 }
 
 impl<B> fmt::Debug for ShadowProbes<B> {
@@ -136,6 +160,10 @@ impl<B> fmt::Debug for ShadowProbes<B> {
             .field("timeout", &self.timeout)
             .field("budget", &self.budget.is_some())
             .field("prepare", &self.prepare.is_some())
+            .field(
+                "active",
+                &self.active.iter().map(|(t, _)| &**t).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -152,8 +180,10 @@ where
     }
 }
 
-/// Sends a copy of a request to target `index`, if its turn has come.
-pub(crate) type ShadowSend<B> = Arc<dyn Fn(usize, &Request<B>) + Send + Sync>;
+/// Sends a copy of a request to target `index` its breaker turned away,
+/// if its turn has come; with no request, notes that target `index`
+/// failed (its breaker may have opened: its active probes start).
+pub(crate) type ShadowSend<B> = Arc<dyn Fn(usize, Option<&Request<B>>) + Send + Sync>;
 
 /// How long a target is open before its copies are spaced further apart,
 /// and the step by which they are (each further such time doubles it).
@@ -175,12 +205,45 @@ fn spacing(interval: u64, replicas: u32, open_for: u64) -> u64 {
         .saturating_mul(1 << doublings)
 }
 
-/// The sender for targets `services`, in failover order, whose breakers
-/// `breakers` say how many replicas send with them.
-pub(crate) fn sender<B, S, C, RB>(
+/// One target as the sender sees it.
+struct ShadowTarget<S, C, B> {
+    // Cloned from under a lock (at most once per interval): a service need
+    // not be `Sync`.
+    service: Mutex<TargetService<S, C>>,
+    breaker: BreakerHandle,
+    /// Its rewrite, for its active probe.
+    rewrite: Option<Rewrite<B>>,
+    /// Its active probe, if the user gave one.
+    active: Option<MakeProbe<B>>,
+    /// Nanoseconds since `origin` + 1 of its last copy; 0: none.
+    last: AtomicU64,
+    /// Of its last refusal seen here, and of the start of its open spell.
+    seen: AtomicU64,
+    spell: AtomicU64,
+    /// Its copy in flight, if any: a newer one replaces it, so that copies
+    /// to a target that hangs do not pile up, and the one that finds it
+    /// back is the latest.
+    in_flight: Mutex<Option<AbortHandle>>,
+    /// Whether its active probes are being sent.
+    ticking: AtomicBool,
+}
+
+/// What every copy of one failover shares.
+struct Shadow<S, C, B> {
     probes: ShadowProbes<B>,
+    targets: Box<[ShadowTarget<S, C, B>]>,
+    origin: Instant,
+}
+
+/// The sender for targets `services`, in failover order, whose breakers
+/// `breakers` say how many replicas send with them, rewritten by
+/// `rewrites`; `active` names each target's active probe, if any.
+pub(crate) fn sender<B, S, C, RB>(
+    mut probes: ShadowProbes<B>,
     services: Vec<TargetService<S, C>>,
     breakers: Vec<BreakerHandle>,
+    rewrites: Vec<Option<Rewrite<B>>>,
+    mut active: Vec<Option<MakeProbe<B>>>,
 ) -> ShadowSend<B>
 where
     B: Clone + Send + 'static,
@@ -192,89 +255,184 @@ where
     RB::Error: Into<BoxError> + Send,
     C: Classify + Clone + Send + Sync + 'static,
 {
-    let origin = Instant::now();
-    let interval = duration_nanos(probes.interval).max(1);
-    // Nanoseconds since `origin` + 1 of each target's last copy; 0: none.
-    let last: Box<[AtomicU64]> = services.iter().map(|_| AtomicU64::new(0)).collect();
-    // Nanoseconds since `origin` + 1 of each target's last refusal seen
-    // here, and of the start of its open spell.
-    let seen: Box<[AtomicU64]> = services.iter().map(|_| AtomicU64::new(0)).collect();
-    let spell: Box<[AtomicU64]> = services.iter().map(|_| AtomicU64::new(0)).collect();
-    // Each target's copy in flight, if any: a newer one replaces it, so
-    // that copies to a target that hangs do not pile up, and the one that
-    // finds it back is the latest.
-    let in_flight: Box<[Mutex<Option<AbortHandle>>]> =
-        services.iter().map(|_| Mutex::new(None)).collect();
-    // Cloned from under a lock (at most once per interval): a service need
-    // not be `Sync`.
-    let services: Box<[Mutex<TargetService<S, C>>]> =
-        services.into_iter().map(Mutex::new).collect();
-    Arc::new(move |index: usize, request: &Request<B>| {
-        let (Some(service), Some(last), Some(in_flight), Some(breaker)) = (
-            services.get(index),
-            last.get(index),
-            in_flight.get(index),
-            breakers.get(index),
-        ) else {
-            return;
-        };
+    probes.active.clear();
+    active.resize_with(services.len(), || None);
+    let targets = services
+        .into_iter()
+        .zip(breakers)
+        .zip(rewrites)
+        .zip(active)
+        .map(|(((service, breaker), rewrite), active)| ShadowTarget {
+            service: Mutex::new(service),
+            breaker,
+            rewrite,
+            active,
+            last: AtomicU64::new(0),
+            seen: AtomicU64::new(0),
+            spell: AtomicU64::new(0),
+            in_flight: Mutex::new(None),
+            ticking: AtomicBool::new(false),
+        })
+        .collect();
+    let shadow = Arc::new(Shadow {
+        probes,
+        targets,
+        origin: Instant::now(),
+    });
+    Arc::new(move |index: usize, request: Option<&Request<B>>| {
         // Outside a runtime there is nowhere to send a copy from.
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let now = duration_nanos(origin.elapsed()).saturating_add(1);
+        let Some(target) = shadow.targets.get(index) else {
+            return;
+        };
+        let start_ticking = || {
+            if target.active.is_some() && !target.ticking.swap(true, Ordering::Relaxed) {
+                runtime.spawn(tick(shadow.clone(), index));
+            }
+        };
+        let Some(request) = request else {
+            start_ticking();
+            return;
+        };
+        let now = shadow.now();
         // The open spell: from the first refusal after a quiet gap.
-        let seen_before = seen[index].swap(now, Ordering::Relaxed);
+        let seen_before = target.seen.swap(now, Ordering::Relaxed);
         if seen_before == 0 || now - seen_before.min(now) > duration_nanos(NEW_SPELL_GAP) {
-            spell[index].store(now, Ordering::Relaxed);
+            target.spell.store(now, Ordering::Relaxed);
         }
-        let open_for = now.saturating_sub(spell[index].load(Ordering::Relaxed));
-        let spacing = spacing(interval, breaker.replicas(), open_for);
-        let before = last.load(Ordering::Relaxed);
+        start_ticking();
+        if shadow.take_turn(target, now) {
+            shadow.send(&runtime, target, request.clone(), true);
+        }
+    })
+}
+
+impl<S, C, B> Shadow<S, C, B> {
+    /// Nanoseconds since the origin + 1.
+    fn now(&self) -> u64 {
+        duration_nanos(self.origin.elapsed()).saturating_add(1)
+    }
+
+    /// Whether `target`'s turn for a copy has come at `now`, taken if so
+    /// (and its budget token drawn).
+    fn take_turn(&self, target: &ShadowTarget<S, C, B>, now: u64) -> bool {
+        let interval = duration_nanos(self.probes.interval).max(1);
+        let open_for = now.saturating_sub(target.spell.load(Ordering::Relaxed));
+        let spacing = spacing(interval, target.breaker.replicas(), open_for);
+        let before = target.last.load(Ordering::Relaxed);
         if (before != 0 && now < before.saturating_add(spacing))
-            || last
+            || target
+                .last
                 .compare_exchange(before, now, Ordering::Relaxed, Ordering::Relaxed)
                 .is_err()
         {
-            return;
+            return false;
         }
-        if probes.budget.as_ref().is_some_and(|b| !b.withdraw()) {
-            return;
+        self.probes.budget.as_ref().is_none_or(|b| b.withdraw())
+    }
+
+    /// Sends `probe` to `target` as a shadow probe (`prepare`d first if a
+    /// copy of a caller's request), replacing the one in flight.
+    fn send<RB>(
+        &self,
+        runtime: &tokio::runtime::Handle,
+        target: &ShadowTarget<S, C, B>,
+        mut probe: Request<B>,
+        prepare: bool,
+    ) where
+        B: Send + 'static,
+        S: Service<Request<B>, Response = http::Response<RB>> + Clone + Send + 'static,
+        S::Future: Send,
+        S::Error: Into<BoxError>,
+        RB: Body + Send + 'static,
+        RB::Data: Buf + Send + 'static,
+        RB::Error: Into<BoxError> + Send,
+        C: Classify + Clone + Send + Sync + 'static,
+    {
+        probe.extensions_mut().insert(ShadowProbe);
+        if prepare && let Some(prepare) = &self.probes.prepare {
+            prepare(&mut probe);
         }
-        let mut copy = request.clone();
-        copy.extensions_mut().insert(ShadowProbe);
-        if let Some(prepare) = &probes.prepare {
-            prepare(&mut copy);
-        }
-        let mut service = service
+        let mut service = target
+            .service
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        let timeout = probes.timeout;
+        let timeout = self.probes.timeout;
         let task = runtime.spawn(async move {
-            let copy = async move {
+            let probe = async move {
                 std::future::poll_fn(|cx| service.poll_ready(cx))
                     .await
                     .ok()?;
-                // The copy's error, if any, is its breaker's business only.
-                let response = service.call(copy).await.ok()?;
+                // The probe's error, if any, is its breaker's business only.
+                let response = service.call(probe).await.ok()?;
                 read(response).await;
                 Some(())
             };
-            // A copy that hangs is dropped (its probe slot, if it took
+            // A probe that hangs is dropped (its probe slot, if it took
             // one, is handed back as for any cancelled call).
-            let _ = tokio::time::timeout(timeout, copy).await;
+            let _ = tokio::time::timeout(timeout, probe).await;
         });
-        // The copy before, if still in flight, is dropped (which hands back
-        // all it held, as for any cancelled call).
-        let before = in_flight
+        // The probe before, if still in flight, is dropped (which hands
+        // back all it held, as for any cancelled call).
+        let before = target
+            .in_flight
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .replace(task.abort_handle());
         if let Some(before) = before {
             before.abort();
         }
-    })
+    }
+}
+
+/// Sends target `index`'s active probe on the copies' schedule while its
+/// breaker is open (or half-open) and no copy went in the spacing, so that
+/// a target is found back when no traffic comes. A probe the breaker
+/// turns away is a shadow probe (its success closes the breaker); one it
+/// admits, its cool-off over, is the breaker's own probe, which no caller
+/// waits on. Ends once no breaker of the target is open.
+async fn tick<B, S, C, RB>(shadow: Arc<Shadow<S, C, B>>, index: usize)
+where
+    B: Clone + Send + 'static,
+    S: Service<Request<B>, Response = http::Response<RB>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    RB: Body + Send + 'static,
+    RB::Data: Buf + Send + 'static,
+    RB::Error: Into<BoxError> + Send,
+    C: Classify + Clone + Send + Sync + 'static,
+{
+    let target = &shadow.targets[index];
+    let (Some(make), Ok(runtime)) = (&target.active, tokio::runtime::Handle::try_current()) else {
+        target.ticking.store(false, Ordering::Relaxed);
+        return;
+    };
+    let interval = duration_nanos(shadow.probes.interval).max(1);
+    loop {
+        let open_for = shadow
+            .now()
+            .saturating_sub(target.spell.load(Ordering::Relaxed));
+        let wait = spacing(interval, target.breaker.replicas(), open_for);
+        tokio::time::sleep(Duration::from_nanos(wait)).await;
+        let open = target.breaker.states().iter().any(|scope| {
+            scope.mechanism == Mechanism::Breaker
+                && matches!(scope.state, State::Open | State::HalfOpen)
+        });
+        if !open {
+            break;
+        }
+        if shadow.take_turn(target, shadow.now()) {
+            let mut probe = make();
+            if let Some(rewrite) = &target.rewrite {
+                rewrite(&mut probe);
+            }
+            shadow.send(&runtime, target, probe, false);
+        }
+    }
+    target.ticking.store(false, Ordering::Relaxed);
 }
 
 /// Reads a copy's answer as far as its breaker needs: a body to its end
