@@ -358,3 +358,37 @@ fn an_active_probe_for_a_target_that_does_not_exist_fails_the_build() {
     assert!(err.to_string().contains("shadow_probes.active"), "{err}");
     assert!(err.to_string().contains("primray"), "{err}");
 }
+
+#[test]
+fn a_zero_shadow_probe_interval_fails_the_build() {
+    let err = Failover::builder()
+        .target(Target::new("primary", Scripted::ok()).breaker(breaker(GATE, GATE)))
+        .shadow_probes(ShadowProbes::new().interval(Duration::ZERO))
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("shadow_probes.interval"), "{err}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn active_probes_end_when_the_failover_is_dropped() {
+    let seen = Seen::default();
+    let probes = ShadowProbes::new().active("primary", || {
+        Request::get("https://api.example.com/v1/models")
+            .body(String::new())
+            .unwrap()
+    });
+    let svc = failover(primary(Duration::MAX, &seen), Some(probes));
+    for _ in 0..5 {
+        svc.clone().oneshot(req()).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let before = seen.copies.lock().unwrap().len();
+    assert!(before >= 3, "{before} probes while open");
+    drop(svc);
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let after = seen.copies.lock().unwrap().len();
+    assert!(
+        after <= before + 1,
+        "{before} probes, then {after} after the drop"
+    );
+}

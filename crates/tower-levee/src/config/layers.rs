@@ -231,7 +231,7 @@ validated_config! {
 /// What a validation error calls each hedging key of [`FailoverConfig`].
 const HEDGING_FIELDS: FieldNames = FieldNames {
     ratio: "failover.hedge_ratio",
-    quantile: "failover.hedge_quantile",
+    quantile: "failover.hedging",
     floor: "failover.hedge_floor",
     cap: "failover.hedge_cap",
     demote_after: "failover.demote_after",

@@ -67,6 +67,7 @@ pub struct FailoverBuilder<B, RB, S = BoxTargetService<B, RB>, C = ProviderClass
     shadow: Option<ShadowFactory<B, S, C>>,
     /// The targets the shadow probes name an active probe for.
     shadow_targets: Vec<Box<str>>,
+    shadow_interval: Option<Duration>,
     hedging: Option<Hedging>,
     _body: PhantomData<fn() -> RB>,
 }
@@ -89,6 +90,7 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
             served_by_extension: false,
             shadow: None,
             shadow_targets: Vec::new(),
+            shadow_interval: None,
             hedging: None,
             _body: PhantomData,
         }
@@ -112,6 +114,7 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
         C: Classify + Clone + Send + Sync + 'static,
     {
         self.shadow_targets = probes.active.iter().map(|(t, _)| t.clone()).collect();
+        self.shadow_interval = Some(probes.interval_of());
         self.shadow = Some(Box::new(move |entries, breakers, names| {
             let services = entries.iter().map(|e| e.service.clone()).collect();
             let rewrites = entries.iter().map(|e| e.rewrite.clone()).collect();
@@ -303,6 +306,12 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
         }
         if let Some(hedging) = &self.hedging {
             hedging.validate(&FieldNames::BUILDER)?;
+        }
+        if self.shadow_interval.is_some_and(|i| i.is_zero()) {
+            return Err(ConfigError::new(
+                "shadow_probes.interval",
+                "must be greater than zero, got 0s",
+            ));
         }
         if let Some(name) = self
             .shadow_targets

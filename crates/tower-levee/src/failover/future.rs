@@ -681,7 +681,7 @@ where
 {
     let meta = &*common.meta;
     let hedging = meta.hedging.as_ref()?;
-    if !hedging.try_take(meta.served_total()) {
+    if request.is_none() || !hedging.try_take(meta.served_total()) {
         return None;
     }
     let mut progress = Progress {
@@ -690,7 +690,16 @@ where
         ..Progress::default()
     };
     let mut rewritten = None;
-    let sent = match select(common, request, &mut rewritten, &mut progress, &mut []) {
+    // Read through a reference: a rewrite copies it, never takes the
+    // request the first call may still need.
+    let original = request.as_ref().expect("checked above");
+    let sent = match select(
+        common,
+        &mut &*original,
+        &mut rewritten,
+        &mut progress,
+        &mut [],
+    ) {
         Pick::Call { index, .. } => {
             let mut service = common.entries[index].service.clone();
             match service.poll_ready(cx) {
@@ -787,6 +796,9 @@ fn select<B: Clone, T>(
             break;
         };
         progress.tried |= 1 << index;
+        if meta.targets[index].speed.is_marked() && !meta.take_place(index) {
+            continue; // another request's trial
+        }
         let others = meta.untried_left(progress.tried);
         // A rewritten request can't be unwritten: the original stays aside
         // while another target may need it.
@@ -837,6 +849,10 @@ fn select_first<B: Clone, T>(
         return Pick::Exhausted;
     };
     progress.tried = 1 << index;
+    if meta.targets[index].speed.is_marked() && !meta.take_place(index) {
+        // Another request's trial: on to the next target.
+        return select(common, &mut &*request, &mut None, progress, copies);
+    }
     let memo = copies.get_mut(index).map(|copy| &mut copy.memo);
     match peek(meta, index, request, memo) {
         Ok(()) => Pick::Call {

@@ -245,7 +245,7 @@ impl FailoverHandle {
     pub fn demoted(&self, target: &str) -> Option<bool> {
         self.meta.hedging.as_ref()?;
         let t = self.meta.targets.iter().find(|t| t.name == target)?;
-        Some(t.speed.demoted_at(self.meta.now_nanos()))
+        Some(t.speed.demoted())
     }
 }
 
@@ -305,7 +305,7 @@ fn target_health(meta: &Meta, index: usize) -> TargetHealth {
         failed_over: t.failed_over.load(Ordering::Relaxed),
         gated_last_hour: scopes.iter().filter_map(|s| s.gated_last_hour).max(),
         open_time: scopes.iter().filter_map(|s| s.open_time).max(),
-        demoted: t.speed.demoted_at(meta.now_nanos()),
+        demoted: t.speed.demoted(),
         hedge_delay: t.speed.hedge_delay(),
         bulkhead,
         scopes,

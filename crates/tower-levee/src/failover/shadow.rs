@@ -5,7 +5,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
@@ -109,10 +109,15 @@ impl<B> ShadowProbes<B> {
         }
     }
 
-    /// The least time between two copies to one target.
+    /// The least time between two copies to one target (more than zero:
+    /// the build fails naming `shadow_probes.interval` otherwise).
     pub fn interval(mut self, interval: Duration) -> Self {
         self.interval = interval;
         self
+    }
+
+    pub(crate) fn interval_of(&self) -> Duration {
+        self.interval
     }
 
     /// How long a copy may take before it is dropped (default
@@ -287,22 +292,19 @@ where
         let Some(target) = shadow.targets.get(index) else {
             return;
         };
-        let start_ticking = || {
-            if target.active.is_some() && !target.ticking.swap(true, Ordering::Relaxed) {
-                runtime.spawn(tick(shadow.clone(), index));
-            }
-        };
-        let Some(request) = request else {
-            start_ticking();
-            return;
-        };
         let now = shadow.now();
-        // The open spell: from the first refusal after a quiet gap.
+        // The open spell: from the first failure or refusal after a quiet
+        // gap.
         let seen_before = target.seen.swap(now, Ordering::Relaxed);
         if seen_before == 0 || now - seen_before.min(now) > duration_nanos(NEW_SPELL_GAP) {
             target.spell.store(now, Ordering::Relaxed);
         }
-        start_ticking();
+        if target.active.is_some() && !target.ticking.swap(true, Ordering::Relaxed) {
+            runtime.spawn(tick(Arc::downgrade(&shadow), index));
+        }
+        let Some(request) = request else {
+            return;
+        };
         if shadow.take_turn(target, now) {
             shadow.send(&runtime, target, request.clone(), true);
         }
@@ -394,7 +396,7 @@ impl<S, C, B> Shadow<S, C, B> {
 /// turns away is a shadow probe (its success closes the breaker); one it
 /// admits, its cool-off over, is the breaker's own probe, which no caller
 /// waits on. Ends once no breaker of the target is open.
-async fn tick<B, S, C, RB>(shadow: Arc<Shadow<S, C, B>>, index: usize)
+async fn tick<B, S, C, RB>(weak: Weak<Shadow<S, C, B>>, index: usize)
 where
     B: Clone + Send + 'static,
     S: Service<Request<B>, Response = http::Response<RB>> + Clone + Send + 'static,
@@ -405,25 +407,47 @@ where
     RB::Error: Into<BoxError> + Send,
     C: Classify + Clone + Send + Sync + 'static,
 {
-    let target = &shadow.targets[index];
-    let (Some(make), Ok(runtime)) = (&target.active, tokio::runtime::Handle::try_current()) else {
-        target.ticking.store(false, Ordering::Relaxed);
-        return;
+    // However the task ends (the failover dropped, the runtime shut down,
+    // the user's probe panicked), the next failure may start another.
+    let mut ticking = Ticking {
+        shadow: weak.clone(),
+        index,
+        armed: true,
     };
-    let interval = duration_nanos(shadow.probes.interval).max(1);
     loop {
-        let open_for = shadow
-            .now()
-            .saturating_sub(target.spell.load(Ordering::Relaxed));
-        let wait = spacing(interval, target.breaker.replicas(), open_for);
+        // The sender is held only between sleeps: a failover dropped ends
+        // its probes.
+        let wait = {
+            let Some(shadow) = weak.upgrade() else {
+                return;
+            };
+            let target = &shadow.targets[index];
+            let interval = duration_nanos(shadow.probes.interval).max(1);
+            let open_for = shadow
+                .now()
+                .saturating_sub(target.spell.load(Ordering::Relaxed));
+            spacing(interval, target.breaker.replicas(), open_for)
+        };
         tokio::time::sleep(Duration::from_nanos(wait)).await;
-        let open = target.breaker.states().iter().any(|scope| {
-            scope.mechanism == Mechanism::Breaker
-                && matches!(scope.state, State::Open | State::HalfOpen)
-        });
-        if !open {
-            break;
+        let Some(shadow) = weak.upgrade() else {
+            return;
+        };
+        let target = &shadow.targets[index];
+        if !breaker_open(&target.breaker) {
+            // Released before a last look, so that a failure in between
+            // either finds it free or is seen here.
+            target.ticking.store(false, Ordering::Relaxed);
+            ticking.armed = false;
+            if breaker_open(&target.breaker) && !target.ticking.swap(true, Ordering::Relaxed) {
+                ticking.armed = true;
+                continue;
+            }
+            return;
         }
+        let (Some(make), Ok(runtime)) = (&target.active, tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
         if shadow.take_turn(target, shadow.now()) {
             let mut probe = make();
             if let Some(rewrite) = &target.rewrite {
@@ -432,7 +456,33 @@ where
             shadow.send(&runtime, target, probe, false);
         }
     }
-    target.ticking.store(false, Ordering::Relaxed);
+}
+
+/// Whether any breaker of a target is open or half-open.
+fn breaker_open(breaker: &BreakerHandle) -> bool {
+    breaker.states().iter().any(|scope| {
+        scope.mechanism == Mechanism::Breaker
+            && matches!(scope.state, State::Open | State::HalfOpen)
+    })
+}
+
+/// Frees a target's active probes to start again when their task ends.
+struct Ticking<S, C, B> {
+    shadow: Weak<Shadow<S, C, B>>,
+    index: usize,
+    armed: bool,
+}
+
+impl<S, C, B> Drop for Ticking<S, C, B> {
+    fn drop(&mut self) {
+        if self.armed
+            && let Some(shadow) = self.shadow.upgrade()
+        {
+            shadow.targets[self.index]
+                .ticking
+                .store(false, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Reads a copy's answer as far as its breaker needs: a body to its end

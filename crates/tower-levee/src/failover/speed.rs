@@ -13,6 +13,9 @@ use crate::breaker::LatencyHistogram;
 /// The default share of successes that may be hedged.
 pub const DEFAULT_HEDGE_RATIO: f64 = 0.05;
 
+/// The longest hedge delay or demotion a setting may ask for.
+const MAX_SETTING: Duration = Duration::from_secs(3600);
+
 /// Responses a target's distribution needs before its calls are hedged.
 const MIN_SAMPLES: u64 = 20;
 
@@ -62,9 +65,9 @@ pub struct HedgeCopy;
 ///   breakers) and weighted by what their providers say is left.
 ///
 /// The clock is read only for a call that is not answered at its first
-/// poll, and nothing is written for a call answered in time except the
-/// target's latency histogram; a failover without hedging reads one word
-/// per target it considers.
+/// poll; such a call, answered, updates its target's latency histogram and
+/// moving average. A failover without hedging reads one word per target it
+/// considers.
 ///
 /// ```
 /// use std::time::Duration;
@@ -109,15 +112,17 @@ impl Hedging {
         Hedging::default()
     }
 
-    /// The most hedges, as a share of successes (0.05). 0 hedges nothing
-    /// but still demotes slow targets (a trial then costs its caller the
-    /// target's slowness).
+    /// The most hedges, as a share of successes (0.05), beyond the
+    /// [`burst`](Self::burst). 0 allows the burst only, once; slow targets
+    /// are still demoted, and their trials, uncovered, cost their callers
+    /// the target's slowness.
     pub fn ratio(mut self, ratio: f64) -> Self {
         self.ratio = ratio;
         self
     }
 
-    /// Hedges allowed at once beyond the ratio's accrual (20): the first
+    /// Hedges allowed at once beyond the ratio's accrual (20; 0 counts
+    /// as 1, the least the accrual can reach): the first
     /// calls of a slowdown, before demotion moves traffic: about the
     /// requests a second times the hedge delay, plus the few that demote.
     pub fn burst(mut self, burst: u32) -> Self {
@@ -176,8 +181,11 @@ impl Hedging {
                 format!("must be within 0..1, got {}", self.quantile),
             ));
         }
-        if self.cap.is_zero() {
-            return Err(ConfigError::new(names.cap, "must be greater than zero"));
+        if self.cap.is_zero() || self.cap > MAX_SETTING {
+            return Err(ConfigError::new(
+                names.cap,
+                format!("must be within 0..=1h and not zero, got {:?}", self.cap),
+            ));
         }
         if self.floor > self.cap {
             return Err(ConfigError::new(
@@ -198,6 +206,12 @@ impl Hedging {
             return Err(ConfigError::new(
                 names.demotion,
                 "must be greater than zero, got 0s",
+            ));
+        }
+        if self.max_demotion > MAX_SETTING {
+            return Err(ConfigError::new(
+                names.max_demotion,
+                format!("must be at most 1h, got {:?}", self.max_demotion),
             ));
         }
         if self.max_demotion < self.demotion {
@@ -341,6 +355,22 @@ pub(crate) enum Standing {
     InPlace,
     /// Tried after every other target.
     Demoted,
+    /// Demoted, its trial due: in its place for the request that claims it.
+    Trial,
+}
+
+/// The latest deadline a demotion word holds: far beyond any demotion
+/// (they are capped at an hour), so the encoding never overflows.
+const MAX_DEADLINE: u64 = u64::MAX >> 3;
+
+/// A demotion word: `(deadline + 1) << 1 | trial`.
+fn encode(deadline: u64, trial: bool) -> u64 {
+    ((deadline.min(MAX_DEADLINE) + 1) << 1) | u64::from(trial)
+}
+
+/// The deadline of a non-zero demotion word.
+fn deadline(word: u64) -> u64 {
+    (word >> 1).saturating_sub(1)
 }
 
 impl TargetSpeed {
@@ -359,29 +389,39 @@ impl TargetSpeed {
         }
     }
 
-    /// Where a demoted target stands at `now`: still demoted, or claimed
-    /// for a trial by this request (in place), if `trial_ok` (a hedge can
-    /// cover it).
+    /// Where a demoted target stands at `now`: still demoted, or due a
+    /// trial if `trial_ok` (a hedge can cover it). Read only: the request
+    /// that calls it claims the trial ([`claim_trial`](Self::claim_trial)).
     pub(crate) fn standing(&self, now: u64, trial_ok: impl FnOnce() -> bool) -> Standing {
         let word = self.demoted.load(Ordering::Relaxed);
         if word == 0 {
             return Standing::InPlace;
         }
-        let deadline = (word >> 1).saturating_sub(1);
-        if now < deadline || !trial_ok() {
+        if now < deadline(word) || !trial_ok() {
             return Standing::Demoted;
         }
-        // A trial holds the target for twice its delay: answered in time,
-        // it ends the demotion before then; late, it demotes it again.
-        let hold = duration_nanos(self.delay().unwrap_or(Duration::from_secs(1)) * 2);
-        let claimed = ((now.saturating_add(hold) + 1) << 1) | 1;
-        match self
-            .demoted
-            .compare_exchange(word, claimed, Ordering::Relaxed, Ordering::Relaxed)
-        {
-            Ok(_) => Standing::InPlace,
-            Err(_) => Standing::Demoted,
+        Standing::Trial
+    }
+
+    /// Claims the trial of a target [`standing`](Self::standing) found
+    /// due, for the request about to call it; `false` if another request
+    /// claimed it first (or the target is demoted again). A trial holds
+    /// the target for twice its delay: answered in time, it ends the
+    /// demotion before then; late, it demotes it again; never called (its
+    /// request refused or dropped), it lapses and the next trial is due.
+    pub(crate) fn claim_trial(&self, now: u64) -> bool {
+        let word = self.demoted.load(Ordering::Relaxed);
+        if word == 0 {
+            return true; // back in place meanwhile
         }
+        if now < deadline(word) {
+            return false;
+        }
+        let hold = duration_nanos(self.delay().unwrap_or(Duration::from_secs(1)) * 2);
+        let claimed = encode(now.saturating_add(hold), true);
+        self.demoted
+            .compare_exchange(word, claimed, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
     }
 
     /// A first call answered with success after `latency`; `late` if it
@@ -464,20 +504,29 @@ impl TargetSpeed {
         if word == 0 && streak < config.demote_after {
             return None;
         }
-        let doublings = self.demotions.fetch_add(1, Ordering::Relaxed).min(16);
+        let doublings = self.demotions.load(Ordering::Relaxed).min(16);
         let period = config
             .demotion
             .saturating_mul(1 << doublings)
             .min(config.max_demotion);
-        let deadline = now.saturating_add(duration_nanos(period));
-        self.demoted.store((deadline + 1) << 1, Ordering::Relaxed);
+        let until = now.saturating_add(duration_nanos(period));
+        // One late call demotes: of two at once, the other finds it done.
+        self.demoted
+            .compare_exchange(
+                word,
+                encode(until, false),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
+            .ok()?;
+        self.demotions.fetch_add(1, Ordering::Relaxed);
         Some(period)
     }
 
-    /// Whether the target is demoted at `now` (for the health snapshot).
-    pub(crate) fn demoted_at(&self, now: u64) -> bool {
-        let word = self.demoted.load(Ordering::Relaxed);
-        word != 0 && now < (word >> 1).saturating_sub(1)
+    /// Whether the target is demoted (for the health snapshot): tried
+    /// after the others until a trial answered in time.
+    pub(crate) fn demoted(&self) -> bool {
+        self.is_marked()
     }
 
     /// The hedge delay, for the health snapshot.
@@ -526,19 +575,25 @@ mod tests {
         assert_eq!(speed.late(&config, s), None);
         assert_eq!(speed.late(&config, s), Some(Duration::from_secs(1)));
         assert_eq!(speed.standing(s, || true), Standing::Demoted);
+        assert!(!speed.claim_trial(s));
         // Late calls sent before the demotion do not extend it.
         assert_eq!(speed.late(&config, s), None);
-        // After it, one request claims the trial; the next finds it held.
-        assert_eq!(speed.standing(2 * s, || true), Standing::InPlace);
+        // After it, a trial is due; one request claims it, the next finds
+        // it held.
+        assert_eq!(speed.standing(2 * s, || true), Standing::Trial);
+        assert!(speed.claim_trial(2 * s));
         assert_eq!(speed.standing(2 * s, || true), Standing::Demoted);
+        assert!(!speed.claim_trial(2 * s));
         // A late trial demotes again, for twice as long (capped at 2 s).
         assert_eq!(speed.late(&config, 3 * s), Some(Duration::from_secs(2)));
         assert_eq!(speed.standing(4 * s, || true), Standing::Demoted);
         assert_eq!(speed.standing(5 * s, || false), Standing::Demoted);
-        assert_eq!(speed.standing(5 * s, || true), Standing::InPlace);
+        assert_eq!(speed.standing(5 * s, || true), Standing::Trial);
+        assert!(speed.claim_trial(5 * s));
         // A trial answered in time ends the demotion.
         assert!(speed.answered(&config, Duration::from_millis(500), false, 0));
         assert_eq!(speed.standing(5 * s, || true), Standing::InPlace);
+        assert!(!speed.demoted());
         assert!(!speed.is_marked());
     }
 

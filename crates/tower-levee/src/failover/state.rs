@@ -241,10 +241,12 @@ impl Meta {
         if read & bit != 0 {
             return demoted & bit != 0;
         }
+        // A trial goes when a hedge can cover it (or, with no hedges to
+        // spend, uncovered).
         let trial_ok = || {
             self.hedging
                 .as_ref()
-                .is_some_and(|h| h.available(self.served_total()))
+                .is_some_and(|h| h.config.ratio == 0.0 || h.available(self.served_total()))
         };
         let standing = self.targets[index]
             .speed
@@ -252,6 +254,20 @@ impl Meta {
         let is = standing == Standing::Demoted;
         memo.set((read | bit, if is { demoted | bit } else { demoted }));
         is
+    }
+
+    /// Whether the request about to call target `index`, marked demoted,
+    /// may: its trial, if due, is claimed for it (`false` if another
+    /// request claimed it first); a target still demoted, chosen because
+    /// no other was left, is called as it is.
+    #[cold]
+    pub(crate) fn take_place(&self, index: usize) -> bool {
+        let speed = &self.targets[index].speed;
+        let now = self.now_nanos();
+        match speed.standing(now, || true) {
+            Standing::Trial => speed.claim_trial(now),
+            Standing::InPlace | Standing::Demoted => true,
+        }
     }
 
     /// Every success served so far.
