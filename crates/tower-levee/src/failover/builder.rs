@@ -348,6 +348,7 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
             clones: AtomicU64::new(0),
             served_by_extension: self.served_by_extension,
             hedging: self.hedging.map(HedgeState::new),
+            demoted_targets: AtomicU32::new(0),
         };
         let shadow = shadow.map(|make| {
             for target in &meta.targets {

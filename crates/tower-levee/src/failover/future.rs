@@ -796,9 +796,6 @@ fn select<B: Clone, T>(
             break;
         };
         progress.tried |= 1 << index;
-        if meta.targets[index].speed.is_marked() && !meta.take_place(index) {
-            continue; // another request's trial
-        }
         let others = meta.untried_left(progress.tried);
         // A rewritten request can't be unwritten: the original stays aside
         // while another target may need it.
@@ -849,10 +846,6 @@ fn select_first<B: Clone, T>(
         return Pick::Exhausted;
     };
     progress.tried = 1 << index;
-    if meta.targets[index].speed.is_marked() && !meta.take_place(index) {
-        // Another request's trial: on to the next target.
-        return select(common, &mut &*request, &mut None, progress, copies);
-    }
     let memo = copies.get_mut(index).map(|copy| &mut copy.memo);
     match peek(meta, index, request, memo) {
         Ok(()) => Pick::Call {

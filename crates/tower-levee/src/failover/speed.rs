@@ -448,10 +448,12 @@ impl TargetSpeed {
         if self.late_streak.load(Ordering::Relaxed) != 0 {
             self.late_streak.store(0, Ordering::Relaxed);
         }
-        if self.demoted.load(Ordering::Relaxed) == 0 {
+        // Read first, so that a target in place costs no write; swapped,
+        // so that one of two calls in time restores it.
+        if self.demoted.load(Ordering::Relaxed) == 0 || self.demoted.swap(0, Ordering::Relaxed) == 0
+        {
             return false;
         }
-        self.demoted.store(0, Ordering::Relaxed);
         self.demotions.store(0, Ordering::Relaxed);
         true
     }
@@ -493,8 +495,8 @@ impl TargetSpeed {
     }
 
     /// A first call passed the delay at `now`: the demotion it starts or
-    /// renews, if any.
-    pub(crate) fn late(&self, config: &Hedging, now: u64) -> Option<Duration> {
+    /// renews, if any, and whether it starts one (the target was in place).
+    pub(crate) fn late(&self, config: &Hedging, now: u64) -> Option<(Duration, bool)> {
         let streak = self.late_streak.fetch_add(1, Ordering::Relaxed) + 1;
         let word = self.demoted.load(Ordering::Relaxed);
         let trial = word & 1 == 1;
@@ -520,7 +522,7 @@ impl TargetSpeed {
             )
             .ok()?;
         self.demotions.fetch_add(1, Ordering::Relaxed);
-        Some(period)
+        Some((period, word == 0))
     }
 
     /// Whether the target is demoted (for the health snapshot): tried
@@ -573,7 +575,7 @@ mod tests {
         let s = 1_000_000_000;
         assert_eq!(speed.late(&config, s), None);
         assert_eq!(speed.late(&config, s), None);
-        assert_eq!(speed.late(&config, s), Some(Duration::from_secs(1)));
+        assert_eq!(speed.late(&config, s), Some((Duration::from_secs(1), true)));
         assert_eq!(speed.standing(s, || true), Standing::Demoted);
         assert!(!speed.claim_trial(s));
         // Late calls sent before the demotion do not extend it.
@@ -585,7 +587,10 @@ mod tests {
         assert_eq!(speed.standing(2 * s, || true), Standing::Demoted);
         assert!(!speed.claim_trial(2 * s));
         // A late trial demotes again, for twice as long (capped at 2 s).
-        assert_eq!(speed.late(&config, 3 * s), Some(Duration::from_secs(2)));
+        assert_eq!(
+            speed.late(&config, 3 * s),
+            Some((Duration::from_secs(2), false))
+        );
         assert_eq!(speed.standing(4 * s, || true), Standing::Demoted);
         assert_eq!(speed.standing(5 * s, || false), Standing::Demoted);
         assert_eq!(speed.standing(5 * s, || true), Standing::Trial);

@@ -138,6 +138,9 @@ pub(crate) struct Meta {
     pub(crate) served_by_extension: bool,
     /// Hedging and demotion of slow targets, if asked for.
     pub(crate) hedging: Option<HedgeState>,
+    /// Targets demoted now: while none is, a choice reads no target's
+    /// demotion.
+    pub(crate) demoted_targets: AtomicU32,
 }
 
 pub(crate) struct TargetMeta {
@@ -196,17 +199,55 @@ impl Meta {
 
     /// The next target to consider: the first untried one in order whose
     /// provider/region is neither marked overloaded nor in `avoid` (groups
-    /// that already failed for availability in this request); failing that,
-    /// the first untried one.
+    /// that already failed for availability in this request), nor demoted
+    /// for being slow; failing that, the first untried one.
     #[inline]
     pub(crate) fn next_candidate(
         &self,
         tried: u64,
         avoid: u64,
-        draw: impl FnMut() -> u64,
+        mut draw: impl FnMut() -> u64,
     ) -> Option<usize> {
-        // A demoted target's standing is read once per choice: reading it
-        // may claim its trial.
+        if self.demoted_targets.load(Ordering::Relaxed) != 0 {
+            return self.next_candidate_demoted(tried, avoid, draw);
+        }
+        let eligible = |i: usize| {
+            let t = &self.targets[i];
+            tried & (1 << i) == 0
+                && !t
+                    .group
+                    .is_some_and(|g| avoid & (1 << g) != 0 || self.overloaded(g))
+        };
+        let mut deferred = None;
+        for i in 0..self.targets.len() {
+            if tried & (1 << i) != 0 {
+                continue;
+            }
+            if eligible(i) {
+                return Some(match self.targets[i].pool {
+                    Some(p) => self.pick_in_pool(&self.pools[p], eligible, &mut draw),
+                    None => i,
+                });
+            }
+            deferred.get_or_insert(i);
+        }
+        deferred
+    }
+
+    /// [`next_candidate`](Self::next_candidate) while some target is
+    /// demoted: a demoted one is passed over like an overloaded group's,
+    /// unless its trial is due and this request claims it.
+    #[cold]
+    #[inline(never)]
+    fn next_candidate_demoted(
+        &self,
+        tried: u64,
+        avoid: u64,
+        mut draw: impl FnMut() -> u64,
+    ) -> Option<usize> {
+        // A demoted target's standing is read once per choice, so that a
+        // pool's draws see one answer; which were read says which are
+        // marked, without reading them again.
         let demoted = std::cell::Cell::new((0u64, 0u64));
         let eligible = |i: usize| {
             let t = &self.targets[i];
@@ -222,10 +263,16 @@ impl Meta {
                 continue;
             }
             if eligible(i) {
-                return Some(match self.targets[i].pool {
-                    Some(p) => self.pick_in_pool(&self.pools[p], eligible, draw),
+                let pick = match self.targets[i].pool {
+                    Some(p) => self.pick_in_pool(&self.pools[p], eligible, &mut draw),
                     None => i,
-                });
+                };
+                // A demoted target chosen for its trial: claimed here, for
+                // this request (another request's, if it claimed first).
+                if demoted.get().0 & (1 << pick) == 0 || self.take_place(pick) {
+                    return Some(pick);
+                }
+                continue;
             }
             deferred.get_or_insert(i);
         }
@@ -261,7 +308,7 @@ impl Meta {
     /// request claimed it first); a target still demoted, chosen because
     /// no other was left, is called as it is.
     #[cold]
-    pub(crate) fn take_place(&self, index: usize) -> bool {
+    fn take_place(&self, index: usize) -> bool {
         let speed = &self.targets[index].speed;
         let now = self.now_nanos();
         match speed.standing(now, || true) {
@@ -282,7 +329,10 @@ impl Meta {
             return;
         };
         let t = &self.targets[index];
-        if let Some(period) = t.speed.late(&hedging.config, self.now_nanos()) {
+        if let Some((period, starts)) = t.speed.late(&hedging.config, self.now_nanos()) {
+            if starts {
+                self.demoted_targets.fetch_add(1, Ordering::Relaxed);
+            }
             tracing::warn!(
                 target: "levee::failover",
                 target_name = t.name,
@@ -302,6 +352,7 @@ impl Meta {
         if t.speed
             .answered(&hedging.config, latency, late, self.now_nanos())
         {
+            self.demoted_targets.fetch_sub(1, Ordering::Relaxed);
             tracing::info!(
                 target: "levee::failover",
                 target_name = t.name,
