@@ -63,7 +63,7 @@ pin_project! {
         // The target chosen in `call`, called there: the first call; with
         // hedging, its clock and hedge once it waits (boxed, so that a
         // call answered at once carries one word for it).
-        First { #[pin] future: F, index: usize, passed: Passed, watch: Option<Box<Watch<F>>> },
+        First { #[pin] future: F, index: usize, passed: Passed, watch: WatchSlot<F> },
         // Any later step: a target not ready at once, or a next target
         // (boxed: each goes with a failure, a refusal or a wait already,
         // and the common case's future stays small, so it moves cheaply).
@@ -102,6 +102,25 @@ pin_project! {
         Hedge { future: Pin<Box<F>>, index: usize },
         Done,
     }
+}
+
+/// Where a first call's [`Watch`] is kept: dropped out of line, so that
+/// a call never watched pays a test for it, not a call.
+struct WatchSlot<F>(Option<Box<Watch<F>>>);
+
+impl<F> Drop for WatchSlot<F> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if let Some(watch) = self.0.take() {
+            drop_watch(watch);
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn drop_watch<F>(watch: Box<Watch<F>>) {
+    drop(watch);
 }
 
 /// A first call's clock, kept when the failover hedges: when it was sent,
@@ -273,7 +292,7 @@ where
                                         tried: progress.tried,
                                         refusals: progress.refusals,
                                     },
-                                    watch: None,
+                                    watch: WatchSlot(None),
                                 },
                                 span,
                                 common,
@@ -418,7 +437,8 @@ where
             let mut polled = future.poll(cx);
             let Poll::Ready(answer) = &mut polled else {
                 if common.meta.hedging.is_some()
-                    && let Some(won) = watch_first(common, index, passed.tried, watch, request, cx)
+                    && let Some(won) =
+                        watch_first(common, index, passed.tried, &mut watch.0, request, cx)
                 {
                     lane.set(Lane::Done); // cancels the first call
                     return Poll::Ready(won);
@@ -430,14 +450,14 @@ where
             if let Ok(response) = answer
                 && tag_answer(common, 1, index, response)
             {
-                if watch.is_some() {
+                if watch.0.is_some() {
                     // The hedge, if any, is dropped (cancelled) with it.
-                    answered_first(&common.meta, index, watch);
+                    answered_first(&common.meta, index, &mut watch.0);
                 }
                 return polled;
             }
             let mut progress = std::mem::take(passed).after_first_call();
-            let hedge = watch.take().and_then(|w| w.into_hedge(&mut progress));
+            let hedge = watch.0.take().and_then(|w| w.into_hedge(&mut progress));
             match settle(common, &mut progress, index, polled) {
                 // No earlier target answered: the outcome is the request's.
                 Settled::Return(output) => {
