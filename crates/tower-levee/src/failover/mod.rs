@@ -67,6 +67,17 @@
 //! first output the stream is the caller's, and an error in it passes
 //! through (the breaker still counts it).
 //!
+//! # Speed
+//!
+//! A target that answers, slowly, is not failing, and its breaker will not
+//! move traffic off it. With [`hedging`](FailoverBuilder::hedging) (on in
+//! configs), a first call still waiting past its target's recent 95th
+//! percentile time to first byte goes once more to the next target, the
+//! first success winning; a target late three times in a row is tried
+//! after the others until a trial finds it fast again; and a pool's
+//! members are chosen by speed as well as by what they have left. See
+//! [`Hedging`].
+//!
 //! Failover never queues and never sleeps (fail fast rather than queue
 //! blind). The one retry layer above it decides; it retries a
 //! `NoTargetAvailable` whose targets are all only throttled at the earliest
@@ -132,7 +143,10 @@
 //! trivial inner service on a 2-vCPU machine, a one-target failover costs
 //! about twice a breaker alone (+127 ns against +64 ns), and a second
 //! target adds the copy of the request (+186 ns): a few hundred
-//! nanoseconds, next to an LLM call of hundreds of milliseconds.
+//! nanoseconds, next to an LLM call of hundreds of milliseconds. Hedging
+//! adds nothing to a call answered at its first poll beyond a test of its
+//! watch slot and one word read per choice; a call that waits costs a
+//! clock read, an allocation, a timer and a histogram record.
 
 //! # Example
 //!
