@@ -599,3 +599,60 @@ fn shadow_probes_bring_the_primary_back_within_two_seconds_of_the_faults_end() {
         assert_eq!(on.success_rate(), 1.0, "{name}: every request served");
     }
 }
+
+/// Hedging (on by default): a target slow but not failing loses its
+/// traffic within a second of calls, so the p99 stays near the healthy
+/// one, within 5% of requests hedged; with it off, the slow target keeps
+/// the tail.
+#[test]
+fn hedging_keeps_the_p99_of_a_slow_target_near_the_healthy_one() {
+    // The bounds: brownout within twice its healthy p99, a late
+    // first token within 1.5 s.
+    for (name, twice_healthy, bound_ms) in [
+        ("brownout", true, 1_914),
+        ("slow-first-token", false, 1_500),
+    ] {
+        let on = builtin(name, 120);
+        let mut off = on.clone();
+        off.levee.failover.hedging = false;
+        let mut healthy = on.clone();
+        healthy.faults.clear();
+        let (on, off, healthy) = (run(&on), run(&off), run(&healthy));
+        let (on, off, healthy) = (
+            stack(&on, "levee"),
+            stack(&off, "levee"),
+            stack(&healthy, "levee"),
+        );
+        println!(
+            "{name}: p99 {} ms hedging, {} ms without, {} ms healthy; {} hedges of {}",
+            on.latency_ms.p99,
+            off.latency_ms.p99,
+            healthy.latency_ms.p99,
+            on.upstream_hedged_calls,
+            on.requests
+        );
+        assert_eq!(on.success_rate(), 1.0, "{name}");
+        assert!(
+            on.latency_ms.p99 <= bound_ms,
+            "{name}: p99 {}",
+            on.latency_ms.p99
+        );
+        assert!(
+            !twice_healthy || on.latency_ms.p99 <= 2 * healthy.latency_ms.p99,
+            "{name}: p99 {} against healthy {}",
+            on.latency_ms.p99,
+            healthy.latency_ms.p99
+        );
+        assert!(off.latency_ms.p99 > 3 * on.latency_ms.p99, "{name}");
+        assert!(
+            on.upstream_hedged_calls * 20 <= on.requests,
+            "{name}: {} hedges of {} requests",
+            on.upstream_hedged_calls,
+            on.requests
+        );
+        assert_eq!(
+            healthy.upstream_hedged_calls, 0,
+            "{name}: none when healthy"
+        );
+    }
+}
