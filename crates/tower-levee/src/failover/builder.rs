@@ -21,7 +21,7 @@ use super::speed::{FieldNames, HedgeState, Hedging, TargetSpeed};
 use super::stack::TargetService;
 use super::state::{Advance, Common, Entry, FallbackFn, Group, Meta, TargetMeta};
 use super::target::{BoxTargetService, Target, TargetName};
-use crate::breaker::{BreakerHandle, PeekCache};
+use crate::breaker::PeekCache;
 use crate::error::BoxError;
 use crate::striped::Striped;
 
@@ -65,16 +65,15 @@ pub struct FailoverBuilder<B, RB, S = BoxTargetService<B, RB>, C = ProviderClass
     served_by_extension: bool,
     /// Builds the shadow probes' sender from the targets' stacks.
     shadow: Option<ShadowFactory<B, S, C>>,
-    /// The targets the shadow probes name an active probe for.
-    shadow_targets: Vec<Box<str>>,
-    shadow_interval: Option<Duration>,
     hedging: Option<Hedging>,
     _body: PhantomData<fn() -> RB>,
 }
 
 /// Makes a failover's shadow-probe sender from its targets' stacks.
 type ShadowFactory<B, S, C> = Box<
-    dyn FnOnce(&[TargetEntry<B, S, C>], Vec<BreakerHandle>, &[&str]) -> ShadowSend<B> + Send + Sync,
+    dyn FnOnce(&[TargetEntry<B, S, C>], &[TargetMeta]) -> Result<ShadowSend<B>, ConfigError>
+        + Send
+        + Sync,
 >;
 
 impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
@@ -89,8 +88,6 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
             fallback_on: None,
             served_by_extension: false,
             shadow: None,
-            shadow_targets: Vec::new(),
-            shadow_interval: None,
             hedging: None,
             _body: PhantomData,
         }
@@ -113,19 +110,12 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
         RB::Error: Into<BoxError> + Send,
         C: Classify + Clone + Send + Sync + 'static,
     {
-        self.shadow_targets = probes.active.iter().map(|(t, _)| t.clone()).collect();
-        self.shadow_interval = Some(probes.interval_of());
-        self.shadow = Some(Box::new(move |entries, breakers, names| {
-            let services = entries.iter().map(|e| e.service.clone()).collect();
-            let rewrites = entries.iter().map(|e| e.rewrite.clone()).collect();
-            let active = names
-                .iter()
-                .map(|name| {
-                    let found = probes.active.iter().find(|(t, _)| &**t == *name);
-                    found.map(|(_, make)| make.clone())
-                })
-                .collect();
-            shadow::sender(probes, services, breakers, rewrites, active)
+        self.shadow = Some(Box::new(move |entries, metas| {
+            let targets = entries.iter().zip(metas).map(|(entry, meta)| {
+                let (service, rewrite) = (entry.service.clone(), entry.rewrite.clone());
+                (service, meta.breaker.clone(), rewrite, meta.name)
+            });
+            shadow::sender(probes, targets)
         }));
         self
     }
@@ -307,22 +297,6 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
         if let Some(hedging) = &self.hedging {
             hedging.validate(&FieldNames::BUILDER)?;
         }
-        if self.shadow_interval.is_some_and(|i| i.is_zero()) {
-            return Err(ConfigError::new(
-                "shadow_probes.interval",
-                "must be greater than zero, got 0s",
-            ));
-        }
-        if let Some(name) = self
-            .shadow_targets
-            .iter()
-            .find(|name| !self.targets.iter().any(|(t, _)| t.name == &***name))
-        {
-            return Err(ConfigError::new(
-                "shadow_probes.active",
-                format!("no target is named `{name}`"),
-            ));
-        }
         let shadow = self.shadow.take();
         let (metas, entries): (Vec<_>, Vec<_>) = self
             .targets
@@ -350,14 +324,15 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
             hedging: self.hedging.map(HedgeState::new),
             demoted_targets: AtomicU32::new(0),
         };
-        let shadow = shadow.map(|make| {
+        // Checked before any breaker is told to admit copies.
+        let shadow = shadow
+            .map(|make| make(&entries, &meta.targets))
+            .transpose()?;
+        if shadow.is_some() {
             for target in &meta.targets {
                 target.breaker.accept_shadow_probes();
             }
-            let breakers = meta.targets.iter().map(|t| t.breaker.clone()).collect();
-            let names: Vec<&str> = meta.targets.iter().map(|t| t.name).collect();
-            make(&entries, breakers, &names)
-        });
+        }
         Ok(Failover::from_common(Arc::new(Common::new(
             Arc::new(meta),
             entries.into(),

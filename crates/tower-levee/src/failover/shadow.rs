@@ -4,22 +4,22 @@
 //! [`ShadowProbes`].
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use http::Request;
 use http_body::Body;
 use http_body_util::BodyExt;
-use levee_core::classify::Classify;
 use levee_core::clock::duration_nanos;
+use levee_core::config_error::ConfigError;
 use levee_core::transition::{Mechanism, State};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tower_service::Service;
 
-use super::stack::TargetService;
 use super::target::Rewrite;
 use crate::breaker::{BreakerHandle, ResponseBody, ShadowProbe};
 use crate::error::BoxError;
@@ -79,7 +79,7 @@ type Prepare<B> = Arc<dyn Fn(&mut Request<B>) + Send + Sync>;
 /// # let _ = probes;
 /// ```
 pub struct ShadowProbes<B> {
-    interval: Duration,
+    pub(crate) interval: Duration,
     timeout: Duration,
     budget: Option<Arc<RetryBudget>>,
     prepare: Option<Prepare<B>>,
@@ -116,10 +116,6 @@ impl<B> ShadowProbes<B> {
         self
     }
 
-    pub(crate) fn interval_of(&self) -> Duration {
-        self.interval
-    }
-
     /// How long a copy may take before it is dropped (default
     /// [`DEFAULT_SHADOW_TIMEOUT`]): as long as a first token may take.
     pub fn timeout(mut self, timeout: Duration) -> Self {
@@ -147,7 +143,7 @@ impl<B> ShadowProbes<B> {
     /// copies' schedule while its breaker is open and no copy went, so
     /// that the target is found back when no traffic comes. It stops once
     /// the breaker admits a call. The build fails if no target has that
-    /// name.
+    /// name, or if another active probe named it first.
     pub fn active(
         mut self,
         target: impl Into<Box<str>>,
@@ -211,10 +207,10 @@ fn spacing(interval: u64, replicas: u32, open_for: u64) -> u64 {
 }
 
 /// One target as the sender sees it.
-struct ShadowTarget<S, C, B> {
+struct ShadowTarget<T, B> {
     // Cloned from under a lock (at most once per interval): a service need
     // not be `Sync`.
-    service: Mutex<TargetService<S, C>>,
+    service: Mutex<T>,
     breaker: BreakerHandle,
     /// Its rewrite, for its active probe.
     rewrite: Option<Rewrite<B>>,
@@ -222,7 +218,8 @@ struct ShadowTarget<S, C, B> {
     active: Option<MakeProbe<B>>,
     /// Nanoseconds since `origin` + 1 of its last copy; 0: none.
     last: AtomicU64,
-    /// Of its last refusal seen here, and of the start of its open spell.
+    /// Of its last refusal or failure seen here, and of the start of its
+    /// open spell.
     seen: AtomicU64,
     spell: AtomicU64,
     /// Its copy in flight, if any: a newer one replaces it, so that copies
@@ -233,96 +230,56 @@ struct ShadowTarget<S, C, B> {
     ticking: AtomicBool,
 }
 
-/// What every copy of one failover shares.
-struct Shadow<S, C, B> {
+/// What every copy of one failover shares: targets of stack `T`, whose
+/// answers have bodies `ResponseBody<RB>`.
+struct Shadow<T, B, RB> {
     probes: ShadowProbes<B>,
-    targets: Box<[ShadowTarget<S, C, B>]>,
+    targets: Box<[ShadowTarget<T, B>]>,
     origin: Instant,
+    _body: PhantomData<fn() -> RB>,
 }
 
-/// The sender for targets `services`, in failover order, whose breakers
-/// `breakers` say how many replicas send with them, rewritten by
-/// `rewrites`; `active` names each target's active probe, if any.
-pub(crate) fn sender<B, S, C, RB>(
-    mut probes: ShadowProbes<B>,
-    services: Vec<TargetService<S, C>>,
-    breakers: Vec<BreakerHandle>,
-    rewrites: Vec<Option<Rewrite<B>>>,
-    mut active: Vec<Option<MakeProbe<B>>>,
-) -> ShadowSend<B>
+/// The sender for `targets` (each its stack, breaker, rewrite and name, in
+/// failover order); an error names what of `probes` does not fit them.
+pub(crate) fn sender<T, B, RB>(
+    probes: ShadowProbes<B>,
+    targets: impl IntoIterator<Item = (T, BreakerHandle, Option<Rewrite<B>>, &'static str)>,
+) -> Result<ShadowSend<B>, ConfigError>
 where
     B: Clone + Send + 'static,
-    S: Service<Request<B>, Response = http::Response<RB>> + Clone + Send + 'static,
-    S::Future: Send,
-    S::Error: Into<BoxError>,
+    T: Service<Request<B>, Response = http::Response<ResponseBody<RB>>, Error = BoxError>
+        + Clone
+        + Send
+        + 'static,
+    T::Future: Send,
     RB: Body + Send + 'static,
-    RB::Data: Buf + Send + 'static,
-    RB::Error: Into<BoxError> + Send,
-    C: Classify + Clone + Send + Sync + 'static,
+    ResponseBody<RB>: Body + Send,
 {
-    probes.active.clear();
-    active.resize_with(services.len(), || None);
-    let targets = services
-        .into_iter()
-        .zip(breakers)
-        .zip(rewrites)
-        .zip(active)
-        .map(|(((service, breaker), rewrite), active)| ShadowTarget {
-            service: Mutex::new(service),
-            breaker,
-            rewrite,
-            active,
-            last: AtomicU64::new(0),
-            seen: AtomicU64::new(0),
-            spell: AtomicU64::new(0),
-            in_flight: Mutex::new(None),
-            ticking: AtomicBool::new(false),
-        })
-        .collect();
-    let shadow = Arc::new(Shadow {
-        probes,
-        targets,
-        origin: Instant::now(),
-    });
-    Arc::new(move |index: usize, request: Option<&Request<B>>| {
-        // Outside a runtime there is nowhere to send a copy from.
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let Some(target) = shadow.targets.get(index) else {
-            return;
-        };
-        let now = shadow.now();
-        // The open spell: from the first failure or refusal after a quiet
-        // gap.
-        let seen_before = target.seen.swap(now, Ordering::Relaxed);
-        if seen_before == 0 || now - seen_before.min(now) > duration_nanos(NEW_SPELL_GAP) {
-            target.spell.store(now, Ordering::Relaxed);
-        }
-        if target.active.is_some() && !target.ticking.swap(true, Ordering::Relaxed) {
-            runtime.spawn(tick(Arc::downgrade(&shadow), index));
-        }
-        let Some(request) = request else {
-            return;
-        };
-        if shadow.take_turn(target, now) {
-            shadow.send(&runtime, target, request.clone(), true);
-        }
-    })
+    let shadow = Arc::new(Shadow::new(probes, targets)?);
+    Ok(Arc::new(
+        move |index: usize, request: Option<&Request<B>>| {
+            shadow.turned_away(index, request);
+        },
+    ))
 }
 
-impl<S, C, B> Shadow<S, C, B> {
+impl<T, B, RB> Shadow<T, B, RB> {
     /// Nanoseconds since the origin + 1.
     fn now(&self) -> u64 {
         duration_nanos(self.origin.elapsed()).saturating_add(1)
     }
 
-    /// Whether `target`'s turn for a copy has come at `now`, taken if so
-    /// (and its budget token drawn).
-    fn take_turn(&self, target: &ShadowTarget<S, C, B>, now: u64) -> bool {
+    /// The spacing of `target`'s copies at `now` (see [`spacing`]).
+    fn spacing(&self, target: &ShadowTarget<T, B>, now: u64) -> u64 {
         let interval = duration_nanos(self.probes.interval).max(1);
         let open_for = now.saturating_sub(target.spell.load(Ordering::Relaxed));
-        let spacing = spacing(interval, target.breaker.replicas(), open_for);
+        spacing(interval, target.breaker.replicas(), open_for)
+    }
+
+    /// Whether `target`'s turn for a copy has come at `now`, taken if so
+    /// (and its budget token drawn).
+    fn take_turn(&self, target: &ShadowTarget<T, B>, now: u64) -> bool {
+        let spacing = self.spacing(target, now);
         let before = target.last.load(Ordering::Relaxed);
         if (before != 0 && now < before.saturating_add(spacing))
             || target
@@ -334,25 +291,100 @@ impl<S, C, B> Shadow<S, C, B> {
         }
         self.probes.budget.as_ref().is_none_or(|b| b.withdraw())
     }
+}
+
+impl<T, B, RB> Shadow<T, B, RB>
+where
+    B: Clone + Send + 'static,
+    T: Service<Request<B>, Response = http::Response<ResponseBody<RB>>, Error = BoxError>
+        + Clone
+        + Send
+        + 'static,
+    T::Future: Send,
+    RB: Body + Send + 'static,
+    ResponseBody<RB>: Body + Send,
+{
+    /// The shared state for `targets`, each active probe given to the
+    /// target it names.
+    fn new(
+        mut probes: ShadowProbes<B>,
+        targets: impl IntoIterator<Item = (T, BreakerHandle, Option<Rewrite<B>>, &'static str)>,
+    ) -> Result<Self, ConfigError> {
+        if probes.interval.is_zero() {
+            return Err(ConfigError::new(
+                "shadow_probes.interval",
+                "must be greater than zero, got 0s",
+            ));
+        }
+        let mut active = std::mem::take(&mut probes.active);
+        let targets: Box<[_]> = targets
+            .into_iter()
+            .map(|(service, breaker, rewrite, name)| {
+                let probe = active.iter().position(|(t, _)| &**t == name);
+                ShadowTarget {
+                    service: Mutex::new(service),
+                    breaker,
+                    rewrite,
+                    active: probe.map(|i| active.swap_remove(i).1),
+                    last: AtomicU64::new(0),
+                    seen: AtomicU64::new(0),
+                    spell: AtomicU64::new(0),
+                    in_flight: Mutex::new(None),
+                    ticking: AtomicBool::new(false),
+                }
+            })
+            .collect();
+        if let Some((name, _)) = active.first() {
+            return Err(ConfigError::new(
+                "shadow_probes.active",
+                format!("`{name}` names no target, or a target named before"),
+            ));
+        }
+        Ok(Shadow {
+            probes,
+            targets,
+            origin: Instant::now(),
+            _body: PhantomData,
+        })
+    }
+
+    /// Target `index` turned `request` away with its breaker open (a copy
+    /// goes, if its turn has come), or, with no request, failed (its
+    /// breaker may have opened). Either way its active probes start.
+    fn turned_away(self: &Arc<Self>, index: usize, request: Option<&Request<B>>) {
+        // Outside a runtime there is nowhere to send a copy from.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let Some(target) = self.targets.get(index) else {
+            return;
+        };
+        let now = self.now();
+        // The open spell: from the first failure or refusal after a quiet
+        // gap.
+        let seen_before = target.seen.swap(now, Ordering::Relaxed);
+        if seen_before == 0 || now - seen_before.min(now) > duration_nanos(NEW_SPELL_GAP) {
+            target.spell.store(now, Ordering::Relaxed);
+        }
+        if target.active.is_some() && !target.ticking.swap(true, Ordering::Relaxed) {
+            runtime.spawn(Self::tick(Arc::downgrade(self), index));
+        }
+        if let Some(request) = request
+            && self.take_turn(target, now)
+        {
+            self.send(&runtime, target, request.clone(), true);
+        }
+    }
 
     /// Sends `probe` to `target` as a shadow probe (`prepare`d first if a
     /// copy of a caller's request), replacing the one in flight.
-    fn send<RB>(
+    fn send(
         &self,
         runtime: &tokio::runtime::Handle,
-        target: &ShadowTarget<S, C, B>,
+        target: &ShadowTarget<T, B>,
         mut probe: Request<B>,
         prepare: bool,
-    ) where
-        B: Send + 'static,
-        S: Service<Request<B>, Response = http::Response<RB>> + Clone + Send + 'static,
-        S::Future: Send,
-        S::Error: Into<BoxError>,
-        RB: Body + Send + 'static,
-        RB::Data: Buf + Send + 'static,
-        RB::Error: Into<BoxError> + Send,
-        C: Classify + Clone + Send + Sync + 'static,
-    {
+    ) {
         probe.extensions_mut().insert(ShadowProbe);
         if prepare && let Some(prepare) = &self.probes.prepare {
             prepare(&mut probe);
@@ -388,72 +420,58 @@ impl<S, C, B> Shadow<S, C, B> {
             before.abort();
         }
     }
-}
 
-/// Sends target `index`'s active probe on the copies' schedule while its
-/// breaker is open (or half-open) and no copy went in the spacing, so that
-/// a target is found back when no traffic comes. A probe the breaker
-/// turns away is a shadow probe (its success closes the breaker); one it
-/// admits, its cool-off over, is the breaker's own probe, which no caller
-/// waits on. Ends once no breaker of the target is open.
-async fn tick<B, S, C, RB>(weak: Weak<Shadow<S, C, B>>, index: usize)
-where
-    B: Clone + Send + 'static,
-    S: Service<Request<B>, Response = http::Response<RB>> + Clone + Send + 'static,
-    S::Future: Send,
-    S::Error: Into<BoxError>,
-    RB: Body + Send + 'static,
-    RB::Data: Buf + Send + 'static,
-    RB::Error: Into<BoxError> + Send,
-    C: Classify + Clone + Send + Sync + 'static,
-{
-    // However the task ends (the failover dropped, the runtime shut down,
-    // the user's probe panicked), the next failure may start another.
-    let mut ticking = Ticking {
-        shadow: weak.clone(),
-        index,
-        armed: true,
-    };
-    loop {
-        // The sender is held only between sleeps: a failover dropped ends
-        // its probes.
-        let wait = {
+    /// Sends target `index`'s active probe on the copies' schedule while
+    /// its breaker is open (or half-open) and no copy went in the spacing,
+    /// so that a target is found back when no traffic comes. A probe the
+    /// breaker turns away is a shadow probe (its success closes the
+    /// breaker); one it admits, its cool-off over, is the breaker's own
+    /// probe, which no caller waits on. Ends once no breaker of the target
+    /// is open, or with the failover (it holds the sender weakly).
+    async fn tick(weak: Weak<Self>, index: usize) {
+        // However the task ends (the failover dropped, the runtime shut
+        // down, the user's probe panicked), the next failure may start
+        // another.
+        let mut ticking = Ticking {
+            shadow: weak.clone(),
+            index,
+            armed: true,
+        };
+        loop {
+            // Held only between sleeps.
+            let Some(wait) = weak
+                .upgrade()
+                .map(|shadow| shadow.spacing(&shadow.targets[index], shadow.now()))
+            else {
+                return;
+            };
+            tokio::time::sleep(Duration::from_nanos(wait)).await;
             let Some(shadow) = weak.upgrade() else {
                 return;
             };
             let target = &shadow.targets[index];
-            let interval = duration_nanos(shadow.probes.interval).max(1);
-            let open_for = shadow
-                .now()
-                .saturating_sub(target.spell.load(Ordering::Relaxed));
-            spacing(interval, target.breaker.replicas(), open_for)
-        };
-        tokio::time::sleep(Duration::from_nanos(wait)).await;
-        let Some(shadow) = weak.upgrade() else {
-            return;
-        };
-        let target = &shadow.targets[index];
-        if !breaker_open(&target.breaker) {
-            // Released before a last look, so that a failure in between
-            // either finds it free or is seen here.
-            target.ticking.store(false, Ordering::Relaxed);
-            ticking.armed = false;
-            if breaker_open(&target.breaker) && !target.ticking.swap(true, Ordering::Relaxed) {
-                ticking.armed = true;
-                continue;
+            if !breaker_open(&target.breaker) {
+                // Released before a last look, so that a failure in
+                // between either finds it free or is seen here.
+                target.ticking.store(false, Ordering::Relaxed);
+                ticking.armed = false;
+                if breaker_open(&target.breaker) && !target.ticking.swap(true, Ordering::Relaxed) {
+                    ticking.armed = true;
+                    continue;
+                }
+                return;
             }
-            return;
-        }
-        let (Some(make), Ok(runtime)) = (&target.active, tokio::runtime::Handle::try_current())
-        else {
-            return;
-        };
-        if shadow.take_turn(target, shadow.now()) {
-            let mut probe = make();
-            if let Some(rewrite) = &target.rewrite {
-                rewrite(&mut probe);
+            let (Some(make), Ok(runtime)) = (&target.active, tokio::runtime::Handle::try_current())
+            else {
+                return;
+            };
+            if shadow.take_turn(target, shadow.now()) {
+                let mut probe = make();
+                if let Some(rewrite) = &target.rewrite {
+                    rewrite(&mut probe);
+                }
+                shadow.send(&runtime, target, probe, false);
             }
-            shadow.send(&runtime, target, probe, false);
         }
     }
 }
@@ -467,13 +485,13 @@ fn breaker_open(breaker: &BreakerHandle) -> bool {
 }
 
 /// Frees a target's active probes to start again when their task ends.
-struct Ticking<S, C, B> {
-    shadow: Weak<Shadow<S, C, B>>,
+struct Ticking<T, B, RB> {
+    shadow: Weak<Shadow<T, B, RB>>,
     index: usize,
     armed: bool,
 }
 
-impl<S, C, B> Drop for Ticking<S, C, B> {
+impl<T, B, RB> Drop for Ticking<T, B, RB> {
     fn drop(&mut self) {
         if self.armed
             && let Some(shadow) = self.shadow.upgrade()
