@@ -140,7 +140,7 @@ struct Watch<F> {
 impl<F> Watch<F> {
     /// The first call answered with success: its time, for its target.
     fn answered(&self, meta: &Meta, index: usize) {
-        meta.answered(index, Instant::now() - self.started, self.late);
+        meta.answered(index, self.started, self.late);
     }
 
     /// The first call failed: the hedge in flight, if any, goes on as the
@@ -559,31 +559,17 @@ where
                 }
                 StateProj::Calling { future, index } => {
                     let index = *index;
-                    let mut polled = future.poll(cx);
-                    let Poll::Ready(answer) = &mut polled else {
-                        return Poll::Pending;
-                    };
-                    if let Ok(response) = answer
-                        && tag_answer(common, this.progress.attempts, index, response)
-                    {
-                        this.state.set(State::Done);
-                        return polled;
+                    match called(common, this.progress, index, future.poll(cx)) {
+                        Ok(settled) => settled,
+                        Err(polled) => return end_call(this.state.as_mut(), polled),
                     }
-                    settle(common, this.progress, index, polled)
                 }
                 StateProj::Hedge { future, index } => {
                     let index = *index;
-                    let mut polled = future.as_mut().poll(cx);
-                    let Poll::Ready(answer) = &mut polled else {
-                        return Poll::Pending;
-                    };
-                    if let Ok(response) = answer
-                        && tag_answer(common, this.progress.attempts, index, response)
-                    {
-                        this.state.set(State::Done);
-                        return polled;
+                    match called(common, this.progress, index, future.as_mut().poll(cx)) {
+                        Ok(settled) => settled,
+                        Err(polled) => return end_call(this.state.as_mut(), polled),
                     }
-                    settle(common, this.progress, index, polled)
                 }
                 StateProj::Done => panic!("failover ResponseFuture polled after completion"),
             };
@@ -766,6 +752,36 @@ fn settle<B, RB: Body, T>(
         Poll::Ready(Err(e)) => settle_error(common, progress, index, e),
         Poll::Pending => unreachable!("settled once answered"),
     }
+}
+
+/// A call's answer, polled: what it means for the request if it failed,
+/// else the poll to return (pending, or the success, tagged).
+fn called<B, RB: Body, T>(
+    common: &Common<B, T>,
+    progress: &mut Progress,
+    index: usize,
+    mut polled: Poll<Output<RB>>,
+) -> Result<Settled<RB>, Poll<Output<RB>>> {
+    let Poll::Ready(answer) = &mut polled else {
+        return Err(Poll::Pending);
+    };
+    if let Ok(response) = answer
+        && tag_answer(common, progress.attempts, index, response)
+    {
+        return Err(polled);
+    }
+    Ok(settle(common, progress, index, polled))
+}
+
+/// Returns a call's poll: the loop is done once it is ready.
+fn end_call<B, T, F, RB: Body>(
+    mut state: Pin<&mut State<B, T, F>>,
+    polled: Poll<Output<RB>>,
+) -> Poll<Output<RB>> {
+    if polled.is_ready() {
+        state.set(State::Done);
+    }
+    polled
 }
 
 /// Ends the request with a settled answer, or moves on to the next target.

@@ -245,7 +245,7 @@ impl FailoverHandle {
     pub fn demoted(&self, target: &str) -> Option<bool> {
         self.meta.hedging.as_ref()?;
         let t = self.meta.targets.iter().find(|t| t.name == target)?;
-        Some(t.speed.demoted())
+        Some(t.speed.is_marked())
     }
 }
 
@@ -305,8 +305,8 @@ fn target_health(meta: &Meta, index: usize) -> TargetHealth {
         failed_over: t.failed_over.load(Ordering::Relaxed),
         gated_last_hour: scopes.iter().filter_map(|s| s.gated_last_hour).max(),
         open_time: scopes.iter().filter_map(|s| s.open_time).max(),
-        demoted: t.speed.demoted(),
-        hedge_delay: t.speed.hedge_delay(),
+        demoted: t.speed.is_marked(),
+        hedge_delay: t.speed.delay(),
         bulkhead,
         scopes,
     }

@@ -374,7 +374,8 @@ fn deadline(word: u64) -> u64 {
 }
 
 impl TargetSpeed {
-    /// Whether the target is demoted, read first without the clock.
+    /// Whether the target is demoted: tried after the others until a trial
+    /// answers in time (the clock says whether its trial is due).
     #[inline(always)]
     pub(crate) fn is_marked(&self) -> bool {
         self.demoted.load(Ordering::Relaxed) != 0
@@ -524,17 +525,6 @@ impl TargetSpeed {
         self.demotions.fetch_add(1, Ordering::Relaxed);
         Some((period, word == 0))
     }
-
-    /// Whether the target is demoted (for the health snapshot): tried
-    /// after the others until a trial answered in time.
-    pub(crate) fn demoted(&self) -> bool {
-        self.is_marked()
-    }
-
-    /// The hedge delay, for the health snapshot.
-    pub(crate) fn hedge_delay(&self) -> Option<Duration> {
-        self.delay()
-    }
 }
 
 #[cfg(test)]
@@ -598,7 +588,7 @@ mod tests {
         // A trial answered in time ends the demotion.
         assert!(speed.answered(&config, Duration::from_millis(500), false, 0));
         assert_eq!(speed.standing(5 * s, || true), Standing::InPlace);
-        assert!(!speed.demoted());
+        assert!(!speed.is_marked());
         assert!(!speed.is_marked());
     }
 

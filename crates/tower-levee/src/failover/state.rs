@@ -187,7 +187,12 @@ pub(crate) struct Group {
 
 impl Meta {
     pub(crate) fn now_nanos(&self) -> u64 {
-        duration_nanos(Instant::now().saturating_duration_since(self.origin))
+        self.nanos_at(Instant::now())
+    }
+
+    /// `at` in nanoseconds since the failover's origin.
+    fn nanos_at(&self, at: Instant) -> u64 {
+        duration_nanos(at.saturating_duration_since(self.origin))
     }
 
     /// Whether a group's targets are being passed over for overload.
@@ -206,40 +211,32 @@ impl Meta {
         &self,
         tried: u64,
         avoid: u64,
-        mut draw: impl FnMut() -> u64,
+        draw: impl FnMut() -> u64,
     ) -> Option<usize> {
         if self.demoted_targets.load(Ordering::Relaxed) != 0 {
             return self.next_candidate_demoted(tried, avoid, draw);
         }
-        let eligible = |i: usize| {
-            let t = &self.targets[i];
-            tried & (1 << i) == 0
-                && !t
-                    .group
-                    .is_some_and(|g| avoid & (1 << g) != 0 || self.overloaded(g))
-        };
-        let mut deferred = None;
-        for i in 0..self.targets.len() {
-            if tried & (1 << i) != 0 {
-                continue;
-            }
-            if eligible(i) {
-                return Some(match self.targets[i].pool {
-                    Some(p) => self.pick_in_pool(&self.pools[p], eligible, &mut draw),
-                    None => i,
-                });
-            }
-            deferred.get_or_insert(i);
-        }
-        deferred
+        self.choose::<false>(tried, avoid, draw)
     }
 
     /// [`next_candidate`](Self::next_candidate) while some target is
-    /// demoted: a demoted one is passed over like an overloaded group's,
-    /// unless its trial is due and this request claims it.
+    /// demoted, out of line.
     #[cold]
     #[inline(never)]
     fn next_candidate_demoted(
+        &self,
+        tried: u64,
+        avoid: u64,
+        draw: impl FnMut() -> u64,
+    ) -> Option<usize> {
+        self.choose::<true>(tried, avoid, draw)
+    }
+
+    /// The choice of [`next_candidate`](Self::next_candidate); with
+    /// `DEMOTED`, a demoted target is passed over like an overloaded
+    /// group's, unless its trial is due and this request claims it.
+    #[inline(always)]
+    fn choose<const DEMOTED: bool>(
         &self,
         tried: u64,
         avoid: u64,
@@ -255,7 +252,7 @@ impl Meta {
                 && !t
                     .group
                     .is_some_and(|g| avoid & (1 << g) != 0 || self.overloaded(g))
-                && !(t.speed.is_marked() && self.demoted(i, &demoted))
+                && !(DEMOTED && t.speed.is_marked() && self.demoted(i, &demoted))
         };
         let mut deferred = None;
         for i in 0..self.targets.len() {
@@ -269,7 +266,7 @@ impl Meta {
                 };
                 // A demoted target chosen for its trial: claimed here, for
                 // this request (another request's, if it claimed first).
-                if demoted.get().0 & (1 << pick) == 0 || self.take_place(pick) {
+                if !DEMOTED || demoted.get().0 & (1 << pick) == 0 || self.take_place(pick) {
                     return Some(pick);
                 }
                 continue;
@@ -343,15 +340,17 @@ impl Meta {
         }
     }
 
-    /// Target `index`'s first call answered with success after `latency`.
-    pub(crate) fn answered(&self, index: usize, latency: std::time::Duration, late: bool) {
+    /// Target `index`'s first call, sent at `sent`, answered with success
+    /// now (one clock read for both its latency and the moving average).
+    pub(crate) fn answered(&self, index: usize, sent: Instant, late: bool) {
         let Some(hedging) = &self.hedging else {
             return;
         };
+        let now = Instant::now();
+        let latency = now - sent;
+        let at = self.nanos_at(now);
         let t = &self.targets[index];
-        if t.speed
-            .answered(&hedging.config, latency, late, self.now_nanos())
-        {
+        if t.speed.answered(&hedging.config, latency, late, at) {
             self.demoted_targets.fetch_sub(1, Ordering::Relaxed);
             tracing::info!(
                 target: "levee::failover",
