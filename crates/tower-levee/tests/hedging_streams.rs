@@ -4,11 +4,9 @@
 //! rest of it comes; one whose first output is late is hedged before the
 //! caller reads a byte, and the caller reads only the stream that won.
 
+mod channel_body;
 mod failover_support;
 
-use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
@@ -16,12 +14,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
-use http_body::{Body, Frame};
 use http_body_util::BodyExt;
-use tokio::time::Sleep;
 use tower::{BoxError, Service, ServiceExt};
 use tower_levee::failover::{Failover, Hedging, ServedBy, Target};
 
+use channel_body::ChannelBody;
 use failover_support::{TestClassifier, breaker, req};
 
 const ROLE: &str =
@@ -30,36 +27,6 @@ const DONE: &str = "data: [DONE]\n\n";
 
 fn word(w: &str) -> String {
     format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{w}\"}}}}]}}\n\n")
-}
-
-/// A stream body: each chunk after its delay (from the one before).
-struct Paced {
-    chunks: VecDeque<(Duration, Bytes)>,
-    sleep: Option<Pin<Box<Sleep>>>,
-}
-
-impl Body for Paced {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let Some((delay, _)) = self.chunks.front() else {
-            return Poll::Ready(None);
-        };
-        let delay = *delay;
-        let sleep = self
-            .sleep
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(delay)));
-        if sleep.as_mut().poll(cx).is_pending() {
-            return Poll::Pending;
-        }
-        self.sleep = None;
-        let (_, chunk) = self.chunks.pop_front().expect("checked");
-        Poll::Ready(Some(Ok(Frame::data(chunk))))
-    }
 }
 
 /// A target whose streams open at once and send their words after the
@@ -92,9 +59,9 @@ impl Streams {
 }
 
 impl Service<Request<String>> for Streams {
-    type Response = Response<Paced>;
+    type Response = Response<ChannelBody>;
     type Error = BoxError;
-    type Future = std::future::Ready<Result<Response<Paced>, BoxError>>;
+    type Future = std::future::Ready<Result<Response<ChannelBody>, BoxError>>;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         Poll::Ready(Ok(()))
@@ -108,14 +75,19 @@ impl Service<Request<String>> for Streams {
             (first, word(self.name)),
             (self.rest_after, word("!")),
             (Duration::ZERO, DONE.to_owned()),
-        ]
-        .into_iter()
-        .map(|(d, s)| (d, Bytes::from(s)))
-        .collect();
-        let body = Paced {
-            chunks,
-            sleep: None,
-        };
+        ];
+        // Each chunk after its delay from the one before; a stream dropped
+        // (cancelled) stops its feed.
+        let (feed, body) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            for (delay, chunk) in chunks {
+                tokio::time::sleep(delay).await;
+                if feed.send(Ok(Bytes::from(chunk))).is_err() {
+                    return;
+                }
+            }
+        });
+        let body = ChannelBody(body);
         let response = Response::builder()
             .header("content-type", "text/event-stream")
             .body(body)
@@ -124,7 +96,7 @@ impl Service<Request<String>> for Streams {
     }
 }
 
-type Svc = Failover<String, Paced, Streams, TestClassifier>;
+type Svc = Failover<String, ChannelBody, Streams, TestClassifier>;
 
 fn failover(primary: &Streams, fallback: &Streams) -> Svc {
     let gate = Duration::from_secs(1);
@@ -166,7 +138,19 @@ async fn a_stream_whose_first_output_came_in_time_is_never_hedged_however_slow_t
         delay >= Duration::from_millis(300) && delay < Duration::from_secs(1),
         "{delay:?}"
     );
-    let (by, text) = one(&svc).await;
+    // The caller's answer waited for the first output (the race spans it),
+    // and no hedge went in that time.
+    let started = tokio::time::Instant::now();
+    let res = svc.clone().oneshot(req()).await.unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(fallback.started(), 0);
+    let by = ServedBy::of(&res).expect("served").index;
+    let text = res.into_body().collect().await.unwrap().to_bytes();
+    let text = String::from_utf8(text.to_vec()).unwrap();
     assert_eq!(by, 0);
     assert!(text.contains("primary") && text.contains('!'), "{text}");
     assert_eq!(fallback.started(), 0, "nothing was hedged");

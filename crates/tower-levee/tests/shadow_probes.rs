@@ -392,3 +392,41 @@ async fn active_probes_end_when_the_failover_is_dropped() {
         "{before} probes, then {after} after the drop"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn in_a_fleet_each_replica_spaces_its_copies_by_the_replicas_counted() {
+    let seen = Seen::default();
+    let svc = failover(primary(Duration::MAX, &seen), Some(ShadowProbes::new()));
+    // The fleet counts four replicas sending to these providers.
+    let handle = svc.handle();
+    let breaker = handle.breaker("primary").unwrap();
+    breaker.adopt(tower_levee::breaker::FleetUpdate::Replicas { count: 4 });
+    drive(&svc, Duration::from_secs(30), Duration::ZERO).await;
+    let copies = seen.copies.lock().unwrap().clone();
+    assert!((6..=9).contains(&copies.len()), "{} copies", copies.len());
+    for pair in copies.windows(2) {
+        assert!(pair[1] - pair[0] >= Duration::from_secs(4), "{pair:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn active_probes_start_at_the_first_spacing_however_long_the_process_ran() {
+    let seen = Seen::default();
+    let probes = ShadowProbes::new().active("primary", || {
+        Request::get("https://api.example.com/v1/models")
+            .body(String::new())
+            .unwrap()
+    });
+    let svc = failover(primary(Duration::MAX, &seen), Some(probes));
+    // An hour of quiet before the target fails.
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    for _ in 0..5 {
+        svc.clone().oneshot(req()).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let probes = seen.copies.lock().unwrap().len();
+    assert!(
+        (8..=11).contains(&probes),
+        "{probes} probes in the first 10 s"
+    );
+}
