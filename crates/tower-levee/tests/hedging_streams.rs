@@ -37,6 +37,8 @@ struct Streams {
     first_word_after: Arc<std::sync::Mutex<Duration>>,
     rest_after: Duration,
     started: Arc<AtomicUsize>,
+    /// Streams whose reader went away before their end.
+    dropped: Arc<AtomicUsize>,
 }
 
 impl Streams {
@@ -46,6 +48,7 @@ impl Streams {
             first_word_after: Arc::new(std::sync::Mutex::new(Duration::from_millis(first_word_ms))),
             rest_after: Duration::from_millis(rest_ms),
             started: Arc::default(),
+            dropped: Arc::default(),
         }
     }
 
@@ -79,10 +82,12 @@ impl Service<Request<String>> for Streams {
         // Each chunk after its delay from the one before; a stream dropped
         // (cancelled) stops its feed.
         let (feed, body) = tokio::sync::mpsc::unbounded_channel();
+        let dropped = self.dropped.clone();
         tokio::spawn(async move {
             for (delay, chunk) in chunks {
                 tokio::time::sleep(delay).await;
                 if feed.send(Ok(Bytes::from(chunk))).is_err() {
+                    dropped.fetch_add(1, Ordering::SeqCst);
                     return;
                 }
             }
@@ -186,4 +191,11 @@ async fn a_stream_whose_first_output_is_late_is_hedged_and_the_caller_reads_only
     );
     assert_eq!(fallback.started(), 1);
     assert_eq!(svc.handle().snapshot().hedges, Some(1));
+    // The loser's stream, held for its first output, was dropped.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(
+        primary.dropped.load(Ordering::SeqCst),
+        1,
+        "the losing stream is dropped"
+    );
 }
