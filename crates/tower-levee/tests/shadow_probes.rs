@@ -311,11 +311,7 @@ async fn an_active_probe_finds_a_recovered_target_back_when_no_traffic_comes() {
         let seen = Seen::default();
         let mut probes = ShadowProbes::new();
         if active {
-            probes = probes.active("primary", || {
-                Request::get("https://api.example.com/v1/models")
-                    .body(String::new())
-                    .unwrap()
-            });
+            probes = probes.active("primary", models);
         }
         let svc = failover(primary(recovers, &seen), Some(probes));
         // Five requests open the primary's breaker; then nothing comes.
@@ -348,11 +344,7 @@ async fn an_active_probe_finds_a_recovered_target_back_when_no_traffic_comes() {
 fn an_active_probe_for_a_target_that_does_not_exist_fails_the_build() {
     let err = Failover::builder()
         .target(Target::new("primary", Scripted::ok()).breaker(breaker(GATE, GATE)))
-        .shadow_probes(ShadowProbes::new().active("primray", || {
-            Request::get("https://api.example.com/v1/models")
-                .body(String::new())
-                .unwrap()
-        }))
+        .shadow_probes(ShadowProbes::new().active("primray", models))
         .build()
         .unwrap_err();
     assert!(err.to_string().contains("shadow_probes.active"), "{err}");
@@ -372,11 +364,7 @@ fn a_zero_shadow_probe_interval_fails_the_build() {
 #[tokio::test(start_paused = true)]
 async fn active_probes_end_when_the_failover_is_dropped() {
     let seen = Seen::default();
-    let probes = ShadowProbes::new().active("primary", || {
-        Request::get("https://api.example.com/v1/models")
-            .body(String::new())
-            .unwrap()
-    });
+    let probes = ShadowProbes::new().active("primary", models);
     let svc = failover(primary(Duration::MAX, &seen), Some(probes));
     for _ in 0..5 {
         svc.clone().oneshot(req()).await.unwrap();
@@ -412,11 +400,7 @@ async fn in_a_fleet_each_replica_spaces_its_copies_by_the_replicas_counted() {
 #[tokio::test(start_paused = true)]
 async fn active_probes_start_at_the_first_spacing_however_long_the_process_ran() {
     let seen = Seen::default();
-    let probes = ShadowProbes::new().active("primary", || {
-        Request::get("https://api.example.com/v1/models")
-            .body(String::new())
-            .unwrap()
-    });
+    let probes = ShadowProbes::new().active("primary", models);
     let svc = failover(primary(Duration::MAX, &seen), Some(probes));
     // An hour of quiet before the target fails.
     tokio::time::sleep(Duration::from_secs(3600)).await;
@@ -429,4 +413,11 @@ async fn active_probes_start_at_the_first_spacing_however_long_the_process_ran()
         (8..=11).contains(&probes),
         "{probes} probes in the first 10 s"
     );
+}
+
+/// An active probe's request: the models list.
+fn models() -> Request<String> {
+    Request::get("https://api.example.com/v1/models")
+        .body(String::new())
+        .unwrap()
 }

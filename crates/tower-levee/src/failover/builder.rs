@@ -16,7 +16,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::service::Failover;
-use super::shadow::{self, ShadowProbes, ShadowSend};
+use super::shadow::{Shadow, ShadowProbes, ShadowSend};
 use super::speed::{FieldNames, HedgeState, Hedging, TargetSpeed};
 use super::stack::TargetService;
 use super::state::{Advance, Common, Entry, FallbackFn, Group, Meta, TargetMeta};
@@ -115,7 +115,7 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
                 let (service, rewrite) = (entry.service.clone(), entry.rewrite.clone());
                 (service, meta.breaker.clone(), rewrite, meta.name)
             });
-            shadow::sender(probes, targets)
+            Shadow::sender(probes, targets)
         }));
         self
     }

@@ -232,35 +232,11 @@ struct ShadowTarget<T, B> {
 
 /// What every copy of one failover shares: targets of stack `T`, whose
 /// answers have bodies `ResponseBody<RB>`.
-struct Shadow<T, B, RB> {
+pub(crate) struct Shadow<T, B, RB> {
     probes: ShadowProbes<B>,
     targets: Box<[ShadowTarget<T, B>]>,
     origin: Instant,
     _body: PhantomData<fn() -> RB>,
-}
-
-/// The sender for `targets` (each its stack, breaker, rewrite and name, in
-/// failover order); an error names what of `probes` does not fit them.
-pub(crate) fn sender<T, B, RB>(
-    probes: ShadowProbes<B>,
-    targets: impl IntoIterator<Item = (T, BreakerHandle, Option<Rewrite<B>>, &'static str)>,
-) -> Result<ShadowSend<B>, ConfigError>
-where
-    B: Clone + Send + 'static,
-    T: Service<Request<B>, Response = http::Response<ResponseBody<RB>>, Error = BoxError>
-        + Clone
-        + Send
-        + 'static,
-    T::Future: Send,
-    RB: Body + Send + 'static,
-    ResponseBody<RB>: Body + Send,
-{
-    let shadow = Arc::new(Shadow::new(probes, targets)?);
-    Ok(Arc::new(
-        move |index: usize, request: Option<&Request<B>>| {
-            shadow.turned_away(index, request);
-        },
-    ))
 }
 
 impl<T, B, RB> Shadow<T, B, RB> {
@@ -304,8 +280,21 @@ where
     RB: Body + Send + 'static,
     ResponseBody<RB>: Body + Send,
 {
-    /// The shared state for `targets`, each active probe given to the
-    /// target it names.
+    /// The sender for `targets` (each its stack, breaker, rewrite and
+    /// name, in failover order), each active probe given to the target it
+    /// names; an error names what of `probes` does not fit them.
+    pub(crate) fn sender(
+        probes: ShadowProbes<B>,
+        targets: impl IntoIterator<Item = (T, BreakerHandle, Option<Rewrite<B>>, &'static str)>,
+    ) -> Result<ShadowSend<B>, ConfigError> {
+        let shadow = Arc::new(Self::new(probes, targets)?);
+        Ok(Arc::new(
+            move |index: usize, request: Option<&Request<B>>| {
+                shadow.turned_away(index, request);
+            },
+        ))
+    }
+
     fn new(
         mut probes: ShadowProbes<B>,
         targets: impl IntoIterator<Item = (T, BreakerHandle, Option<Rewrite<B>>, &'static str)>,
