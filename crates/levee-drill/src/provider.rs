@@ -44,6 +44,8 @@ pub struct CallStats {
     pub cap_reached: BTreeMap<String, Duration>,
     /// Calls that were hedges (a failover's copy of a late first call).
     pub hedged: u64,
+    /// Calls that were shadow or active probes (no caller waits on them).
+    pub probes: u64,
 }
 
 struct Bucket {
@@ -397,17 +399,17 @@ impl<B> Service<Request<B>> for TargetService {
     }
 
     fn call(&mut self, req: Request<B>) -> SimFuture {
-        if req
-            .extensions()
+        let extensions = req.extensions();
+        let hedge = extensions
             .get::<tower_levee::failover::HedgeCopy>()
-            .is_some()
-        {
-            self.provider
-                .state
-                .lock()
-                .expect("provider state")
-                .stats
-                .hedged += 1;
+            .is_some();
+        let probe = extensions
+            .get::<tower_levee::breaker::ShadowProbe>()
+            .is_some();
+        if hedge || probe {
+            let stats = &mut self.provider.state.lock().expect("provider state").stats;
+            stats.hedged += u64::from(hedge);
+            stats.probes += u64::from(probe);
         }
         if let Some(remote) = &self.provider.remote {
             return remote.send(self.idx);

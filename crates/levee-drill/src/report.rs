@@ -101,6 +101,10 @@ pub struct StackResult {
     /// Calls that were hedges: copies of late first calls sent to another
     /// target.
     pub upstream_hedged_calls: u64,
+    /// Calls that were shadow or active probes: copies of requests served
+    /// elsewhere, or the user's probe requests, sent to a target whose
+    /// breaker is open (counted among the calls above).
+    pub upstream_probe_calls: u64,
     /// With a `[fleet]`: each replica's share of the requests (the numbers
     /// above are the fleet's totals).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -209,6 +213,7 @@ impl StackResult {
             upstream_throttled_calls: run.calls.throttled,
             upstream_capped_calls: run.calls.capped,
             upstream_hedged_calls: run.calls.hedged,
+            upstream_probe_calls: run.calls.probes,
             replicas,
             fallback_share: if succeeded == 0 {
                 0.0
@@ -360,14 +365,18 @@ pub fn table(report: &ScenarioReport) -> String {
                 fails.join(" ")
             }
         );
-        if r.upstream_hedged_calls > 0 {
-            let _ = writeln!(
-                s,
-                "  {:<16} hedges: {} ({:.1}% of requests)",
-                "",
-                r.upstream_hedged_calls,
-                r.upstream_hedged_calls as f64 * 100.0 / r.requests.max(1) as f64
-            );
+        for (what, calls) in [
+            ("hedges", r.upstream_hedged_calls),
+            ("shadow probes", r.upstream_probe_calls),
+        ] {
+            if calls > 0 {
+                let _ = writeln!(
+                    s,
+                    "  {:<16} {what}: {calls} ({:.1}% of requests)",
+                    "",
+                    calls as f64 * 100.0 / r.requests.max(1) as f64
+                );
+            }
         }
         if !r.replicas.is_empty() {
             let served: Vec<String> = r

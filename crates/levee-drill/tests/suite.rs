@@ -60,12 +60,19 @@ fn hard_outage_levee_spares_the_dead_primary_and_unprotected_hammers_it() {
         .iter()
         .filter(|t| t.target == "primary" && t.mechanism == "breaker" && t.to == "half_open")
         .count() as u64;
-    let levee_calls = levee.upstream_calls_by_target["primary"];
+    // Its callers' calls; shadow probes, copies no caller waits on, apart.
+    let copies = levee.upstream_probe_calls;
+    let levee_calls = levee.upstream_calls_by_target["primary"] - copies;
     let unprotected_calls = unprotected.upstream_calls_by_target["primary"];
     println!(
-        "levee: {levee_calls} calls to the dead primary (threshold {threshold} + {probes} probes); \
-         unprotected: {unprotected_calls} calls for {} requests",
+        "levee: {levee_calls} callers' calls to the dead primary (threshold {threshold} + \
+         {probes} probes) and {copies} copies; unprotected: {unprotected_calls} calls for {} \
+         requests",
         unprotected.requests
+    );
+    assert!(
+        copies as f64 <= 0.1 * levee.requests as f64 + 1.0,
+        "copies within a tenth of the requests"
     );
     // Plus at most one call already in flight when the fifth failure came
     // back (arrivals are 50 ms apart on average, the 503 takes 50 ms).
@@ -571,12 +578,20 @@ fn levee_is_back_on_a_recovered_target_within_10s_and_spares_a_dead_one() {
     dead.faults[0].from = Duration::ZERO;
     dead.faults[0].to = Duration::from_secs(180);
     let r = run(&dead);
-    let calls = stack(&r, "levee").upstream_calls_by_target["primary"];
-    assert!(calls <= 15, "{calls} calls to the dead primary");
+    let levee = stack(&r, "levee");
+    let copies = levee.upstream_probe_calls;
+    let calls = levee.upstream_calls_by_target["primary"] - copies;
+    assert!(calls <= 15, "{calls} callers' calls to the dead primary");
+    // Copies: a tenth of the requests for a minute, then fewer each minute.
+    assert!(
+        (copies as f64) < 0.1 * levee.requests as f64 / 1.5,
+        "{copies} copies of {} requests",
+        levee.requests
+    );
 }
 
-/// Shadow probes (`[levee.failover] shadow_probes = true`): a copy of a
-/// request the fallback serves probes the open primary every second, so
+/// Shadow probes (on by default, `[levee.failover] shadow_probes`): a copy
+/// of a request the fallback serves probes the open primary every second, so
 /// the primary is back within two seconds of the fault's end where its
 /// callers' own probe waits out a cool-off, and no caller is failed.
 #[test]
@@ -585,6 +600,7 @@ fn shadow_probes_bring_the_primary_back_within_two_seconds_of_the_faults_end() {
         // Hedging off: a hedged trial brings a slow primary back too.
         let mut off = builtin(name, 120);
         off.levee.failover.hedging = false;
+        off.levee.failover.shadow_probes = false;
         let mut on = off.clone();
         on.levee.failover.shadow_probes = true;
         let (off, on) = (run(&off), run(&on));

@@ -278,6 +278,15 @@ fn bad_values_fail_at_load_naming_field_and_value() {
             "[failover]\noverload_window = \"soon\"",
             &["failover.overload_window", "soon"],
         ),
+        (
+            "[failover]\nshadow_probe_share = 0.0",
+            &["failover.shadow_probe_share", "got 0"],
+        ),
+        (
+            "[failover]\nshadow_probe_share = 1.5",
+            &["failover.shadow_probe_share", "got 1.5"],
+        ),
+        ("[failover]\ndemotion = \"0s\"", &["failover.demotion", "0"]),
     ];
     for (text, needles) in cases {
         assert_names(&load_error(text), needles);

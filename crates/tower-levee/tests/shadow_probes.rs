@@ -72,6 +72,21 @@ where
         + Clone,
     S::Error: std::fmt::Debug,
 {
+    drive_every(svc, run, after, Duration::from_millis(100)).await
+}
+
+/// [`drive`], a request every `period`.
+async fn drive_every<S>(
+    svc: &S,
+    run: Duration,
+    after: Duration,
+    period: Duration,
+) -> (Option<Duration>, bool)
+where
+    S: Service<Request<String>, Response = http::Response<tower_levee::body::ResponseBody<String>>>
+        + Clone,
+    S::Error: std::fmt::Debug,
+{
     let start = Instant::now();
     let mut back = None;
     let mut all_served = true;
@@ -86,7 +101,7 @@ where
         if back.is_none() && t >= after && by.index == 0 {
             back = Some(t);
         }
-        tokio::time::advance(Duration::from_millis(100)).await;
+        tokio::time::advance(period).await;
     }
     (back, all_served)
 }
@@ -394,6 +409,39 @@ async fn in_a_fleet_each_replica_spaces_its_copies_by_the_replicas_counted() {
     assert!((6..=9).contains(&copies.len()), "{} copies", copies.len());
     for pair in copies.windows(2) {
         assert!(pair[1] - pair[0] >= Duration::from_secs(4), "{pair:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn copies_stay_within_their_share_of_the_requests_a_quiet_service_turns_away() {
+    // Two requests a second: the interval alone would allow a copy a
+    // second, half the traffic; a tenth of it is one copy in five seconds.
+    // The first goes at once; then one per ten requests turned away.
+    let copies = copies_at_two_a_second(ShadowProbes::new()).await;
+    assert!((8..=11).contains(&copies), "{copies} copies");
+    // A share of one: the interval alone spaces them.
+    let copies = copies_at_two_a_second(ShadowProbes::new().share(1.0)).await;
+    assert!((40..=50).contains(&copies), "{copies} copies");
+}
+
+/// The copies a primary dead for 50 s gets at two requests a second.
+async fn copies_at_two_a_second(probes: ShadowProbes<String>) -> usize {
+    let seen = Seen::default();
+    let svc = failover(primary(Duration::MAX, &seen), Some(probes));
+    let every = Duration::from_millis(500);
+    drive_every(&svc, Duration::from_secs(50), Duration::ZERO, every).await;
+    seen.copies.lock().unwrap().len()
+}
+
+#[test]
+fn a_shadow_probe_share_out_of_range_fails_the_build() {
+    for share in [0.0, 1.5, f64::NAN] {
+        let err = Failover::builder()
+            .target(Target::new("primary", Scripted::ok()))
+            .shadow_probes(ShadowProbes::new().share(share))
+            .build()
+            .unwrap_err();
+        assert!(err.to_string().contains("shadow_probes.share"), "{err}");
     }
 }
 

@@ -13,8 +13,9 @@ use super::validated_config;
 use crate::breaker::{BreakerLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_PEEK_LIMIT, StreamHold};
 use crate::bulkhead::BulkheadLayer;
 use crate::failover::{
-    DEFAULT_MAX_RETRY_AFTER, DEFAULT_OVERLOAD_WINDOW, DEFAULT_SHADOW_INTERVAL, FailoverBuilder,
-    FieldNames, Hedging, ShadowProbes, cap_output_tokens,
+    DEFAULT_MAX_RETRY_AFTER, DEFAULT_OVERLOAD_WINDOW, DEFAULT_SHADOW_INTERVAL,
+    DEFAULT_SHADOW_SHARE, FailoverBuilder, FieldNames, Hedging, ShadowProbes, cap_output_tokens,
+    share_credit,
 };
 use crate::retry::{Policy, RetryBudget, RetryBudgetLayer, RetryBudgetLayerBuilder};
 
@@ -196,13 +197,16 @@ validated_config! {
         #[serde(with = "duration")]
         pub overload_window: Duration,
         /// Whether copies of requests served elsewhere probe targets whose
-        /// breaker is open (off): see
+        /// breaker is open (on): see
         /// [`FailoverBuilder::shadow_probes`](crate::failover::FailoverBuilder::shadow_probes),
         /// which a stack built from this config calls ([`Self::shadow_probes_for`]).
         pub shadow_probes: bool,
         /// The least time between two shadow probes of one target (1 s).
         #[serde(with = "duration")]
         pub shadow_probe_interval: Duration,
+        /// The most shadow probes of one target, as a share of the
+        /// requests it turns away (0.1).
+        pub shadow_probe_share: f64,
         /// Whether first calls late for their target are hedged and slow
         /// targets tried after the others (on): see
         /// [`FailoverBuilder::hedging`](crate::failover::FailoverBuilder::hedging).
@@ -246,8 +250,9 @@ impl Default for FailoverConfig {
             max_targets_per_request: None,
             max_retry_after: DEFAULT_MAX_RETRY_AFTER,
             overload_window: DEFAULT_OVERLOAD_WINDOW,
-            shadow_probes: false,
+            shadow_probes: true,
             shadow_probe_interval: DEFAULT_SHADOW_INTERVAL,
+            shadow_probe_share: DEFAULT_SHADOW_SHARE,
             hedging: true,
             hedge_ratio: hedging.ratio,
             hedge_burst: hedging.burst,
@@ -275,6 +280,7 @@ impl FailoverConfig {
                 "must be greater than zero, got 0s",
             ));
         }
+        share_credit(self.shadow_probe_share, "failover.shadow_probe_share")?;
         self.hedging_settings().validate(&HEDGING_FIELDS)
     }
 
@@ -291,7 +297,8 @@ impl FailoverConfig {
     }
 
     /// The shadow probes these settings ask for, if any: one copy per
-    /// target per `shadow_probe_interval`, each drawing on `budget` (the
+    /// target per `shadow_probe_interval`, at most `shadow_probe_share` of
+    /// the requests it turns away, each drawing on `budget` (the
     /// stack's retry budget), with its output capped at a few tokens
     /// ([`cap_output_tokens`](crate::failover::cap_output_tokens)). Pass
     /// them to [`FailoverBuilder::shadow_probes`](crate::failover::FailoverBuilder::shadow_probes);
@@ -306,6 +313,7 @@ impl FailoverConfig {
         }
         let probes = ShadowProbes::new()
             .interval(self.shadow_probe_interval)
+            .share(self.shadow_probe_share)
             .prepare(cap_output_tokens::<B>);
         Some(match budget {
             Some(budget) => probes.budget(budget),

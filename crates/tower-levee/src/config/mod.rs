@@ -76,9 +76,9 @@
 //! | `failover.max_targets_per_request` | all | targets one request is sent to |
 //! | `failover.max_retry_after` | `"300s"` | the cap on `NoTargetAvailable`'s `retry_after` |
 //! | `failover.overload_window` | `"30s"` | two availability failures of one provider and region this close: the group is tried last |
-//! | `failover.shadow_probes` | false | copies of requests served elsewhere probe a target whose breaker is open ([`FailoverConfig::shadow_probes_for`]) |
+//! | `failover.shadow_probes` | true | copies of requests served elsewhere probe a target whose breaker is open ([`FailoverConfig::shadow_probes_for`]) |
 //! | `failover.shadow_probe_interval` | `"1s"` | the least time between two copies to one target |
-
+//! | `failover.shadow_probe_share` | 0.1 | the most copies to one target, as a share of the requests it turns away |
 //!
 //! # What is not in a file
 //!

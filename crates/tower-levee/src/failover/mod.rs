@@ -207,8 +207,11 @@ pub use self::builder::{
 pub use self::error::{NoTargetAvailable, Refusal, RefusalKind};
 pub use self::health::{BulkheadHealth, FailoverHandle, HealthSnapshot, TargetHealth, TargetState};
 pub use self::service::Failover;
+#[cfg(feature = "serde")]
+pub(crate) use self::shadow::share_credit;
 pub use self::shadow::{
-    DEFAULT_SHADOW_INTERVAL, DEFAULT_SHADOW_TIMEOUT, ShadowProbes, cap_output_tokens,
+    DEFAULT_SHADOW_INTERVAL, DEFAULT_SHADOW_SHARE, DEFAULT_SHADOW_TIMEOUT, ShadowProbes,
+    cap_output_tokens,
 };
 #[cfg(feature = "serde")]
 pub(crate) use self::speed::FieldNames;

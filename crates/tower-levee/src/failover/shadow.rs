@@ -31,6 +31,13 @@ pub const DEFAULT_SHADOW_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a shadow probe may take by default before it is dropped.
 pub const DEFAULT_SHADOW_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The most copies a target gets by default, as a share of the requests
+/// it turns away.
+pub const DEFAULT_SHADOW_SHARE: f64 = 0.1;
+
+/// One copy's worth of a target's credit (see [`ShadowTarget::credit`]).
+const COPY: u64 = 1 << 20;
+
 /// A request's body rewritten for its copy.
 type Prepare<B> = Arc<dyn Fn(&mut Request<B>) + Send + Sync>;
 
@@ -44,9 +51,11 @@ type Prepare<B> = Arc<dyn Fn(&mut Request<B>) + Send + Sync>;
 /// [`ShadowProbe`]) and is dropped. So while a target's breaker is open,
 /// copies of the requests other targets serve go to it from the first one
 /// the breaker turns away, then at most one per
-/// [`interval`](Self::interval) per target, each also drawing a token from
-/// a retry budget when one is given, which bounds them to its share of
-/// traffic. In a fleet, each replica spaces its copies by the interval
+/// [`interval`](Self::interval) per target and no more than a
+/// [`share`](Self::share) of the requests it turns away (a tenth), each
+/// also drawing a token from a retry budget when one is given. So copies
+/// never exceed a fixed fraction of traffic, however quiet the service:
+/// at two requests a second, a copy every five seconds. In a fleet, each replica spaces its copies by the interval
 /// times the replicas the fleet counts, so that the fleet sends about one
 /// per interval. A target open longer than a minute gets them less often:
 /// the spacing doubles each further minute, up to 32 times the interval,
@@ -80,6 +89,7 @@ type Prepare<B> = Arc<dyn Fn(&mut Request<B>) + Send + Sync>;
 /// ```
 pub struct ShadowProbes<B> {
     pub(crate) interval: Duration,
+    share: f64,
     timeout: Duration,
     budget: Option<Arc<RetryBudget>>,
     prepare: Option<Prepare<B>>,
@@ -97,11 +107,13 @@ impl<B> Default for ShadowProbes<B> {
 }
 
 impl<B> ShadowProbes<B> {
-    /// One copy per target per [`DEFAULT_SHADOW_INTERVAL`], no budget, the
-    /// body copied as it is.
+    /// One copy per target per [`DEFAULT_SHADOW_INTERVAL`], at most
+    /// [`DEFAULT_SHADOW_SHARE`] of the requests it turns away, no budget,
+    /// the body copied as it is.
     pub fn new() -> Self {
         ShadowProbes {
             interval: DEFAULT_SHADOW_INTERVAL,
+            share: DEFAULT_SHADOW_SHARE,
             timeout: DEFAULT_SHADOW_TIMEOUT,
             budget: None,
             prepare: None,
@@ -113,6 +125,15 @@ impl<B> ShadowProbes<B> {
     /// the build fails naming `shadow_probes.interval` otherwise).
     pub fn interval(mut self, interval: Duration) -> Self {
         self.interval = interval;
+        self
+    }
+
+    /// The most copies a target gets, as a share of the requests it turns
+    /// away ([`DEFAULT_SHADOW_SHARE`]); the first of an open spell always
+    /// goes. More than zero and at most 1: the build fails naming
+    /// `shadow_probes.share` otherwise.
+    pub fn share(mut self, share: f64) -> Self {
+        self.share = share;
         self
     }
 
@@ -158,6 +179,7 @@ impl<B> fmt::Debug for ShadowProbes<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ShadowProbes")
             .field("interval", &self.interval)
+            .field("share", &self.share)
             .field("timeout", &self.timeout)
             .field("budget", &self.budget.is_some())
             .field("prepare", &self.prepare.is_some())
@@ -194,16 +216,39 @@ const FULL_RATE_SPELL: Duration = Duration::from_secs(60);
 const MAX_DOUBLINGS: u64 = 5;
 
 /// A refusal this long after the last one starts a new open spell.
-const NEW_SPELL_GAP: Duration = Duration::from_secs(5);
+const NEW_SPELL_GAP: Duration = Duration::from_secs(30);
 
 /// The spacing of one target's copies `open_for` into its open spell,
 /// with `replicas` sending: `interval × replicas × 2ⁿ`, n one per minute
 /// past the first, at most [`MAX_DOUBLINGS`].
 fn spacing(interval: u64, replicas: u32, open_for: u64) -> u64 {
-    let doublings = (open_for / duration_nanos(FULL_RATE_SPELL)).min(MAX_DOUBLINGS);
     interval
         .saturating_mul(u64::from(replicas.max(1)))
-        .saturating_mul(1 << doublings)
+        .saturating_mul(1 << doublings(open_for))
+}
+
+/// How many times a spell `open_for` long has halved its copies' rate: one
+/// per minute past the first, at most [`MAX_DOUBLINGS`].
+fn doublings(open_for: u64) -> u64 {
+    (open_for / duration_nanos(FULL_RATE_SPELL)).min(MAX_DOUBLINGS)
+}
+
+/// How long `target`'s open spell has lasted at `now`.
+fn open_for<T, B>(target: &ShadowTarget<T, B>, now: u64) -> u64 {
+    now.saturating_sub(target.spell.load(Ordering::Relaxed))
+}
+
+/// The credit, in [`COPY`]s, a request turned away earns at `share`; an
+/// error naming `field` unless the share is more than 0 and at most 1.
+pub(crate) fn share_credit(share: f64, field: &'static str) -> Result<u64, ConfigError> {
+    if share > 0.0 && share <= 1.0 {
+        Ok(((share * COPY as f64).round() as u64).max(1))
+    } else {
+        Err(ConfigError::new(
+            field,
+            format!("must be more than 0 and at most 1, got {share}"),
+        ))
+    }
 }
 
 /// One target as the sender sees it.
@@ -218,6 +263,10 @@ struct ShadowTarget<T, B> {
     active: Option<MakeProbe<B>>,
     /// Nanoseconds since `origin` + 1 of its last copy; 0: none.
     last: AtomicU64,
+    /// Copies it has earned, in [`COPY`]s: a full one at the start of an
+    /// open spell, then the share of each request it turns away, at most
+    /// one held.
+    credit: AtomicU64,
     /// Of its last refusal or failure seen here, and of the start of its
     /// open spell.
     seen: AtomicU64,
@@ -234,6 +283,8 @@ struct ShadowTarget<T, B> {
 /// answers have bodies `ResponseBody<RB>`.
 pub(crate) struct Shadow<T, B, RB> {
     probes: ShadowProbes<B>,
+    /// The credit each request turned away earns, in [`COPY`]s.
+    earned: u64,
     targets: Box<[ShadowTarget<T, B>]>,
     origin: Instant,
     _body: PhantomData<fn() -> RB>,
@@ -248,13 +299,15 @@ impl<T, B, RB> Shadow<T, B, RB> {
     /// The spacing of `target`'s copies at `now` (see [`spacing`]).
     fn spacing(&self, target: &ShadowTarget<T, B>, now: u64) -> u64 {
         let interval = duration_nanos(self.probes.interval).max(1);
-        let open_for = now.saturating_sub(target.spell.load(Ordering::Relaxed));
-        spacing(interval, target.breaker.replicas(), open_for)
+        spacing(interval, target.breaker.replicas(), open_for(target, now))
     }
 
     /// Whether `target`'s turn for a copy has come at `now`, taken if so
-    /// (and its budget token drawn).
-    fn take_turn(&self, target: &ShadowTarget<T, B>, now: u64) -> bool {
+    /// (its credit spent, if `earned`, and its budget token drawn).
+    fn take_turn(&self, target: &ShadowTarget<T, B>, now: u64, earned: bool) -> bool {
+        if earned && target.credit.load(Ordering::Relaxed) < COPY {
+            return false;
+        }
         let spacing = self.spacing(target, now);
         let before = target.last.load(Ordering::Relaxed);
         if (before != 0 && now < before.saturating_add(spacing))
@@ -264,6 +317,13 @@ impl<T, B, RB> Shadow<T, B, RB> {
                 .is_err()
         {
             return false;
+        }
+        if earned {
+            let _ = target
+                .credit
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |credit| {
+                    Some(credit.saturating_sub(COPY))
+                });
         }
         self.probes.budget.as_ref().is_none_or(|b| b.withdraw())
     }
@@ -305,6 +365,7 @@ where
                 "must be greater than zero, got 0s",
             ));
         }
+        let earned = share_credit(probes.share, "shadow_probes.share")?;
         let mut active = std::mem::take(&mut probes.active);
         let targets: Box<[_]> = targets
             .into_iter()
@@ -316,6 +377,7 @@ where
                     rewrite,
                     active: probe.map(|i| active.swap_remove(i).1),
                     last: AtomicU64::new(0),
+                    credit: AtomicU64::new(0),
                     seen: AtomicU64::new(0),
                     spell: AtomicU64::new(0),
                     in_flight: Mutex::new(None),
@@ -331,6 +393,7 @@ where
         }
         Ok(Shadow {
             probes,
+            earned,
             targets,
             origin: Instant::now(),
             _body: PhantomData,
@@ -354,12 +417,23 @@ where
         let seen_before = target.seen.swap(now, Ordering::Relaxed);
         if seen_before == 0 || now - seen_before.min(now) > duration_nanos(NEW_SPELL_GAP) {
             target.spell.store(now, Ordering::Relaxed);
+            target.credit.store(COPY, Ordering::Relaxed);
+        } else if request.is_some() {
+            // Halved as the spacing doubles, so that a long spell costs
+            // less at any traffic. At most one copy held: a quiet spell
+            // does not save up a burst.
+            let earned = (self.earned >> doublings(open_for(target, now))).max(1);
+            let _ = target
+                .credit
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |credit| {
+                    (credit < COPY).then(|| (credit + earned).min(COPY))
+                });
         }
         if target.active.is_some() && !target.ticking.swap(true, Ordering::Relaxed) {
             runtime.spawn(Self::tick(Arc::downgrade(self), index));
         }
         if let Some(request) = request
-            && self.take_turn(target, now)
+            && self.take_turn(target, now, true)
         {
             self.send(&runtime, target, request.clone(), true);
         }
@@ -454,7 +528,7 @@ where
             else {
                 return;
             };
-            if shadow.take_turn(target, shadow.now()) {
+            if shadow.take_turn(target, shadow.now(), false) {
                 let mut probe = make();
                 if let Some(rewrite) = &target.rewrite {
                     rewrite(&mut probe);
@@ -524,5 +598,16 @@ mod tests {
         assert_eq!(spacing(second, 1, 100 * minute), 32 * second);
         assert_eq!(spacing(second, 0, 0), second, "no replica counted: alone");
         assert_eq!(spacing(u64::MAX, 8, 100 * minute), u64::MAX);
+    }
+
+    #[test]
+    fn a_share_is_more_than_zero_and_at_most_one() {
+        let credit = |share| share_credit(share, "share").ok();
+        assert_eq!(credit(1.0), Some(COPY));
+        assert_eq!(credit(0.1), Some(COPY / 10 + 1));
+        assert_eq!(credit(1e-12), Some(1), "tiny, not nothing");
+        for share in [0.0, -0.1, 1.01, f64::NAN, f64::INFINITY] {
+            assert_eq!(credit(share), None, "{share}");
+        }
     }
 }
