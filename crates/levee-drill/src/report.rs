@@ -367,7 +367,7 @@ pub fn table(report: &ScenarioReport) -> String {
         );
         for (what, calls) in [
             ("hedges", r.upstream_hedged_calls),
-            ("shadow probes", r.upstream_probe_calls),
+            ("probes (shadow and active)", r.upstream_probe_calls),
         ] {
             if calls > 0 {
                 let _ = writeln!(

@@ -69,7 +69,11 @@ fn a_quiet_fleet_spares_a_dead_primary_as_one_replica_would() {
     let sc = support::scenario("fleet-quiet-dead-primary");
     let r = run(&sc);
     // Only the primary is ever open: every probe went to it.
-    let callers = |s: &StackResult| s.upstream_calls_by_target["primary"] - s.upstream_probe_calls;
+    let callers = |s: &StackResult| {
+        s.upstream_calls_by_target["primary"]
+            .checked_sub(s.upstream_probe_calls)
+            .expect("every probe went to the primary")
+    };
     let (shared, alone) = (
         callers(stack(&r, "levee-fleet")),
         callers(stack(&r, "levee")),

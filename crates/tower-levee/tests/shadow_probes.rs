@@ -433,6 +433,36 @@ async fn copies_at_two_a_second(probes: ShadowProbes<String>) -> usize {
     seen.copies.lock().unwrap().len()
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_target_failing_now_and_then_while_closed_gets_copies_at_full_rate_when_it_opens() {
+    // One failure every 20 s for three minutes (its breaker stays closed),
+    // then dead: its open spell starts when it opens, not at the first
+    // failure three minutes before (which would space copies 8 s apart).
+    let seen = Seen::default();
+    let start = Instant::now();
+    let dies = Duration::from_secs(180);
+    let copies_seen = seen.clone();
+    let primary = Scripted::new(move |req: &Request<String>| {
+        if req.extensions().get::<ShadowProbe>().is_some() {
+            copies_seen.copies.lock().unwrap().push(Instant::now());
+        }
+        let t = start.elapsed();
+        if t >= dies || t.as_millis() % 20_000 < 100 {
+            Reply1::Now(response(503, None, ""))
+        } else {
+            Reply1::Now(response(200, None, r#"{"id":"primary"}"#))
+        }
+    });
+    let svc = failover(primary, Some(ShadowProbes::new()));
+    drive(&svc, dies + Duration::from_secs(20), Duration::ZERO).await;
+    let copies = seen.copies.lock().unwrap().clone();
+    assert!(
+        copies.iter().all(|at| *at - start >= dies),
+        "no copy while closed"
+    );
+    assert!((15..=20).contains(&copies.len()), "{} copies", copies.len());
+}
+
 #[test]
 fn a_shadow_probe_share_out_of_range_fails_the_build() {
     for share in [0.0, 1.5, f64::NAN] {

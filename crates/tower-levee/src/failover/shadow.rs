@@ -53,14 +53,16 @@ type Prepare<B> = Arc<dyn Fn(&mut Request<B>) + Send + Sync>;
 /// the breaker turns away, then at most one per
 /// [`interval`](Self::interval) per target and no more than a
 /// [`share`](Self::share) of the requests it turns away (a tenth), each
-/// also drawing a token from a retry budget when one is given. So copies
-/// never exceed a fixed fraction of traffic, however quiet the service:
-/// at two requests a second, a copy every five seconds. In a fleet, each replica spaces its copies by the interval
-/// times the replicas the fleet counts, so that the fleet sends about one
-/// per interval. A target open longer than a minute gets them less often:
-/// the spacing doubles each further minute, up to 32 times the interval,
-/// so a target dead for good costs a copy every half minute, not every
-/// second.
+/// also drawing a token from a retry budget when one is given. So past
+/// the first copy of an open spell, copies stay within a fixed fraction of
+/// traffic, however quiet the service: at two requests a second, a copy
+/// every five seconds. In a fleet, each replica spaces its copies by the
+/// interval times the replicas the fleet counts, so that the fleet sends
+/// about one per interval. A target open longer than a minute gets them
+/// less often: the spacing doubles, and the share halves, each further
+/// minute, up to 32 times, so a target dead for good costs one replica a
+/// copy every half minute at most, not every second. A spell ends 30 s
+/// after the last request the target turned away.
 ///
 /// A copy is a real request to the provider and is billed as one: cap its
 /// output with [`prepare`](Self::prepare) (for a JSON body,
@@ -161,8 +163,10 @@ impl<B> ShadowProbes<B> {
     /// An active probe for the target named `target`: a request `make`
     /// builds (a one-token completion, or `GET /v1/models` where that
     /// shows the target serving), sent through the target's rewrite on the
-    /// copies' schedule while its breaker is open and no copy went, so
-    /// that the target is found back when no traffic comes. It stops once
+    /// copies' schedule while its breaker is open and no request was
+    /// turned away in the spacing (where requests come, their copies and
+    /// their share govern), so that the target is found back when no
+    /// traffic comes. It stops once
     /// the breaker admits a call. The build fails if no target has that
     /// name, or if another active probe named it first.
     pub fn active(
@@ -413,20 +417,24 @@ where
         };
         let now = self.now();
         // The open spell: from the first failure or refusal after a quiet
-        // gap.
-        let seen_before = target.seen.swap(now, Ordering::Relaxed);
+        // gap, kept alive by refusals only, so that a target failing now
+        // and then while closed starts afresh each time.
+        let seen_before = target.seen.load(Ordering::Relaxed);
         if seen_before == 0 || now - seen_before.min(now) > duration_nanos(NEW_SPELL_GAP) {
+            target.seen.store(now, Ordering::Relaxed);
             target.spell.store(now, Ordering::Relaxed);
             target.credit.store(COPY, Ordering::Relaxed);
         } else if request.is_some() {
+            target.seen.store(now, Ordering::Relaxed);
             // Halved as the spacing doubles, so that a long spell costs
-            // less at any traffic. At most one copy held: a quiet spell
-            // does not save up a burst.
+            // less at any traffic. At most one copy held (and what is
+            // left of the last refusal's share): a quiet spell does not
+            // save up a burst.
             let earned = (self.earned >> doublings(open_for(target, now))).max(1);
             let _ = target
                 .credit
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |credit| {
-                    (credit < COPY).then(|| (credit + earned).min(COPY))
+                    (credit < COPY).then(|| (credit + earned).min(COPY + earned - 1))
                 });
         }
         if target.active.is_some() && !target.ticking.swap(true, Ordering::Relaxed) {
@@ -528,7 +536,12 @@ where
             else {
                 return;
             };
-            if shadow.take_turn(target, shadow.now(), false) {
+            // Where requests are turned away, their copies and their share
+            // govern: an active probe is for a target no traffic reaches.
+            let now = shadow.now();
+            let quiet = now.saturating_sub(target.seen.load(Ordering::Relaxed))
+                >= shadow.spacing(target, now);
+            if quiet && shadow.take_turn(target, now, false) {
                 let mut probe = make();
                 if let Some(rewrite) = &target.rewrite {
                     rewrite(&mut probe);
