@@ -133,7 +133,12 @@ async fn every_openai_endpoint_passes_both_bodies_through_byte_for_byte() {
         openai.seen().last().unwrap().headers["x-request-id"],
         made.as_str()
     );
-    assert!(gw.log().contains(&made), "the id is in the log line");
+    // The access line is written as the answer ends, which may be just
+    // after the client has read it.
+    assert!(
+        gw.wait_for_log(&made, Duration::from_secs(10)).await,
+        "the id is in the log line"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
