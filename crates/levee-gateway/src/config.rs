@@ -154,6 +154,24 @@ pub struct TargetConfig {
     pub pool: Option<String>,
     /// Headers sent to it on every request.
     pub headers: BTreeMap<String, String>,
+    /// Its active probe, sent while its breaker is open and no traffic
+    /// reaches it.
+    pub probe: Option<ProbeConfig>,
+}
+
+/// A target's `probe`: a request of the user's that shows it serving
+/// (`GET /v1/models`, or a one-token completion), sent through the
+/// target's rewrite (its base URL, key and headers) as a caller's request
+/// to the gateway would be.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProbeConfig {
+    /// Its method (`GET`, or `POST` when it has a body).
+    pub method: http::Method,
+    /// Its path and query as a caller sends them to the gateway
+    /// (`/v1/models`).
+    pub path: http::uri::PathAndQuery,
+    /// Its body, sent as JSON (none: empty).
+    pub body: Option<String>,
 }
 
 impl fmt::Debug for TargetConfig {
@@ -274,6 +292,15 @@ struct RawTarget {
     pool: Option<String>,
     #[serde(default)]
     headers: BTreeMap<String, Spanned<String>>,
+    probe: Option<Spanned<RawProbe>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProbe {
+    method: Option<String>,
+    path: String,
+    body: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -504,6 +531,12 @@ impl GatewayConfig {
                     "`deployment` and `api_version` are for dialect = \"azure\"".into(),
                 ));
             }
+            let probe = match t.probe {
+                Some(raw) => {
+                    Some(probe_config(raw.get_ref()).map_err(|m| at(raw.span(), key("probe"), m))?)
+                }
+                None => None,
+            };
             targets.push(TargetConfig {
                 name,
                 base_url,
@@ -521,6 +554,7 @@ impl GatewayConfig {
                 region: t.region,
                 pool: t.pool,
                 headers,
+                probe,
             });
         }
 
@@ -596,6 +630,21 @@ impl GatewayConfig {
                             ),
                         )
                     })?;
+            if !levee.failover.shadow_probes
+                && let Some(probed) = targets
+                    .iter()
+                    .find(|t| t.probe.is_some() && route_targets.contains(&t.name))
+            {
+                return Err(at(
+                    r.model.span(),
+                    key("levee.failover.shadow_probes"),
+                    format!(
+                        "target `{}` has a probe, which is sent on the shadow probes' \
+                         schedule: this route turns them off",
+                        probed.name
+                    ),
+                ));
+            }
             drop(r.levee);
             routes.push(RouteConfig {
                 model,
@@ -692,6 +741,31 @@ impl GatewayConfig {
     pub fn target(&self, name: &str) -> Option<&TargetConfig> {
         self.targets.iter().find(|t| t.name == name)
     }
+}
+
+/// A target's `probe` checked: a method, a path as a caller would send it.
+fn probe_config(raw: &RawProbe) -> Result<ProbeConfig, String> {
+    let method = match &raw.method {
+        Some(m) => http::Method::from_bytes(m.as_bytes())
+            .map_err(|_| format!("method {m:?} is not an HTTP method"))?,
+        None if raw.body.is_some() => http::Method::POST,
+        None => http::Method::GET,
+    };
+    if !raw.path.starts_with('/') {
+        return Err(format!(
+            "path {:?} must start with `/`, as a caller's to the gateway does (`/v1/models`)",
+            raw.path
+        ));
+    }
+    let path = raw
+        .path
+        .parse()
+        .map_err(|_| format!("path {:?} is not a valid path and query", raw.path))?;
+    Ok(ProbeConfig {
+        method,
+        path,
+        body: raw.body.clone(),
+    })
 }
 
 /// A target's `base_url`: `https://host[:port][/prefix]`, without a query.

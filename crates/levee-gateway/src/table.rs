@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use hyper::body::Incoming;
 use levee_core::classify::{self, ProviderClassifier, Rules};
 use levee_redis::FleetHandle;
@@ -21,7 +22,7 @@ use tower_levee::failover::{Failover, FailoverHandle, Target};
 use tower_levee::metrics::MetricsReporter;
 use tower_levee::retry::{Retry, RetryBudget, RetryBudgetLayer};
 
-use crate::config::{GatewayConfig, TargetConfig, TargetDialect};
+use crate::config::{GatewayConfig, ProbeConfig, TargetConfig, TargetDialect};
 use crate::events::Events;
 use crate::intern::intern;
 use crate::secret::Secret;
@@ -168,6 +169,24 @@ impl Table {
                 }
                 let upstream = Upstream::new(levee.retry.attempt_timeout);
                 let mut failover = Failover::<Payload, Incoming, Upstream>::builder();
+                let budget = Arc::new(RetryBudget::from_config(levee.retry.budget));
+                // Each target's active probe, if it has one (the config
+                // refuses one where shadow probes are off).
+                let probes = levee
+                    .failover
+                    .shadow_probes_for(Some(budget.clone()))
+                    .map(|shadow| {
+                        targets
+                            .iter()
+                            .fold(shadow, |shadow, target| match &target.probe {
+                                Some(probe) => {
+                                    let probe = probe.clone();
+                                    shadow
+                                        .active(target.name.as_str(), move || active_probe(&probe))
+                                }
+                                None => shadow,
+                            })
+                    });
                 for target in targets {
                     let identity = identity(target, levee, &rules_id)?;
                     let state = match states.get(&identity) {
@@ -203,9 +222,8 @@ impl Table {
                     }
                     failover = failover.target(t);
                 }
-                let budget = Arc::new(RetryBudget::from_config(levee.retry.budget));
                 let mut failover = levee.failover.apply(failover)?;
-                if let Some(probes) = levee.failover.shadow_probes_for(Some(budget.clone())) {
+                if let Some(probes) = probes {
                     failover = failover.shadow_probes(probes);
                 }
                 let failover = failover.build()?;
@@ -307,6 +325,23 @@ impl Table {
 }
 
 /// The API a target of `dialect` serves.
+/// A target's active probe as a caller's request to the gateway; the
+/// target's rewrite then points it at the target, with its key.
+fn active_probe(probe: &ProbeConfig) -> http::Request<Payload> {
+    let mut request = http::Request::new(Payload(
+        probe.body.clone().map(Bytes::from).unwrap_or_default(),
+    ));
+    *request.method_mut() = probe.method.clone();
+    *request.uri_mut() = http::Uri::from(probe.path.clone());
+    if probe.body.is_some() {
+        request.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+    }
+    request
+}
+
 fn serves(dialect: TargetDialect) -> ApiDialect {
     match dialect {
         TargetDialect::OpenAi | TargetDialect::Azure => ApiDialect::OpenAi,

@@ -299,3 +299,94 @@ async fn a_users_rule_parks_an_unknown_providers_frozen_account_the_built_in_rul
         .unwrap_or_else(|| panic!("{}", events.text()));
     assert_eq!(parked["model"], "gpt-4o", "{parked}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_targets_probe_finds_it_back_when_no_traffic_comes() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let down = Arc::new(AtomicBool::new(true));
+    let a = {
+        let down = down.clone();
+        Provider::start(move |_, _| {
+            if down.load(Ordering::SeqCst) {
+                Reply::json(503, r#"{"error":{"message":"overloaded"}}"#)
+            } else {
+                Reply::json(200, r#"{"object":"list","data":[]}"#)
+            }
+        })
+        .await
+    };
+    let b = Provider::always(Reply::json(200, OK)).await;
+    let cfg = config(&[a.url(), b.url()], "").replacen(
+        "api_key_env = \"P_KEY\"\n",
+        "api_key_env = \"P_KEY\"\nprobe = { path = \"/v1/models\" }\n",
+        1,
+    );
+    let gw = Gateway::start(&cfg, &env());
+    // Failures open `a`; the fallback serves every caller.
+    for _ in 0..6 {
+        let res = post(&gw.url("/v1/chat/completions"), KEY, CHAT).await;
+        assert_eq!(res.header("x-levee-served-by"), Some("b"));
+    }
+    let state = || async {
+        let health = support::send("GET", &gw.url("/levee/health"), &[], "").await;
+        health.json()["routes"]["gpt-4o"]["openai"]["failover"]["targets"][0]["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(state().await, "open");
+    // It recovers; no caller comes. Its probe, sent about once a second,
+    // closes its breaker.
+    down.store(false, Ordering::SeqCst);
+    let mut closed = false;
+    for _ in 0..100 {
+        if state().await == "available" {
+            closed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let seen: Vec<_> = a
+        .seen()
+        .iter()
+        .map(|s| format!("{} {}", s.method, s.path_and_query))
+        .collect();
+    assert!(closed, "the probe closed the breaker; `a` saw {seen:?}");
+    let probes: Vec<_> = a
+        .seen()
+        .into_iter()
+        .filter(|s| s.method == "GET" && s.path_and_query == "/v1/models")
+        .collect();
+    assert!(!probes.is_empty(), "the probe reached the target");
+    // Sent through the target's rewrite: with its key.
+    assert_eq!(probes[0].headers["authorization"], "Bearer sk-provider");
+}
+
+#[test]
+fn a_probe_where_shadow_probes_are_off_is_refused_naming_the_route() {
+    let cfg = config(
+        &["http://127.0.0.1:9".into()],
+        "[levee.failover]\nshadow_probes = false\n",
+    )
+    .replacen(
+        "api_key_env = \"P_KEY\"\n",
+        "api_key_env = \"P_KEY\"\nprobe = { path = \"/v1/models\" }\n",
+        1,
+    );
+    let listen = "listen = \"127.0.0.1:0\"\n";
+    let (code, out) = support::check_config(&format!("{listen}{cfg}"), &env());
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("route[0].levee.failover.shadow_probes"),
+        "{out}"
+    );
+    let bad = config(&["http://127.0.0.1:9".into()], "").replacen(
+        "api_key_env = \"P_KEY\"\n",
+        "api_key_env = \"P_KEY\"\nprobe = { path = \"v1/models\" }\n",
+        1,
+    );
+    let (code, out) = support::check_config(&format!("{listen}{bad}"), &env());
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("target[0].probe"), "{out}");
+}
