@@ -45,14 +45,15 @@ enum Command {
     /// Run the built-in suite and write its reports out.
     Suite(SuiteArgs),
     /// Search a scenario's `[levee]` settings for the best trade-offs of
-    /// served %, upstream calls and recovery time.
+    /// served %, upstream calls, recovery time and p99 latency.
     ///
     /// Runs the scenario's Levee stack in virtual time over random settings
     /// of the breaker (tripping, cool-off base, growth, cap, jitter, hold,
     /// probes), the throttle gate (default wait, cap), the retries (attempts,
-    /// budget) and the bulkhead, then refines around the best; each setting
-    /// runs with several seeds and is scored on the means. Prints the
-    /// settings no other beats on all three numbers, each as a `[levee]`
+    /// budget), the bulkhead, and the failover's shadow probes (interval,
+    /// share) and hedging (ratio, demotion), then refines around the best;
+    /// each setting runs with several seeds and is scored on the means.
+    /// Prints the settings no other beats on all four numbers, each as a `[levee]`
     /// block to paste into the scenario, a service's `LeveeConfig` file or
     /// the gateway's `[levee]` (the same keys), and the baseline (the
     /// scenario's own).

@@ -61,6 +61,7 @@ fn blocks(text: &str) -> Vec<(String, String)> {
 /// The numbers line the tune prints, recomputed from runs of the scenario.
 fn numbers_of(sc: &Scenario, seeds: &[u64]) -> String {
     let (mut served, mut upstream, mut recovery_ms, mut never) = (0.0, 0.0, 0.0, false);
+    let mut p99 = 0.0;
     let rest = recovery_from(sc).map(|from| sc.duration - from);
     for &seed in seeds {
         let mut sc = sc.clone();
@@ -71,6 +72,7 @@ fn numbers_of(sc: &Scenario, seeds: &[u64]) -> String {
         upstream += levee.upstream_calls as f64;
         never |= levee.recover.is_none();
         recovery_ms += levee.recover.or(rest).unwrap().as_secs_f64() * 1000.0;
+        p99 += levee.latency_ms.p99 as f64;
     }
     let n = seeds.len() as f64;
     let score = Score {
@@ -78,16 +80,18 @@ fn numbers_of(sc: &Scenario, seeds: &[u64]) -> String {
         upstream_tenths: (upstream / n * 10.0).round() as u64,
         recovery_ds: Some((recovery_ms / n / 100.0).round() as u64),
         never_recovered: never,
+        p99_ms: (p99 / n).round() as u64,
     };
     format!(
-        "served {}.{:02}%, upstream calls {}.{}, recovery {}{}.{}s",
+        "served {}.{:02}%, upstream calls {}.{}, recovery {}{}.{}s, p99 {} ms",
         score.served_bp / 100,
         score.served_bp % 100,
         score.upstream_tenths / 10,
         score.upstream_tenths % 10,
         if never { ">=" } else { "" },
         score.recovery_ds.unwrap() / 10,
-        score.recovery_ds.unwrap() % 10
+        score.recovery_ds.unwrap() % 10,
+        score.p99_ms
     )
 }
 
@@ -283,12 +287,19 @@ fn a_partial_cooldown_is_never_printed() {
 }
 
 fn score() -> impl Strategy<Value = Score> {
-    (9_990u32..=10_000, 0u64..6, prop::option::of(0u64..6)).prop_map(|(s, u, r)| Score {
-        served_bp: s,
-        upstream_tenths: u,
-        recovery_ds: r,
-        never_recovered: false,
-    })
+    (
+        9_990u32..=10_000,
+        0u64..6,
+        prop::option::of(0u64..6),
+        0u64..4,
+    )
+        .prop_map(|(s, u, r, p)| Score {
+            served_bp: s,
+            upstream_tenths: u,
+            recovery_ds: r,
+            never_recovered: false,
+            p99_ms: p,
+        })
 }
 
 proptest! {

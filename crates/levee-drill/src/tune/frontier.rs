@@ -1,5 +1,6 @@
 //! Scores and the Pareto frontier: the settings no other evaluated setting
-//! beats on served requests, upstream calls and recovery together.
+//! beats on served requests, upstream calls, recovery and p99 latency
+//! together.
 
 use std::cmp::Ordering;
 
@@ -19,35 +20,47 @@ pub struct Score {
     /// Whether some seed never saw the target serve again (the recovery
     /// is then a lower bound).
     pub never_recovered: bool,
+    /// The 99th percentile of the requests' latency, in milliseconds: what
+    /// hedging and demotion buy, at the price of calls.
+    pub p99_ms: u64,
 }
 
 impl Score {
-    /// Whether `self` is at least as good as `other` on all three and
-    /// better on one: more served, fewer upstream calls, sooner recovery.
+    /// Whether `self` is at least as good as `other` on all four and
+    /// better on one: more served, fewer upstream calls, sooner recovery,
+    /// a lower p99.
     pub fn dominates(&self, other: &Score) -> bool {
         let recovery = self.recovery_ds.cmp(&other.recovery_ds);
         let at_least = self.served_bp >= other.served_bp
             && self.upstream_tenths <= other.upstream_tenths
-            && recovery != Ordering::Greater;
+            && recovery != Ordering::Greater
+            && self.p99_ms <= other.p99_ms;
         at_least
             && (self.served_bp > other.served_bp
                 || self.upstream_tenths < other.upstream_tenths
-                || recovery == Ordering::Less)
+                || recovery == Ordering::Less
+                || self.p99_ms < other.p99_ms)
     }
 
     /// The order the frontier is shown in: most served first, then fewest
-    /// calls, then soonest recovery.
+    /// calls, then soonest recovery, then the lowest p99.
     pub fn display_order(&self, other: &Score) -> Ordering {
         other
             .served_bp
             .cmp(&self.served_bp)
             .then(self.upstream_tenths.cmp(&other.upstream_tenths))
             .then(self.recovery_ds.cmp(&other.recovery_ds))
+            .then(self.p99_ms.cmp(&other.p99_ms))
     }
 
-    /// The three numbers, as compared.
-    fn key(&self) -> (u32, u64, Option<u64>) {
-        (self.served_bp, self.upstream_tenths, self.recovery_ds)
+    /// The four numbers, as compared.
+    fn key(&self) -> (u32, u64, Option<u64>, u64) {
+        (
+            self.served_bp,
+            self.upstream_tenths,
+            self.recovery_ds,
+            self.p99_ms,
+        )
     }
 }
 

@@ -1,19 +1,22 @@
 //! `levee-drill tune`: search a scenario's `[levee]` settings for the best
-//! trade-offs of served requests, upstream calls and recovery time.
+//! trade-offs of served requests, upstream calls, recovery time and p99
+//! latency.
 //!
 //! # What is searched
 //!
-//! Twelve keys of the `[levee]` table: the breaker's tripping rule (1 to 12
+//! Sixteen keys of the `[levee]` table: the breaker's tripping rule (1 to 12
 //! consecutive failures, or a share of a 10 s to 60 s rolling window), its
 //! cool-off schedule (base 1 s to 1 min, multiplier, cap, jitter, and the
 //! held cool-offs before growth), probes per half-open round, the throttle
-//! gate's default wait and cap, the retry attempts and budget ratio, and the
-//! bulkhead size. Every other key of the scenario's `[levee]` (a
+//! gate's default wait and cap, the retry attempts and budget ratio, the
+//! bulkhead size, and the failover's shadow probes (off, or every 1 s to
+//! 5 s, at a share of 5% to 50%) and hedging (off, or 2% to 10% of
+//! successes, with a demotion of 0.5 s to 5 s). Every other key of the scenario's `[levee]` (a
 //! `slow_call`, pacing, timeouts) is kept as the scenario sets it.
 //!
 //! # How
 //!
-//! The grid has about 1.5 × 10⁸ points, so it is sampled, not walked. Half
+//! The grid has about 3.8 × 10¹⁰ points, so it is sampled, not walked. Half
 //! of the budget goes to points drawn uniformly from the grid: random search
 //! finds good regions of a space where only a few of the dimensions matter
 //! for a given scenario far sooner than a grid does (Bergstra & Bengio,
@@ -34,9 +37,9 @@
 //! Each point runs the scenario's Levee stack once per seed (default 3:
 //! the `--seed`, by default the scenario's own, and the next ones), in
 //! virtual time, and is scored on the means: served % (higher is better),
-//! upstream calls and recovery time (lower). One lucky draw of arrivals and
+//! upstream calls, recovery time and p99 latency (lower). One lucky draw of arrivals and
 //! jitter cannot win alone. The means are rounded to what is printed
-//! (0.01 %, 0.1 call, 0.1 s) before settings are compared, so a printed
+//! (0.01 %, 0.1 call, 0.1 s, 1 ms) before settings are compared, so a printed
 //! tie is a tie: the setting evaluated first is kept, the baseline (the
 //! scenario's own settings, evaluated first) ahead of every other.
 //! Recovery is timed as the drill's report does it (the first provider
@@ -45,7 +48,7 @@
 //! output marks it with `>=`.
 //!
 //! The result: the frontier ([`frontier`]), every setting that no other
-//! evaluated setting beats on all three numbers. Upstream calls fall when
+//! evaluated setting beats on all four numbers. Upstream calls fall when
 //! fewer requests are served, so the frontier's far end trades requests
 //! for calls (74 % served for 25 % fewer calls, in `hard-outage`); the text
 //! shows the settings serving at least a point less than the baseline
@@ -183,13 +186,14 @@ pub fn stack_of(sc: &Scenario) -> &'static str {
     }
 }
 
-/// One run's three numbers.
+/// One run's four numbers.
 #[derive(Clone, Copy, Debug)]
 struct RunNumbers {
     served: f64,
     upstream: u64,
     /// `None`: the target never served again (or nothing to recover from).
     recovery: Option<Duration>,
+    p99_ms: u64,
 }
 
 fn run_once(
@@ -205,6 +209,7 @@ fn run_once(
         served: result.success_rate(),
         upstream: result.upstream_calls,
         recovery: result.recover,
+        p99_ms: result.latency_ms.p99,
     })
 }
 
@@ -212,6 +217,7 @@ fn mean(sc: &Scenario, runs: &[RunNumbers]) -> Score {
     let n = runs.len().max(1) as f64;
     let served = runs.iter().map(|r| r.served).sum::<f64>() / n;
     let upstream = runs.iter().map(|r| r.upstream as f64).sum::<f64>() / n;
+    let p99 = runs.iter().map(|r| r.p99_ms as f64).sum::<f64>() / n;
     let window = crate::report::recovery_from(sc).map(|from| sc.duration - from);
     let recovery_ds = window.map(|rest| {
         let ms = runs
@@ -226,6 +232,7 @@ fn mean(sc: &Scenario, runs: &[RunNumbers]) -> Score {
         upstream_tenths: (upstream * 10.0).round() as u64,
         recovery_ds,
         never_recovered: window.is_some() && runs.iter().any(|r| r.recovery.is_none()),
+        p99_ms: p99.round() as u64,
     }
 }
 

@@ -86,10 +86,11 @@ fn recovery(s: &Score) -> String {
 /// The numbers of one setting, on one line.
 pub(super) fn numbers(s: &Score) -> String {
     format!(
-        "served {}, upstream calls {}, recovery {}",
+        "served {}, upstream calls {}, recovery {}, p99 {} ms",
         served(s),
         upstream(s),
-        recovery(s)
+        recovery(s),
+        s.p99_ms
     )
 }
 
@@ -125,12 +126,12 @@ pub fn text(report: &TuneReport) -> Result<String, toml::ser::Error> {
     );
     let _ = writeln!(
         s,
-        "scored on the means: served % (higher is better), upstream calls and recovery (lower)\n"
+        "scored on the means: served % (higher is better), upstream calls, recovery and p99 (lower)\n"
     );
     let _ = writeln!(
         s,
-        "  {:<10} {:>8} {:>10} {:>9}  frontier",
-        "setting", "served", "upstream", "recovery"
+        "  {:<10} {:>8} {:>10} {:>9} {:>8}  frontier",
+        "setting", "served", "upstream", "recovery", "p99"
     );
     let baseline_on = report.frontier.contains(&0);
     let shown = report.shown();
@@ -140,11 +141,12 @@ pub fn text(report: &TuneReport) -> Result<String, toml::ser::Error> {
         let e = &report.evaluated[i];
         let _ = writeln!(
             s,
-            "  {:<10} {:>8} {:>10} {:>9}  {}",
+            "  {:<10} {:>8} {:>10} {:>9} {:>8}  {}",
             label(report, i),
             served(&e.score),
             upstream(&e.score),
             recovery(&e.score),
+            format!("{} ms", e.score.p99_ms),
             if i != 0 || baseline_on { "yes" } else { "no" }
         );
     }
@@ -154,7 +156,7 @@ pub fn text(report: &TuneReport) -> Result<String, toml::ser::Error> {
     };
     let _ = writeln!(
         s,
-        "\nThe frontier: {} of {} settings, each beaten on all three by none of the others;\n\
+        "\nThe frontier: {} of {} settings, each beaten on all four by none of the others;\n\
          shown: the {} serving at least {} (--min-served), the rest in --json and --svg.\n\
          To use one, replace the scenario's [levee] tables with its block.",
         report.frontier.len(),
@@ -193,6 +195,7 @@ struct JsonSetting {
     upstream_calls: f64,
     recovery_s: Option<f64>,
     never_recovered: bool,
+    p99_ms: u64,
     on_frontier: bool,
     /// Shown in the text (on the frontier, serving at least `min_served_percent`).
     shown: bool,
@@ -232,6 +235,7 @@ pub fn json(report: &TuneReport) -> Result<String, serde_json::Error> {
             upstream_calls: e.score.upstream_tenths as f64 / 10.0,
             recovery_s: e.score.recovery_ds.map(|ds| ds as f64 / 10.0),
             never_recovered: e.score.never_recovered,
+            p99_ms: e.score.p99_ms,
             on_frontier,
             shown,
             levee: levee_table(&e.levee).map_err(serde::ser::Error::custom)?,

@@ -1,4 +1,4 @@
-//! The settings `tune` searches: twelve keys of the `[levee]` table, each
+//! The settings `tune` searches: sixteen keys of the `[levee]` table, each
 //! with a short list of values that span what a user would set, ordered so
 //! that neighbours in a list are neighbours in effect (the local refinement
 //! steps one place along a list).
@@ -62,9 +62,21 @@ const GATE_MAX_WAIT: [Duration; 5] = [secs(30), secs(60), secs(300), secs(600), 
 const RETRY_ATTEMPTS: [u32; 5] = [1, 2, 3, 4, 5];
 const RETRY_RATIO: [f64; 4] = [0.05, 0.1, 0.2, 0.5];
 const BULKHEAD: [usize; 6] = [8, 16, 32, 64, 128, 256];
+/// Shadow probes off, then copies ever closer together.
+const SHADOW_INTERVAL: [Option<Duration>; 4] = [None, Some(secs(5)), Some(secs(2)), Some(secs(1))];
+const SHADOW_SHARE: [f64; 4] = [0.05, 0.1, 0.2, 0.5];
+/// Hedging off, then ever more hedges allowed.
+const HEDGE_RATIO: [Option<f64>; 4] = [None, Some(0.02), Some(0.05), Some(0.1)];
+/// A slow target's demotion, and its longest, ever longer.
+const DEMOTION: [(Duration, Duration); 4] = [
+    (Duration::from_millis(500), secs(1)),
+    (secs(1), secs(2)),
+    (secs(2), secs(4)),
+    (secs(5), secs(10)),
+];
 
 /// How many values each dimension has, in [`Point`] order.
-pub(crate) const DIMENSIONS: [usize; 12] = [
+pub(crate) const DIMENSIONS: [usize; 16] = [
     TRIPPING.len(),
     COOLDOWN.len(),
     MULTIPLIER.len(),
@@ -77,6 +89,10 @@ pub(crate) const DIMENSIONS: [usize; 12] = [
     RETRY_ATTEMPTS.len(),
     RETRY_RATIO.len(),
     BULKHEAD.len(),
+    SHADOW_INTERVAL.len(),
+    SHADOW_SHARE.len(),
+    HEDGE_RATIO.len(),
+    DEMOTION.len(),
 ];
 
 /// One setting of the search: an index into each dimension's values.
@@ -123,6 +139,10 @@ impl Point {
             attempts,
             ratio,
             bulk,
+            shadow,
+            share,
+            hedge,
+            demotion,
         ] = self.0.map(usize::from);
         let mut cfg = base.clone();
         let b = &mut cfg.breaker;
@@ -144,6 +164,17 @@ impl Point {
         cfg.retry.budget =
             BudgetConfig::new(budget.ttl(), budget.min_per_sec(), RETRY_RATIO[ratio]);
         cfg.bulkhead.max_concurrent = BULKHEAD[bulk];
+        let f = &mut cfg.failover;
+        f.shadow_probes = SHADOW_INTERVAL[shadow].is_some();
+        if let Some(interval) = SHADOW_INTERVAL[shadow] {
+            f.shadow_probe_interval = interval;
+        }
+        f.shadow_probe_share = SHADOW_SHARE[share];
+        f.hedging = HEDGE_RATIO[hedge].is_some();
+        if let Some(ratio) = HEDGE_RATIO[hedge] {
+            f.hedge_ratio = ratio;
+        }
+        (f.demotion, f.max_demotion) = DEMOTION[demotion];
         cfg
     }
 }
