@@ -80,7 +80,7 @@ fn numbers_of(sc: &Scenario, seeds: &[u64]) -> String {
         upstream_tenths: (upstream / n * 10.0).round() as u64,
         recovery_ds: Some((recovery_ms / n / 100.0).round() as u64),
         never_recovered: never,
-        p99_ms: (p99 / n).round() as u64,
+        p99_ms: (p99 / n / 10.0).round() as u64 * 10,
     };
     format!(
         "served {}.{:02}%, upstream calls {}.{}, recovery {}{}.{}s, p99 {} ms",

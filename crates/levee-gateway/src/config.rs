@@ -161,8 +161,9 @@ pub struct TargetConfig {
 
 /// A target's `probe`: a request of the user's that shows it serving
 /// (`GET /v1/models`, or a one-token completion), sent through the
-/// target's rewrite (its base URL, key and headers) as a caller's request
-/// to the gateway would be.
+/// target's rewrite (its base URL, key and headers, and its own name for a
+/// model the body names) as a caller's request to the gateway would be.
+/// Each route that names the target sends it on its own schedule.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProbeConfig {
     /// Its method (`GET`, or `POST` when it has a body).
@@ -532,9 +533,10 @@ impl GatewayConfig {
                 ));
             }
             let probe = match t.probe {
-                Some(raw) => {
-                    Some(probe_config(raw.get_ref()).map_err(|m| at(raw.span(), key("probe"), m))?)
-                }
+                Some(raw) => Some(
+                    probe_config(raw.get_ref())
+                        .map_err(|(field, m)| at(raw.span(), key(&format!("probe.{field}")), m))?,
+                ),
                 None => None,
             };
             targets.push(TargetConfig {
@@ -615,6 +617,12 @@ impl GatewayConfig {
                 .get(i)
                 .map(|t| t.levee.clone())
                 .unwrap_or_default();
+            // Whether the route's own table turns shadow probes off (for
+            // naming the key that did, if a probe needs them).
+            let own_shadow = own
+                .get("failover")
+                .and_then(|f| f.get("shadow_probes"))
+                .is_some();
             let mut merged = base.clone();
             merge(&mut merged, own);
             let levee: LeveeConfig =
@@ -637,10 +645,14 @@ impl GatewayConfig {
             {
                 return Err(at(
                     r.model.span(),
-                    key("levee.failover.shadow_probes"),
+                    if own_shadow {
+                        key("levee.failover.shadow_probes")
+                    } else {
+                        "levee.failover.shadow_probes".to_owned()
+                    },
                     format!(
                         "target `{}` has a probe, which is sent on the shadow probes' \
-                         schedule: this route turns them off",
+                         schedule: this route's settings turn them off",
                         probed.name
                     ),
                 ));
@@ -743,30 +755,55 @@ impl GatewayConfig {
     }
 }
 
-/// A target's `probe` checked: a method, a path as a caller would send it.
-fn probe_config(raw: &RawProbe) -> Result<ProbeConfig, String> {
+/// A target's `probe` checked: a method, a path as a caller would send it,
+/// a JSON body; an error names the field (`method`, `path` or `body`).
+fn probe_config(raw: &RawProbe) -> Result<ProbeConfig, (&'static str, String)> {
     let method = match &raw.method {
-        Some(m) => http::Method::from_bytes(m.as_bytes())
-            .map_err(|_| format!("method {m:?} is not an HTTP method"))?,
+        Some(m) => match http::Method::from_bytes(m.to_ascii_uppercase().as_bytes()) {
+            Ok(method) if STANDARD_METHODS.contains(&method) => method,
+            _ => return Err(("method", format!("{m:?} is not an HTTP method"))),
+        },
         None if raw.body.is_some() => http::Method::POST,
         None => http::Method::GET,
     };
     if !raw.path.starts_with('/') {
-        return Err(format!(
-            "path {:?} must start with `/`, as a caller's to the gateway does (`/v1/models`)",
-            raw.path
+        return Err((
+            "path",
+            format!(
+                "{:?} must start with `/`, as a caller's to the gateway does (`/v1/models`)",
+                raw.path
+            ),
         ));
     }
-    let path = raw
-        .path
-        .parse()
-        .map_err(|_| format!("path {:?} is not a valid path and query", raw.path))?;
+    let path = raw.path.parse().map_err(|_| {
+        (
+            "path",
+            format!("{:?} is not a valid path and query", raw.path),
+        )
+    })?;
+    if let Some(body) = &raw.body {
+        if matches!(method, http::Method::GET | http::Method::HEAD) {
+            return Err(("body", format!("a {method} request sends no body")));
+        }
+        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(body) {
+            return Err(("body", format!("not JSON: {e}")));
+        }
+    }
     Ok(ProbeConfig {
         method,
         path,
         body: raw.body.clone(),
     })
 }
+
+/// The methods a probe may use.
+const STANDARD_METHODS: [http::Method; 5] = [
+    http::Method::GET,
+    http::Method::HEAD,
+    http::Method::POST,
+    http::Method::PUT,
+    http::Method::OPTIONS,
+];
 
 /// A target's `base_url`: `https://host[:port][/prefix]`, without a query.
 fn parse_base_url(text: &str) -> Result<Uri, String> {

@@ -27,7 +27,7 @@ use crate::events::Events;
 use crate::intern::intern;
 use crate::secret::Secret;
 use crate::spare::{self, StackId, StackIds};
-use crate::upstream::{Payload, TargetRewrite, Upstream};
+use crate::upstream::{ModelSpan, Payload, TargetRewrite, Upstream};
 
 /// A route's stack for one API: client limits → retry budget → failover →
 /// per target (bulkhead → breaker, gate, park, pacing, stream watch →
@@ -324,13 +324,15 @@ impl Table {
     }
 }
 
-/// The API a target of `dialect` serves.
 /// A target's active probe as a caller's request to the gateway; the
-/// target's rewrite then points it at the target, with its key.
+/// target's rewrite then points it at the target, with its key, and
+/// renames a model its body names, as for a caller's request.
 fn active_probe(probe: &ProbeConfig) -> http::Request<Payload> {
-    let mut request = http::Request::new(Payload(
-        probe.body.clone().map(Bytes::from).unwrap_or_default(),
-    ));
+    let body = probe.body.clone().map(Bytes::from).unwrap_or_default();
+    let model = levee_core::request::RequestFields::peek(&body)
+        .ok()
+        .map(|f| ModelSpan(f.model_span()));
+    let mut request = http::Request::new(Payload(body));
     *request.method_mut() = probe.method.clone();
     *request.uri_mut() = http::Uri::from(probe.path.clone());
     if probe.body.is_some() {
@@ -339,9 +341,13 @@ fn active_probe(probe: &ProbeConfig) -> http::Request<Payload> {
             http::HeaderValue::from_static("application/json"),
         );
     }
+    if let Some(model) = model {
+        request.extensions_mut().insert(model);
+    }
     request
 }
 
+/// The API a target of `dialect` serves.
 fn serves(dialect: TargetDialect) -> ApiDialect {
     match dialect {
         TargetDialect::OpenAi | TargetDialect::Azure => ApiDialect::OpenAi,

@@ -317,8 +317,9 @@ impl TargetRewrite {
                 deployment,
                 query,
             } => {
-                // The Responses API names its model in the body, at one URL.
-                if rest.starts_with("/responses") {
+                // The Responses API names its model in the body, at one
+                // URL; the model list is the resource's, not a deployment's.
+                if rest.starts_with("/responses") || rest == "/models" {
                     format!("{prefix}{rest}?{query}")
                 } else {
                     format!("{prefix}/deployments/{deployment}{rest}?{query}")
@@ -402,6 +403,19 @@ mod tests {
         );
         assert_eq!(r.headers()["api-key"], "sk-test");
         assert!(r.headers().get("authorization").is_none());
+    }
+
+    #[test]
+    fn azure_lists_the_resources_models_not_a_deployments() {
+        let r = rewrite(
+            "base_url = \"https://res.openai.azure.com\"\ndialect = \"azure\"\ndeployment = \"prod-4o\"",
+            "/v1/models",
+            "",
+        );
+        assert_eq!(
+            r.uri(),
+            "https://res.openai.azure.com/openai/models?api-version=2024-10-21"
+        );
     }
 
     #[test]

@@ -364,29 +364,42 @@ async fn a_targets_probe_finds_it_back_when_no_traffic_comes() {
 }
 
 #[test]
-fn a_probe_where_shadow_probes_are_off_is_refused_naming_the_route() {
-    let cfg = config(
-        &["http://127.0.0.1:9".into()],
-        "[levee.failover]\nshadow_probes = false\n",
-    )
-    .replacen(
-        "api_key_env = \"P_KEY\"\n",
-        "api_key_env = \"P_KEY\"\nprobe = { path = \"/v1/models\" }\n",
-        1,
-    );
+fn a_probe_where_shadow_probes_are_off_or_malformed_is_refused_naming_the_key() {
     let listen = "listen = \"127.0.0.1:0\"\n";
-    let (code, out) = support::check_config(&format!("{listen}{cfg}"), &env());
+    let with_probe = |probe: &str, levee: &str| {
+        let cfg = config(&["http://127.0.0.1:9".into()], levee).replacen(
+            "api_key_env = \"P_KEY\"\n",
+            &format!("api_key_env = \"P_KEY\"\nprobe = {probe}\n"),
+            1,
+        );
+        support::check_config(&format!("{listen}{cfg}"), &env())
+    };
+    let models = r#"{ path = "/v1/models" }"#;
+    // Off for every route (the gateway's [levee]): that key is named.
+    let (code, out) = with_probe(models, "[levee.failover]\nshadow_probes = false\n");
     assert_eq!(code, Some(2), "{out}");
-    assert!(
-        out.contains("route[0].levee.failover.shadow_probes"),
-        "{out}"
-    );
-    let bad = config(&["http://127.0.0.1:9".into()], "").replacen(
-        "api_key_env = \"P_KEY\"\n",
-        "api_key_env = \"P_KEY\"\nprobe = { path = \"v1/models\" }\n",
-        1,
-    );
-    let (code, out) = support::check_config(&format!("{listen}{bad}"), &env());
-    assert_eq!(code, Some(2), "{out}");
-    assert!(out.contains("target[0].probe"), "{out}");
+    assert!(out.contains("`levee.failover.shadow_probes`"), "{out}");
+    assert!(out.contains("target `a` has a probe"), "{out}");
+    for (probe, key) in [
+        (r#"{ path = "v1/models" }"#, "target[0].probe.path"),
+        (
+            r#"{ path = "/v1/models", method = "FETCH" }"#,
+            "target[0].probe.method",
+        ),
+        (
+            r#"{ path = "/v1/x", method = "GET", body = "{}" }"#,
+            "target[0].probe.body",
+        ),
+        (
+            r#"{ path = "/v1/x", body = "not json" }"#,
+            "target[0].probe.body",
+        ),
+    ] {
+        let (code, out) = with_probe(probe, "");
+        assert_eq!(code, Some(2), "{probe}: {out}");
+        assert!(out.contains(key), "{probe}: {out}");
+    }
+    // A method in lower case is the method.
+    let (code, out) = with_probe(r#"{ path = "/v1/models", method = "get" }"#, "");
+    assert_eq!(code, Some(0), "{out}");
 }

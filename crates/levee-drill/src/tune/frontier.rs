@@ -20,8 +20,8 @@ pub struct Score {
     /// Whether some seed never saw the target serve again (the recovery
     /// is then a lower bound).
     pub never_recovered: bool,
-    /// The 99th percentile of the requests' latency, in milliseconds: what
-    /// hedging and demotion buy, at the price of calls.
+    /// The 99th percentile of the requests' latency, in milliseconds,
+    /// rounded to 10: what hedging and demotion buy, at the price of calls.
     pub p99_ms: u64,
 }
 

@@ -164,17 +164,19 @@ impl Point {
         cfg.retry.budget =
             BudgetConfig::new(budget.ttl(), budget.min_per_sec(), RETRY_RATIO[ratio]);
         cfg.bulkhead.max_concurrent = BULKHEAD[bulk];
+        // A feature's settings only where it is on: a block never names a
+        // key that does nothing.
         let f = &mut cfg.failover;
         f.shadow_probes = SHADOW_INTERVAL[shadow].is_some();
         if let Some(interval) = SHADOW_INTERVAL[shadow] {
             f.shadow_probe_interval = interval;
+            f.shadow_probe_share = SHADOW_SHARE[share];
         }
-        f.shadow_probe_share = SHADOW_SHARE[share];
         f.hedging = HEDGE_RATIO[hedge].is_some();
         if let Some(ratio) = HEDGE_RATIO[hedge] {
             f.hedge_ratio = ratio;
+            (f.demotion, f.max_demotion) = DEMOTION[demotion];
         }
-        (f.demotion, f.max_demotion) = DEMOTION[demotion];
         cfg
     }
 }
