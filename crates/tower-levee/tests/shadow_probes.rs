@@ -32,6 +32,12 @@ struct Seen {
 /// A primary that answers 503 until `recovers` (from the test's start),
 /// then 200, counting callers' calls and copies apart.
 fn primary(recovers: Duration, seen: &Seen) -> Scripted {
+    failing(move |t| t < recovers, seen)
+}
+
+/// A primary that answers 503 while `fails(time since the test's start)`,
+/// else 200, counting callers' calls and copies apart.
+fn failing(fails: impl Fn(Duration) -> bool + Send + Sync + 'static, seen: &Seen) -> Scripted {
     let start = Instant::now();
     let seen = seen.clone();
     Scripted::new(move |req: &Request<String>| {
@@ -40,7 +46,7 @@ fn primary(recovers: Duration, seen: &Seen) -> Scripted {
         } else {
             seen.callers.fetch_add(1, Ordering::SeqCst);
         }
-        if start.elapsed() < recovers {
+        if fails(start.elapsed()) {
             Reply1::Now(response(503, None, ""))
         } else {
             Reply1::Now(response(200, None, r#"{"id":"primary"}"#))
@@ -357,23 +363,25 @@ async fn an_active_probe_finds_a_recovered_target_back_when_no_traffic_comes() {
 
 #[test]
 fn an_active_probe_for_a_target_that_does_not_exist_fails_the_build() {
-    let err = Failover::builder()
-        .target(Target::new("primary", Scripted::ok()).breaker(breaker(GATE, GATE)))
-        .shadow_probes(ShadowProbes::new().active("primray", models))
-        .build()
-        .unwrap_err();
-    assert!(err.to_string().contains("shadow_probes.active"), "{err}");
-    assert!(err.to_string().contains("primray"), "{err}");
+    let err = build_error(ShadowProbes::new().active("primray", models));
+    assert!(err.contains("shadow_probes.active"), "{err}");
+    assert!(err.contains("primray"), "{err}");
 }
 
 #[test]
 fn a_zero_shadow_probe_interval_fails_the_build() {
-    let err = Failover::builder()
+    let err = build_error(ShadowProbes::new().interval(Duration::ZERO));
+    assert!(err.contains("shadow_probes.interval"), "{err}");
+}
+
+/// The error a failover with `probes` fails to build with.
+fn build_error(probes: ShadowProbes<String>) -> String {
+    Failover::builder()
         .target(Target::new("primary", Scripted::ok()).breaker(breaker(GATE, GATE)))
-        .shadow_probes(ShadowProbes::new().interval(Duration::ZERO))
+        .shadow_probes(probes)
         .build()
-        .unwrap_err();
-    assert!(err.to_string().contains("shadow_probes.interval"), "{err}");
+        .unwrap_err()
+        .to_string()
 }
 
 #[tokio::test(start_paused = true)]
@@ -441,18 +449,7 @@ async fn a_target_failing_now_and_then_while_closed_gets_copies_at_full_rate_whe
     let seen = Seen::default();
     let start = Instant::now();
     let dies = Duration::from_secs(180);
-    let copies_seen = seen.clone();
-    let primary = Scripted::new(move |req: &Request<String>| {
-        if req.extensions().get::<ShadowProbe>().is_some() {
-            copies_seen.copies.lock().unwrap().push(Instant::now());
-        }
-        let t = start.elapsed();
-        if t >= dies || t.as_millis() % 20_000 < 100 {
-            Reply1::Now(response(503, None, ""))
-        } else {
-            Reply1::Now(response(200, None, r#"{"id":"primary"}"#))
-        }
-    });
+    let primary = failing(move |t| t >= dies || t.as_millis() % 20_000 < 100, &seen);
     let svc = failover(primary, Some(ShadowProbes::new()));
     drive(&svc, dies + Duration::from_secs(20), Duration::ZERO).await;
     let copies = seen.copies.lock().unwrap().clone();
@@ -466,12 +463,8 @@ async fn a_target_failing_now_and_then_while_closed_gets_copies_at_full_rate_whe
 #[test]
 fn a_shadow_probe_share_out_of_range_fails_the_build() {
     for share in [0.0, 1.5, f64::NAN] {
-        let err = Failover::builder()
-            .target(Target::new("primary", Scripted::ok()))
-            .shadow_probes(ShadowProbes::new().share(share))
-            .build()
-            .unwrap_err();
-        assert!(err.to_string().contains("shadow_probes.share"), "{err}");
+        let err = build_error(ShadowProbes::new().share(share));
+        assert!(err.contains("shadow_probes.share"), "{err}");
     }
 }
 

@@ -420,7 +420,7 @@ where
         // gap, kept alive by refusals only, so that a target failing now
         // and then while closed starts afresh each time.
         let seen_before = target.seen.load(Ordering::Relaxed);
-        if seen_before == 0 || now - seen_before.min(now) > duration_nanos(NEW_SPELL_GAP) {
+        if seen_before == 0 || now.saturating_sub(seen_before) > duration_nanos(NEW_SPELL_GAP) {
             target.seen.store(now, Ordering::Relaxed);
             target.spell.store(now, Ordering::Relaxed);
             target.credit.store(COPY, Ordering::Relaxed);
