@@ -104,6 +104,7 @@ macro_rules! named {
     };
 }
 
+pub mod answer;
 pub mod breaker;
 pub mod budget;
 pub mod classify;

@@ -1176,8 +1176,17 @@ pub(crate) fn outcome_verdict<RB>(output: &Result<Response<RB>, BoxError>) -> &'
             .extensions()
             .get::<Classification>()
             .map_or("success", |c| c.verdict.as_str()),
-        Err(e) if is_rejection(&**e) => "rejected",
-        Err(_) => Verdict::Availability.as_str(),
+        Err(e) => error_verdict(&**e),
+    }
+}
+
+/// The verdict of a request that ended in `err`: `rejected` for a Levee
+/// refusal, else an availability failure.
+pub(crate) fn error_verdict(err: &(dyn std::error::Error + 'static)) -> &'static str {
+    if is_rejection(err) {
+        "rejected"
+    } else {
+        Verdict::Availability.as_str()
     }
 }
 

@@ -1,0 +1,119 @@
+//! [`GenAiLayer`] (one span per operation, and the metrics) and
+//! [`AttemptLayer`] (one child span per call to a target).
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+
+use opentelemetry::metrics::Meter;
+use tower_layer::Layer;
+
+use super::record::{Instruments, Shared};
+use super::service::{Attempt, GenAi};
+
+/// The instrumentation scope Levee's metrics are recorded under.
+pub const METER_NAME: &str = "tower-levee";
+
+/// Records every request as an operation of OpenTelemetry's GenAI
+/// conventions: a `CLIENT` span named `{gen_ai.operation.name}
+/// {gen_ai.request.model}` that lasts until the answer's body ends, and the
+/// client metrics. Put it outermost, above a failover or a breaker. See the
+/// [module docs](super).
+#[derive(Clone)]
+pub struct GenAiLayer {
+    shared: Arc<Shared>,
+}
+
+impl GenAiLayer {
+    /// A layer recording its metrics through the global meter provider
+    /// (`opentelemetry::global`), as it is when the layer is built: install
+    /// the provider first.
+    pub fn new() -> Self {
+        Self::with_meter(&opentelemetry::global::meter(METER_NAME))
+    }
+
+    /// A layer recording its metrics through `meter`.
+    pub fn with_meter(meter: &Meter) -> Self {
+        GenAiLayer {
+            shared: Arc::new(Shared {
+                instruments: Instruments::new(meter),
+                provider: None,
+            }),
+        }
+    }
+
+    /// Names the provider (`gen_ai.provider.name`) of every request, where
+    /// its host does not say (a self-hosted server, a proxy): `"vllm"`.
+    /// An [`AttemptLayer`] below, where the request is served, names it
+    /// in its place.
+    pub fn provider(self, name: impl Into<Cow<'static, str>>) -> Self {
+        let shared = Shared {
+            instruments: self.shared.instruments.clone(),
+            provider: Some(name.into()),
+        };
+        GenAiLayer {
+            shared: Arc::new(shared),
+        }
+    }
+}
+
+impl Default for GenAiLayer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for GenAiLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GenAiLayer")
+            .field("provider", &self.shared.provider)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> Layer<S> for GenAiLayer {
+    type Service = GenAi<S>;
+
+    fn layer(&self, inner: S) -> GenAi<S> {
+        GenAi::new(inner, Arc::clone(&self.shared))
+    }
+}
+
+/// One child span (`levee.attempt`, kind `CLIENT`) per call to a target,
+/// under the [`GenAiLayer`]'s span: which target, which attempt, the
+/// provider and server it reached, and what came back. Put it at the
+/// bottom of each failover target's stack, nearest the client, where the
+/// request's URI is the provider's. It also tells the operation above
+/// which target served it.
+#[derive(Clone, Debug, Default)]
+pub struct AttemptLayer {
+    target: Option<Cow<'static, str>>,
+    provider: Option<Cow<'static, str>>,
+}
+
+impl AttemptLayer {
+    /// A layer for a target its spans do not name.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Names the target (`levee.target`; the operation's `levee.served_by`).
+    pub fn target(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.target = Some(name.into());
+        self
+    }
+
+    /// Names the provider where the target's host does not say.
+    pub fn provider(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.provider = Some(name.into());
+        self
+    }
+}
+
+impl<S> Layer<S> for AttemptLayer {
+    type Service = Attempt<S>;
+
+    fn layer(&self, inner: S) -> Attempt<S> {
+        Attempt::new(inner, self.target.clone(), self.provider.clone())
+    }
+}

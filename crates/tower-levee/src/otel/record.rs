@@ -1,0 +1,509 @@
+//! One operation's record, from its request to its answer's end: the span,
+//! what the answer said, and the metrics it ends with.
+
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use http::{Request, Response, StatusCode};
+use levee_core::answer::{AnswerFacts, AnswerScanner};
+use levee_core::classify::{Classification, Verdict};
+use opentelemetry::metrics::{Histogram, Meter};
+use opentelemetry::{KeyValue, StringValue, Value};
+use tokio::time::Instant;
+use tracing::field::Empty;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+use super::names::{self, SECONDS_BUCKETS, TOKEN_BUCKETS, attr, metric};
+use crate::breaker::{RequestHead, default_scope};
+use crate::error::{BoxError, Rejection};
+use crate::failover::ServedBy;
+use crate::failover::future::error_verdict;
+
+/// The provider name used when neither the layer nor the host names one.
+pub(crate) const UNKNOWN_PROVIDER: &str = "_OTHER";
+
+/// The four histograms of the conventions' client metrics.
+#[derive(Clone, Debug)]
+pub(crate) struct Instruments {
+    duration: Histogram<f64>,
+    tokens: Histogram<u64>,
+    first_chunk: Histogram<f64>,
+    per_chunk: Histogram<f64>,
+}
+
+impl Instruments {
+    pub(crate) fn new(meter: &Meter) -> Self {
+        let seconds = |name: &'static str, what: &'static str| {
+            meter
+                .f64_histogram(name)
+                .with_unit("s")
+                .with_description(what)
+                .with_boundaries(SECONDS_BUCKETS.to_vec())
+                .build()
+        };
+        Instruments {
+            duration: seconds(metric::OPERATION_DURATION, "GenAI operation duration."),
+            tokens: meter
+                .u64_histogram(metric::TOKEN_USAGE)
+                .with_unit("{token}")
+                .with_description("Measures number of input and output tokens used.")
+                .with_boundaries(TOKEN_BUCKETS.to_vec())
+                .build(),
+            first_chunk: seconds(
+                metric::TIME_TO_FIRST_CHUNK,
+                "Time to receive the first chunk in a streaming operation.",
+            ),
+            per_chunk: seconds(
+                metric::TIME_PER_OUTPUT_CHUNK,
+                "Time per output chunk, after the first, in a streaming operation.",
+            ),
+        }
+    }
+}
+
+/// What a layer shares with every operation it records.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) instruments: Instruments,
+    /// The provider's name when the layer was given one.
+    pub(crate) provider: Option<Cow<'static, str>>,
+}
+
+/// Where a request was sent: the provider's name, host and port.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Endpoint {
+    pub(crate) provider: Option<Cow<'static, str>>,
+    pub(crate) address: Option<Box<str>>,
+    pub(crate) port: Option<u16>,
+}
+
+impl Endpoint {
+    /// The endpoint of `req`, named `provider` where the layer was told,
+    /// else by its host.
+    pub(crate) fn of<B>(req: &Request<B>, provider: Option<&Cow<'static, str>>) -> Self {
+        let uri = req.uri();
+        let address = uri.host().map(Box::from);
+        let port = uri.port_u16().or_else(|| match uri.scheme_str() {
+            Some("https") => Some(443),
+            Some("http") => Some(80),
+            _ => None,
+        });
+        let provider = provider.cloned().or_else(|| {
+            uri.host()
+                .and_then(names::provider_of_host)
+                .map(Cow::Borrowed)
+        });
+        Endpoint {
+            provider,
+            address,
+            port: port.filter(|_| uri.host().is_some()),
+        }
+    }
+}
+
+/// What the attempts below an operation tell it, carried in the request's
+/// extensions (a failover clones them into every attempt).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Trail(Arc<TrailInner>);
+
+#[derive(Debug, Default)]
+struct TrailInner {
+    attempts: AtomicU32,
+    served: Mutex<Option<Served>>,
+}
+
+/// The attempt that answered.
+#[derive(Clone, Debug)]
+pub(crate) struct Served {
+    pub(crate) attempt: u32,
+    pub(crate) target: Option<Cow<'static, str>>,
+    pub(crate) endpoint: Endpoint,
+}
+
+impl Trail {
+    /// The next attempt's number, from 1.
+    pub(crate) fn next_attempt(&self) -> u32 {
+        self.0
+            .attempts
+            .fetch_add(1, Ordering::Relaxed)
+            .saturating_add(1)
+    }
+
+    /// Notes the attempt that answered: the first to, where a hedge raced it.
+    pub(crate) fn served(&self, served: Served) {
+        let mut slot = self.0.served.lock().unwrap_or_else(|p| p.into_inner());
+        slot.get_or_insert(served);
+    }
+
+    fn attempts(&self) -> u32 {
+        self.0.attempts.load(Ordering::Relaxed)
+    }
+
+    fn take_served(&self) -> Option<Served> {
+        self.0
+            .served
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+}
+
+/// How an operation ended.
+pub(crate) enum End<'a> {
+    /// Its answer ended (or, for an answer with no body to read, arrived).
+    Answered,
+    /// It failed with this error, before or during its answer.
+    Failed(&'a BoxError),
+    /// Its caller dropped it before the end.
+    Cancelled,
+}
+
+/// One operation, from its request to its answer's end.
+#[derive(Debug)]
+pub(crate) struct Operation {
+    shared: Arc<Shared>,
+    pub(crate) span: tracing::Span,
+    started: Instant,
+    operation: &'static str,
+    model: Option<Box<str>>,
+    endpoint: Endpoint,
+    trail: Trail,
+    /// The answer's HTTP status, once it came.
+    status: Option<StatusCode>,
+    served_by: Option<ServedBy>,
+    scanner: Option<AnswerScanner>,
+    /// A stream's chunk metrics: their attributes (built at the first
+    /// chunk) and when the last chunk came.
+    chunks: Option<(Vec<KeyValue>, Instant)>,
+    ended: bool,
+}
+
+impl Operation {
+    /// Starts recording `req`; its extensions get the trail its attempts
+    /// write to.
+    pub(crate) fn start<B>(shared: &Arc<Shared>, req: &mut Request<B>) -> Box<Self> {
+        let operation = names::operation_of(req.uri().path());
+        let model = default_scope(&RequestHead::of(req))
+            .model
+            .filter(|m| !m.is_empty())
+            .map(Box::from);
+        let endpoint = Endpoint::of(req, shared.provider.as_ref());
+        let trail = Trail::default();
+        req.extensions_mut().insert(trail.clone());
+        let span = tracing::info_span!(
+            target: "levee::otel",
+            "gen_ai",
+            otel.name = Empty,
+            otel.kind = "client",
+            otel.status_code = Empty,
+            otel.status_description = Empty,
+            gen_ai.operation.name = operation,
+            gen_ai.provider.name = Empty,
+            gen_ai.request.model = model.as_deref(),
+            gen_ai.request.stream = Empty,
+            gen_ai.response.model = Empty,
+            gen_ai.response.id = Empty,
+            gen_ai.response.time_to_first_chunk = Empty,
+            gen_ai.usage.input_tokens = Empty,
+            gen_ai.usage.output_tokens = Empty,
+            gen_ai.usage.cache_read.input_tokens = Empty,
+            gen_ai.usage.cache_creation.input_tokens = Empty,
+            // Recorded once, at the end: the target that served may not be
+            // the one the request named (a second record would be a
+            // second attribute of the same name, not a new value).
+            server.address = Empty,
+            server.port = Empty,
+            error.type = Empty,
+            levee.verdict = Empty,
+            levee.reason = Empty,
+            levee.refusal = Empty,
+            levee.retry_after = Empty,
+            levee.served_by = Empty,
+            levee.attempts = Empty,
+            levee.fallback = Empty,
+        );
+        if !span.is_disabled() {
+            match &model {
+                Some(model) => span.record("otel.name", format!("{operation} {model}")),
+                None => span.record("otel.name", operation),
+            };
+        }
+        Box::new(Operation {
+            shared: Arc::clone(shared),
+            span,
+            started: Instant::now(),
+            operation,
+            model,
+            endpoint,
+            trail,
+            status: None,
+            served_by: None,
+            scanner: None,
+            chunks: None,
+            ended: false,
+        })
+    }
+
+    /// Reads an answer's head: its status, verdict and target; a body to
+    /// read comes back `true`.
+    pub(crate) fn answered<RB>(&mut self, response: &Response<RB>) -> bool {
+        let status = response.status();
+        self.status = Some(status);
+        self.served_by = response.extensions().get::<ServedBy>().copied();
+        let classification = response.extensions().get::<Classification>();
+        let verdict = classification.map_or(Verdict::Success, |c| c.verdict);
+        let content_type = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .map(|v| v.as_bytes());
+        let scanner = AnswerScanner::new(content_type);
+        if !self.span.is_disabled() {
+            self.span.record("levee.verdict", verdict.as_str());
+            if let Some(c) = classification {
+                self.span.record("levee.reason", c.reason.as_str());
+            }
+            self.span
+                .record("gen_ai.request.stream", scanner.is_stream());
+        }
+        let read = status.is_success();
+        if read {
+            self.scanner = Some(scanner);
+        }
+        read
+    }
+
+    /// Reads the next bytes of the answer.
+    pub(crate) fn feed(&mut self, bytes: &[u8]) {
+        let Some(scanner) = &mut self.scanner else {
+            return;
+        };
+        let chunks = scanner.feed(bytes);
+        let scanner = &*scanner;
+        if chunks == 0 {
+            return;
+        }
+        let now = Instant::now();
+        match &mut self.chunks {
+            None => {
+                let first = now.saturating_duration_since(self.started).as_secs_f64();
+                let attrs = metric_attributes(
+                    self.operation,
+                    self.model.as_deref(),
+                    &self.endpoint,
+                    scanner.facts(),
+                    None,
+                );
+                self.shared.instruments.first_chunk.record(first, &attrs);
+                if !self.span.is_disabled() {
+                    self.span
+                        .record("gen_ai.response.time_to_first_chunk", first);
+                }
+                // A frame's later chunks came with its first: no time between.
+                for _ in 1..chunks {
+                    self.shared.instruments.per_chunk.record(0.0, &attrs);
+                }
+                self.chunks = Some((attrs, now));
+            }
+            Some((attrs, last)) => {
+                let since = now.saturating_duration_since(*last).as_secs_f64();
+                self.shared.instruments.per_chunk.record(since, attrs);
+                for _ in 1..chunks {
+                    self.shared.instruments.per_chunk.record(0.0, attrs);
+                }
+                *last = now;
+            }
+        }
+    }
+
+    /// Stops reading the answer: bytes were missed, and a fact read past
+    /// them could be wrong.
+    pub(crate) fn unread(&mut self) {
+        self.scanner = None;
+    }
+
+    /// Ends the operation: the span's last attributes and its status, and
+    /// the metrics. Once; later calls do nothing.
+    pub(crate) fn end(&mut self, end: End<'_>) {
+        if std::mem::replace(&mut self.ended, true) {
+            return;
+        }
+        let duration = self.started.elapsed().as_secs_f64();
+        let facts = self
+            .scanner
+            .as_mut()
+            .map(|s| s.finish().clone())
+            .unwrap_or_default();
+        // Who served: the failover's own record where the answer carries
+        // it, else what the attempts below wrote on the trail.
+        let served = self.trail.take_served();
+        let (served_by, attempts): (Option<Cow<'static, str>>, u32) =
+            match (self.served_by, &served) {
+                (Some(s), _) => (Some(Cow::Borrowed(s.target)), s.attempt),
+                (None, Some(s)) => (s.target.clone(), s.attempt),
+                (None, None) => (None, self.trail.attempts()),
+            };
+        if let Some(served) = served
+            && (served.endpoint.provider.is_some() || served.endpoint.address.is_some())
+        {
+            self.endpoint = served.endpoint;
+        }
+        if !self.span.is_disabled() {
+            if let Some(target) = served_by {
+                self.span.record("levee.served_by", &*target);
+            }
+            if attempts > 0 {
+                self.span.record("levee.attempts", i64::from(attempts));
+            }
+            if let Some(served) = self.served_by {
+                self.span.record("levee.fallback", served.fallback);
+            }
+        }
+        let error_type: Option<Cow<'static, str>> = match end {
+            End::Failed(err) => Some(Cow::Borrowed(names::error_type(&**err))),
+            End::Cancelled => Some(Cow::Borrowed("cancelled")),
+            End::Answered => self
+                .status
+                .filter(|s| !s.is_success())
+                .map(|s| Cow::Owned(s.as_str().to_owned())),
+        };
+        if !self.span.is_disabled() {
+            self.record_span(&facts, error_type.as_deref(), end);
+        }
+        let attrs = self.attributes(&facts, error_type);
+        let instruments = &self.shared.instruments;
+        instruments.duration.record(duration, &attrs);
+        if let Some(usage) = facts.usage {
+            // No error.type on token counts: the conventions list none.
+            let mut attrs = self.attributes(&facts, None);
+            attrs.push(KeyValue::new(attr::TOKEN_TYPE, "input"));
+            instruments.tokens.record(usage.input, &attrs);
+            if let Some(last) = attrs.last_mut() {
+                *last = KeyValue::new(attr::TOKEN_TYPE, "output");
+            }
+            instruments.tokens.record(usage.output, &attrs);
+        }
+    }
+
+    fn record_span(&self, facts: &AnswerFacts, error_type: Option<&str>, end: End<'_>) {
+        let span = &self.span;
+        let provider = self
+            .endpoint
+            .provider
+            .as_deref()
+            .unwrap_or(UNKNOWN_PROVIDER);
+        span.record("gen_ai.provider.name", provider);
+        if let Some(address) = &self.endpoint.address {
+            span.record("server.address", &**address);
+        }
+        if let Some(port) = self.endpoint.port {
+            span.record("server.port", i64::from(port));
+        }
+        if let Some(model) = &facts.model {
+            span.record("gen_ai.response.model", model.as_str());
+        }
+        if let Some(id) = &facts.id {
+            span.record("gen_ai.response.id", id.as_str());
+        }
+        if !facts.finish_reasons.is_empty() {
+            let reasons: Vec<StringValue> = facts
+                .finish_reasons
+                .iter()
+                .map(|r| StringValue::from(r.clone()))
+                .collect();
+            span.set_attribute(attr::RESPONSE_FINISH_REASONS, Value::Array(reasons.into()));
+        }
+        if let Some(usage) = facts.usage {
+            // The bridge takes signed integers only (an unsigned one would
+            // become a string).
+            span.record("gen_ai.usage.input_tokens", signed(usage.input));
+            span.record("gen_ai.usage.output_tokens", signed(usage.output));
+            if let Some(n) = usage.cache_read {
+                span.record("gen_ai.usage.cache_read.input_tokens", signed(n));
+            }
+            if let Some(n) = usage.cache_creation {
+                span.record("gen_ai.usage.cache_creation.input_tokens", signed(n));
+            }
+        }
+        if let Some(error_type) = error_type {
+            span.record("error.type", error_type);
+            span.record("otel.status_code", "error");
+        }
+        if let End::Failed(err) = end {
+            if let Some(rejection) = Rejection::find(&**err) {
+                span.record("levee.refusal", rejection.kind().as_str());
+                span.record("levee.retry_after", rejection.retry_after().as_secs_f64());
+            }
+            span.record("otel.status_description", tracing::field::display(err));
+            span.record("levee.verdict", error_verdict(&**err));
+        }
+    }
+
+    /// The metrics' attributes: the operation, provider, models and server,
+    /// and `error.type` where one is given.
+    fn attributes(
+        &self,
+        facts: &AnswerFacts,
+        error_type: Option<Cow<'static, str>>,
+    ) -> Vec<KeyValue> {
+        metric_attributes(
+            self.operation,
+            self.model.as_deref(),
+            &self.endpoint,
+            facts,
+            error_type,
+        )
+    }
+}
+
+/// The metrics' attributes: the operation, provider, models and server,
+/// and `error.type` where one is given.
+fn metric_attributes(
+    operation: &'static str,
+    model: Option<&str>,
+    endpoint: &Endpoint,
+    facts: &AnswerFacts,
+    error_type: Option<Cow<'static, str>>,
+) -> Vec<KeyValue> {
+    let mut attrs = Vec::with_capacity(8);
+    attrs.push(KeyValue::new(attr::OPERATION_NAME, operation));
+    let provider = match &endpoint.provider {
+        Some(Cow::Borrowed(p)) => Value::from(*p),
+        Some(Cow::Owned(p)) => Value::from(p.clone()),
+        None => Value::from(UNKNOWN_PROVIDER),
+    };
+    attrs.push(KeyValue::new(attr::PROVIDER_NAME, provider));
+    if let Some(model) = model {
+        attrs.push(KeyValue::new(attr::REQUEST_MODEL, model.to_owned()));
+    }
+    if let Some(model) = &facts.model {
+        attrs.push(KeyValue::new(attr::RESPONSE_MODEL, model.clone()));
+    }
+    if let Some(address) = &endpoint.address {
+        attrs.push(KeyValue::new(attr::SERVER_ADDRESS, address.to_string()));
+        if let Some(port) = endpoint.port {
+            attrs.push(KeyValue::new(attr::SERVER_PORT, i64::from(port)));
+        }
+    }
+    if let Some(error_type) = error_type {
+        let value = match error_type {
+            Cow::Borrowed(e) => Value::from(e),
+            Cow::Owned(e) => Value::from(e),
+        };
+        attrs.push(KeyValue::new(attr::ERROR_TYPE, value));
+    }
+    attrs
+}
+
+/// A count as the span bridge takes it: `tracing-opentelemetry` records
+/// an unsigned integer as a string.
+pub(crate) fn signed(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl Drop for Operation {
+    fn drop(&mut self) {
+        // A caller that drops the answer before its end cancelled it.
+        self.end(End::Cancelled);
+    }
+}

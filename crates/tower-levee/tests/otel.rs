@@ -1,0 +1,717 @@
+//! The `otel` feature against OpenTelemetry's GenAI conventions (v1.41):
+//! spans exported through `tracing-opentelemetry` and metrics through the
+//! SDK, both into its in-memory exporters, every name checked against the
+//! conventions' lists.
+
+mod channel_body;
+mod failover_support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::BodyExt;
+use opentelemetry::metrics::MeterProvider as _;
+use opentelemetry::trace::{SpanKind, Status, TracerProvider as _};
+use opentelemetry::{KeyValue, Value};
+use opentelemetry_sdk::metrics::data::{AggregatedMetrics, HistogramDataPoint, MetricData};
+use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use tokio::sync::mpsc;
+use tower::{BoxError, Layer, Service, ServiceBuilder, ServiceExt};
+use tower_levee::BreakerLayer;
+use tower_levee::breaker::Scope;
+use tower_levee::failover::{Failover, Target};
+use tower_levee::otel::{AttemptLayer, GenAiLayer, names};
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt;
+
+use channel_body::ChannelBody;
+use failover_support::{Reply1, Scripted, breaker};
+
+// === The conventions' names ===
+
+/// Every span attribute the conventions (v1.41) define for an inference
+/// span, the `http.*` one an attempt carries, and tracing-opentelemetry's
+/// own; Levee's are under `levee.`.
+const SPAN_ATTRIBUTES: &[&str] = &[
+    "gen_ai.operation.name",
+    "gen_ai.provider.name",
+    "gen_ai.request.model",
+    "gen_ai.request.stream",
+    "gen_ai.response.model",
+    "gen_ai.response.id",
+    "gen_ai.response.finish_reasons",
+    "gen_ai.response.time_to_first_chunk",
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.cache_creation.input_tokens",
+    "server.address",
+    "server.port",
+    "error.type",
+    "http.response.status_code",
+];
+
+/// tracing-opentelemetry's attributes on every span (source location).
+const BRIDGE_ATTRIBUTES: &[&str] = &[
+    "code.file.path",
+    "code.line.number",
+    "code.module.name",
+    "target",
+    "busy_ns",
+    "idle_ns",
+    "thread.id",
+    "thread.name",
+];
+
+/// Levee's own attributes.
+const LEVEE_ATTRIBUTES: &[&str] = &[
+    "levee.verdict",
+    "levee.reason",
+    "levee.refusal",
+    "levee.retry_after",
+    "levee.served_by",
+    "levee.attempts",
+    "levee.fallback",
+    "levee.target",
+    "levee.attempt",
+    "levee.shadow_probe",
+];
+
+/// The conventions' attributes on the client metrics.
+const METRIC_ATTRIBUTES: &[&str] = &[
+    "gen_ai.operation.name",
+    "gen_ai.provider.name",
+    "gen_ai.request.model",
+    "gen_ai.response.model",
+    "server.address",
+    "server.port",
+    "error.type",
+    "gen_ai.token.type",
+];
+
+/// The conventions' client metrics: name, unit, buckets.
+const METRICS: &[(&str, &str, &[f64])] = &[
+    ("gen_ai.client.operation.duration", "s", &SECONDS),
+    ("gen_ai.client.token.usage", "{token}", &TOKENS),
+    ("gen_ai.client.operation.time_to_first_chunk", "s", &SECONDS),
+    (
+        "gen_ai.client.operation.time_per_output_chunk",
+        "s",
+        &SECONDS,
+    ),
+];
+
+const SECONDS: [f64; 14] = [
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+];
+const TOKENS: [f64; 14] = [
+    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0,
+    16777216.0, 67108864.0,
+];
+
+// === The harness ===
+
+/// The SDK's in-memory exporters behind a tracing subscriber.
+struct Telemetry {
+    spans: InMemorySpanExporter,
+    tracer: SdkTracerProvider,
+    metrics: InMemoryMetricExporter,
+    meters: SdkMeterProvider,
+}
+
+impl Telemetry {
+    fn new() -> Self {
+        let spans = InMemorySpanExporter::default();
+        let tracer = SdkTracerProvider::builder()
+            .with_simple_exporter(spans.clone())
+            .build();
+        let metrics = InMemoryMetricExporter::default();
+        let meters = SdkMeterProvider::builder()
+            .with_reader(PeriodicReader::builder(metrics.clone()).build())
+            .build();
+        Telemetry {
+            spans,
+            tracer,
+            metrics,
+            meters,
+        }
+    }
+
+    fn layer(&self) -> GenAiLayer {
+        GenAiLayer::with_meter(&self.meters.meter("tower-levee"))
+    }
+
+    /// Runs `f` with the bridge installed as this thread's subscriber.
+    fn subscriber(&self) -> tracing::subscriber::DefaultGuard {
+        // As an application would: Levee's GenAI spans, not its debug ones.
+        let otel = tracing_opentelemetry::layer()
+            .with_tracer(self.tracer.tracer("test"))
+            .with_filter(Targets::new().with_target("levee::otel", tracing::Level::INFO));
+        let subscriber = tracing_subscriber::registry().with(otel);
+        tracing::subscriber::set_default(subscriber)
+    }
+
+    fn finished_spans(&self) -> Vec<SpanData> {
+        self.tracer.force_flush().unwrap();
+        let spans = self.spans.get_finished_spans().unwrap();
+        for span in &spans {
+            check_span_names(span);
+        }
+        spans
+    }
+
+    /// Every histogram point by metric name, each name and unit checked.
+    fn histograms(&self) -> Vec<(String, Vec<HistogramPoint>)> {
+        self.meters.force_flush().unwrap();
+        let mut out = Vec::new();
+        for resource in self.metrics.get_finished_metrics().unwrap() {
+            for scope in resource.scope_metrics() {
+                assert_eq!(scope.scope().name(), "tower-levee");
+                for metric in scope.metrics() {
+                    let (_, unit, buckets) = METRICS
+                        .iter()
+                        .find(|(name, ..)| *name == metric.name())
+                        .unwrap_or_else(|| panic!("{} is no GenAI client metric", metric.name()));
+                    assert_eq!(metric.unit(), *unit, "{}", metric.name());
+                    let points: Vec<HistogramPoint> = match metric.data() {
+                        AggregatedMetrics::F64(MetricData::Histogram(h)) => h
+                            .data_points()
+                            .map(|p| HistogramPoint::of(p, buckets, |v| v))
+                            .collect(),
+                        AggregatedMetrics::U64(MetricData::Histogram(h)) => h
+                            .data_points()
+                            .map(|p| HistogramPoint::of(p, buckets, |v| v as f64))
+                            .collect(),
+                        _ => panic!("{} is not a histogram", metric.name()),
+                    };
+                    out.push((metric.name().to_owned(), points));
+                }
+            }
+        }
+        out
+    }
+
+    fn points(&self, name: &str) -> Vec<HistogramPoint> {
+        self.histograms()
+            .into_iter()
+            .filter(|(n, _)| n == name)
+            .flat_map(|(_, p)| p)
+            .collect()
+    }
+}
+
+#[derive(Debug)]
+struct HistogramPoint {
+    count: u64,
+    sum: f64,
+    attributes: Vec<KeyValue>,
+}
+
+impl HistogramPoint {
+    fn of<T: Copy>(p: &HistogramDataPoint<T>, buckets: &[f64], sum: fn(T) -> f64) -> Self {
+        let bounds: Vec<f64> = p.bounds().collect();
+        assert_eq!(bounds, buckets, "the conventions' buckets");
+        for kv in p.attributes() {
+            assert!(
+                METRIC_ATTRIBUTES.contains(&kv.key.as_str()),
+                "{} is no GenAI metric attribute",
+                kv.key
+            );
+        }
+        HistogramPoint {
+            count: p.count(),
+            sum: sum(p.sum()),
+            attributes: p.attributes().cloned().collect(),
+        }
+    }
+
+    fn get(&self, key: &str) -> Option<String> {
+        self.attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == key)
+            .map(|kv| kv.value.to_string())
+    }
+}
+
+fn check_span_names(span: &SpanData) {
+    let mut seen = BTreeSet::new();
+    for kv in &span.attributes {
+        let key = kv.key.as_str();
+        assert!(seen.insert(key), "span {}: {key} set twice", span.name);
+        assert!(
+            SPAN_ATTRIBUTES.contains(&key)
+                || LEVEE_ATTRIBUTES.contains(&key)
+                || BRIDGE_ATTRIBUTES.contains(&key),
+            "span {}: {key} is neither the conventions' nor Levee's",
+            span.name
+        );
+    }
+}
+
+fn attr(span: &SpanData, key: &str) -> Option<Value> {
+    span.attributes
+        .iter()
+        .find(|kv| kv.key.as_str() == key)
+        .map(|kv| kv.value.clone())
+}
+
+fn attr_str(span: &SpanData, key: &str) -> Option<String> {
+    attr(span, key).map(|v| v.to_string())
+}
+
+fn json(status: u16, body: &str) -> Response<String> {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .unwrap()
+}
+
+const ANSWER: &str = r#"{"id":"chatcmpl-7","model":"gpt-4o-2024-08-06","choices":[{"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":12}}"#;
+
+fn chat(uri: &str, model: &str) -> Request<String> {
+    Request::post(uri)
+        .extension(Scope::new().model(model.to_owned()))
+        .body(String::new())
+        .unwrap()
+}
+
+async fn read<B>(res: Response<B>) -> Bytes
+where
+    B: http_body::Body,
+    B::Error: std::fmt::Debug,
+{
+    res.into_body().collect().await.unwrap().to_bytes()
+}
+
+// === Tests ===
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_served_request_is_one_client_span_named_for_its_operation_and_model() {
+    let t = Telemetry::new();
+    let _guard = t.subscriber();
+    let provider = Scripted::new(|_| Reply1::Now(json(200, ANSWER)));
+    let mut svc = ServiceBuilder::new()
+        .layer(t.layer())
+        .layer(breaker(Duration::from_secs(1), Duration::from_secs(60)))
+        .service(provider);
+
+    let res = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(chat("https://api.openai.com/v1/chat/completions", "gpt-4o"))
+        .await
+        .unwrap();
+    assert_eq!(
+        read(res).await,
+        ANSWER.as_bytes(),
+        "the body passes unchanged"
+    );
+
+    let spans = t.finished_spans();
+    assert_eq!(spans.len(), 1);
+    let span = &spans[0];
+    assert_eq!(span.name, "chat gpt-4o");
+    assert_eq!(span.span_kind, SpanKind::Client);
+    assert_eq!(
+        span.status,
+        Status::Unset,
+        "success leaves the status unset"
+    );
+    for (key, value) in [
+        ("gen_ai.operation.name", "chat"),
+        ("gen_ai.provider.name", "openai"),
+        ("gen_ai.request.model", "gpt-4o"),
+        ("gen_ai.response.model", "gpt-4o-2024-08-06"),
+        ("gen_ai.response.id", "chatcmpl-7"),
+        ("server.address", "api.openai.com"),
+        ("levee.verdict", "success"),
+    ] {
+        assert_eq!(attr_str(span, key).as_deref(), Some(value), "{key}");
+    }
+    assert_eq!(attr(span, "server.port"), Some(Value::I64(443)));
+    assert_eq!(attr(span, "gen_ai.usage.input_tokens"), Some(Value::I64(9)));
+    assert_eq!(
+        attr(span, "gen_ai.usage.output_tokens"),
+        Some(Value::I64(12))
+    );
+    assert_eq!(
+        attr(span, "gen_ai.request.stream"),
+        Some(Value::Bool(false))
+    );
+    assert_eq!(
+        attr(span, "gen_ai.response.finish_reasons"),
+        Some(Value::Array(
+            vec![opentelemetry::StringValue::from("stop")].into()
+        )),
+        "finish reasons are a string array"
+    );
+    assert_eq!(attr(span, "error.type"), None);
+
+    let duration = t.points("gen_ai.client.operation.duration");
+    assert_eq!(duration.len(), 1);
+    assert_eq!(duration[0].count, 1);
+    assert_eq!(
+        duration[0].get("gen_ai.provider.name").as_deref(),
+        Some("openai")
+    );
+    assert_eq!(
+        duration[0].get("gen_ai.response.model").as_deref(),
+        Some("gpt-4o-2024-08-06")
+    );
+    assert_eq!(duration[0].get("error.type"), None);
+    let tokens = t.points("gen_ai.client.token.usage");
+    let by_type = |ty: &str| {
+        tokens
+            .iter()
+            .find(|p| p.get("gen_ai.token.type").as_deref() == Some(ty))
+            .map(|p| (p.count, p.sum))
+    };
+    assert_eq!(by_type("input"), Some((1, 9.0)));
+    assert_eq!(by_type("output"), Some((1, 12.0)));
+    assert!(
+        t.points("gen_ai.client.operation.time_to_first_chunk")
+            .is_empty(),
+        "chunk metrics are for streams only"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_failover_records_one_attempt_per_call_and_the_operation_names_who_served() {
+    let t = Telemetry::new();
+    let _guard = t.subscriber();
+    let gate = Duration::from_secs(1);
+    let primary = AttemptLayer::new()
+        .target("primary")
+        .layer(Scripted::new(|_| Reply1::Now(json(503, "{}"))));
+    let fallback = AttemptLayer::new()
+        .target("fallback")
+        .provider("anthropic")
+        .layer(Scripted::new(|_| Reply1::Now(json(200, ANSWER))));
+    let failover = Failover::builder()
+        .target(Target::new("primary", primary).breaker(breaker(gate, gate)))
+        .target(Target::new("fallback", fallback).breaker(breaker(gate, gate)))
+        .build()
+        .unwrap();
+    let mut svc = t.layer().layer(failover);
+
+    let res = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(chat("https://api.openai.com/v1/chat/completions", "gpt-4o"))
+        .await
+        .unwrap();
+    read(res).await;
+
+    let spans = t.finished_spans();
+    let operation = spans
+        .iter()
+        .find(|s| s.name == "chat gpt-4o")
+        .expect("the operation");
+    let attempts: Vec<&SpanData> = spans.iter().filter(|s| s.name == "levee.attempt").collect();
+    assert_eq!(attempts.len(), 2, "one span per call: {spans:#?}");
+    for a in &attempts {
+        assert_eq!(a.span_kind, SpanKind::Client);
+        assert_eq!(
+            a.parent_span_id,
+            operation.span_context.span_id(),
+            "an attempt is the operation's child"
+        );
+    }
+    let by_target = |name: &str| {
+        *attempts
+            .iter()
+            .find(|a| attr_str(a, "levee.target").as_deref() == Some(name))
+            .unwrap()
+    };
+    let first = by_target("primary");
+    assert_eq!(attr(first, "levee.attempt"), Some(Value::I64(1)));
+    assert_eq!(
+        attr(first, "http.response.status_code"),
+        Some(Value::I64(503))
+    );
+    assert_eq!(attr_str(first, "error.type").as_deref(), Some("503"));
+    assert!(matches!(first.status, Status::Error { .. }));
+    let second = by_target("fallback");
+    assert_eq!(attr(second, "levee.attempt"), Some(Value::I64(2)));
+    assert_eq!(
+        attr_str(second, "gen_ai.provider.name").as_deref(),
+        Some("anthropic")
+    );
+    assert_eq!(second.status, Status::Unset);
+
+    assert_eq!(
+        attr_str(operation, "levee.served_by").as_deref(),
+        Some("fallback")
+    );
+    assert_eq!(
+        attr_str(operation, "levee.verdict").as_deref(),
+        Some("success")
+    );
+    assert_eq!(attr(operation, "levee.attempts"), Some(Value::I64(2)));
+    assert_eq!(
+        attr_str(operation, "gen_ai.provider.name").as_deref(),
+        Some("anthropic"),
+        "the provider is the one that served"
+    );
+    assert_eq!(
+        operation.status,
+        Status::Unset,
+        "a failed attempt the failover handled is no error"
+    );
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_stream_records_its_first_chunk_and_the_time_between_chunks() {
+    let t = Telemetry::new();
+    let _guard = t.subscriber();
+    let (feed, rx) = mpsc::unbounded_channel();
+    let mut rx = Some(rx);
+    let provider = tower::service_fn(move |_req: Request<String>| {
+        let body = ChannelBody(rx.take().expect("one call"));
+        async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            Ok::<_, BoxError>(
+                Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(body)
+                    .unwrap(),
+            )
+        }
+    });
+    let mut svc = t.layer().layer(provider);
+    let res = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(chat(
+            "https://api.anthropic.com/v1/messages",
+            "claude-sonnet-4-5",
+        ))
+        .await
+        .unwrap();
+    let mut body = res.into_body();
+    let events = [
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"model\":\"claude-sonnet-4-5-20250929\",\"usage\":{\"input_tokens\":25}}}\n\n",
+        "data: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"Hi\"}}\n\n",
+        "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":15}}\n\n",
+    ];
+    for (i, event) in events.iter().enumerate() {
+        tokio::time::sleep(Duration::from_millis(if i == 0 { 200 } else { 50 })).await;
+        feed.send(Ok(Bytes::from_static(event.as_bytes()))).unwrap();
+        body.frame().await.unwrap().unwrap();
+    }
+    drop(feed);
+    assert!(body.frame().await.is_none());
+
+    let spans = t.finished_spans();
+    let span = &spans[0];
+    assert_eq!(span.name, "chat claude-sonnet-4-5");
+    assert_eq!(attr(span, "gen_ai.request.stream"), Some(Value::Bool(true)));
+    assert_eq!(
+        attr(span, "gen_ai.response.time_to_first_chunk"),
+        Some(Value::F64(0.5))
+    );
+    assert_eq!(
+        attr_str(span, "gen_ai.provider.name").as_deref(),
+        Some("anthropic")
+    );
+    assert_eq!(
+        attr(span, "gen_ai.usage.output_tokens"),
+        Some(Value::I64(15))
+    );
+    assert_eq!(
+        attr(span, "gen_ai.response.finish_reasons"),
+        Some(Value::Array(
+            vec![opentelemetry::StringValue::from("end_turn")].into()
+        ))
+    );
+
+    let first = t.points("gen_ai.client.operation.time_to_first_chunk");
+    assert_eq!((first[0].count, first[0].sum), (1, 0.5));
+    let per = t.points("gen_ai.client.operation.time_per_output_chunk");
+    assert_eq!(per[0].count, 2, "every chunk after the first");
+    assert!((per[0].sum - 0.1).abs() < 1e-9, "{}", per[0].sum);
+    let duration = t.points("gen_ai.client.operation.duration");
+    assert!(
+        (duration[0].sum - 0.6).abs() < 1e-9,
+        "to the stream's end: {}",
+        duration[0].sum
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_refusal_is_an_error_of_its_kind_with_its_wait() {
+    let t = Telemetry::new();
+    let _guard = t.subscriber();
+    let layer = BreakerLayer::new();
+    layer.handle().open("api.openai.com");
+    let mut svc = ServiceBuilder::new()
+        .layer(t.layer())
+        .layer(layer)
+        .service(Scripted::ok());
+
+    let err = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(chat("https://api.openai.com/v1/chat/completions", "gpt-4o"))
+        .await
+        .unwrap_err();
+    assert!(
+        err.is::<tower_levee::CircuitOpen>(),
+        "the real error comes back: {err}"
+    );
+
+    let spans = t.finished_spans();
+    let span = &spans[0];
+    assert_eq!(
+        attr_str(span, "error.type").as_deref(),
+        Some("circuit_open")
+    );
+    assert_eq!(
+        attr_str(span, "levee.refusal").as_deref(),
+        Some("circuit_open")
+    );
+    assert_eq!(attr_str(span, "levee.verdict").as_deref(), Some("rejected"));
+    assert!(matches!(attr(span, "levee.retry_after"), Some(Value::F64(w)) if w > 0.0));
+    assert!(matches!(span.status, Status::Error { .. }));
+    let duration = t.points("gen_ai.client.operation.duration");
+    assert_eq!(
+        duration[0].get("error.type").as_deref(),
+        Some("circuit_open")
+    );
+    assert!(
+        t.points("gen_ai.client.token.usage").is_empty(),
+        "no usage was reported"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_error_answer_is_an_error_of_its_status() {
+    let t = Telemetry::new();
+    let _guard = t.subscriber();
+    let provider =
+        Scripted::new(|_| Reply1::Now(json(429, r#"{"error":{"type":"rate_limit_error"}}"#)));
+    let mut svc = t.layer().layer(provider);
+    let res = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(chat(
+            "https://api.anthropic.com/v1/messages",
+            "claude-haiku-4-5",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 429, "the real answer comes back");
+    read(res).await;
+    let spans = t.finished_spans();
+    assert_eq!(attr_str(&spans[0], "error.type").as_deref(), Some("429"));
+    assert!(matches!(spans[0].status, Status::Error { .. }));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_answer_dropped_before_its_end_ends_the_operation_as_cancelled() {
+    let t = Telemetry::new();
+    let _guard = t.subscriber();
+    let (feed, rx) = mpsc::unbounded_channel();
+    let mut rx = Some(rx);
+    let provider = tower::service_fn(move |_req: Request<String>| {
+        let body = ChannelBody(rx.take().expect("one call"));
+        async move {
+            Ok::<_, BoxError>(
+                Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(body)
+                    .unwrap(),
+            )
+        }
+    });
+    let mut svc = t.layer().layer(provider);
+    let res = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(chat("https://api.openai.com/v1/chat/completions", "gpt-4o"))
+        .await
+        .unwrap();
+    feed.send(Ok(Bytes::from_static(b"data: {\"choices\":[]}\n\n")))
+        .unwrap();
+    let mut body = res.into_body();
+    body.frame().await.unwrap().unwrap();
+    assert!(
+        t.finished_spans().is_empty(),
+        "the span lasts while the stream does"
+    );
+    drop(body);
+
+    let spans = t.finished_spans();
+    assert_eq!(spans.len(), 1);
+    assert_eq!(
+        attr_str(&spans[0], "error.type").as_deref(),
+        Some("cancelled")
+    );
+    let duration = t.points("gen_ai.client.operation.duration");
+    assert_eq!(duration[0].get("error.type").as_deref(), Some("cancelled"));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn without_a_subscriber_the_metrics_are_still_recorded() {
+    let t = Telemetry::new();
+    let mut svc = t
+        .layer()
+        .layer(Scripted::new(|_| Reply1::Now(json(200, ANSWER))));
+    let res = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(chat("https://api.openai.com/v1/chat/completions", "gpt-4o"))
+        .await
+        .unwrap();
+    read(res).await;
+    assert_eq!(t.points("gen_ai.client.operation.duration")[0].count, 1);
+    assert!(t.finished_spans().is_empty());
+}
+
+#[test]
+fn the_names_module_spells_every_name_as_the_conventions_do() {
+    let metrics: BTreeSet<&str> = METRICS.iter().map(|(n, ..)| *n).collect();
+    for name in [
+        names::metric::OPERATION_DURATION,
+        names::metric::TOKEN_USAGE,
+        names::metric::TIME_TO_FIRST_CHUNK,
+        names::metric::TIME_PER_OUTPUT_CHUNK,
+    ] {
+        assert!(metrics.contains(name), "{name}");
+    }
+    for name in [
+        names::attr::OPERATION_NAME,
+        names::attr::PROVIDER_NAME,
+        names::attr::REQUEST_MODEL,
+        names::attr::REQUEST_STREAM,
+        names::attr::RESPONSE_MODEL,
+        names::attr::RESPONSE_ID,
+        names::attr::RESPONSE_FINISH_REASONS,
+        names::attr::RESPONSE_TIME_TO_FIRST_CHUNK,
+        names::attr::USAGE_INPUT_TOKENS,
+        names::attr::USAGE_OUTPUT_TOKENS,
+        names::attr::USAGE_CACHE_READ_INPUT_TOKENS,
+        names::attr::USAGE_CACHE_CREATION_INPUT_TOKENS,
+        names::attr::SERVER_ADDRESS,
+        names::attr::SERVER_PORT,
+        names::attr::ERROR_TYPE,
+        names::attr::HTTP_STATUS,
+    ] {
+        assert!(SPAN_ATTRIBUTES.contains(&name), "{name}");
+    }
+    assert!(METRIC_ATTRIBUTES.contains(&names::attr::TOKEN_TYPE));
+    assert_eq!(names::SECONDS_BUCKETS, SECONDS);
+    assert_eq!(names::TOKEN_BUCKETS, TOKENS);
+}
