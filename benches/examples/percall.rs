@@ -15,6 +15,7 @@ use tower::{Service, ServiceBuilder, ServiceExt};
 use tower_levee::breaker::BreakerLayer;
 use tower_levee::bulkhead::BulkheadLayer;
 use tower_levee::failover::{Failover, Target};
+use tower_levee::otel::GenAiLayer;
 use tower_levee::retry::RetryBudgetLayer;
 
 #[path = "../benches/common/failsafe.rs"]
@@ -130,6 +131,38 @@ fn main() {
                 let svc = ServiceBuilder::new()
                     .layer(RetryBudgetLayer::with_defaults())
                     .layer(BulkheadLayer::named("llm", 64))
+                    .layer(BreakerLayer::new())
+                    .service(inner());
+                run(svc, n).await
+            }
+            // The GenAI layer over the breaker: with nothing installed (no
+            // subscriber, the global no-op meter), and with the SDK's
+            // tracer (through tracing-opentelemetry) and meter behind it.
+            "genai_off" => {
+                let svc = ServiceBuilder::new()
+                    .layer(GenAiLayer::new())
+                    .layer(BreakerLayer::new())
+                    .service(inner());
+                run(svc, n).await
+            }
+            "genai_sdk" => {
+                use opentelemetry::metrics::MeterProvider as _;
+                use opentelemetry::trace::TracerProvider as _;
+                use tracing_subscriber::layer::SubscriberExt;
+                let tracer = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
+                let meters = opentelemetry_sdk::metrics::SdkMeterProvider::builder()
+                    .with_reader(
+                        opentelemetry_sdk::metrics::PeriodicReader::builder(
+                            opentelemetry_sdk::metrics::InMemoryMetricExporter::default(),
+                        )
+                        .build(),
+                    )
+                    .build();
+                let subscriber = tracing_subscriber::registry()
+                    .with(tracing_opentelemetry::layer().with_tracer(tracer.tracer("percall")));
+                let _guard = tracing::subscriber::set_default(subscriber);
+                let svc = ServiceBuilder::new()
+                    .layer(GenAiLayer::with_meter(&meters.meter("tower-levee")))
                     .layer(BreakerLayer::new())
                     .service(inner());
                 run(svc, n).await

@@ -76,17 +76,21 @@ pub const TOKEN_BUCKETS: [f64; 14] = [
 /// OpenAI's legacy `/completions`, and `chat` for the rest (chat
 /// completions, Responses, Anthropic's messages, Bedrock's Converse).
 pub fn operation_of(path: &str) -> &'static str {
-    let last = path.rsplit('/').next().unwrap_or(path);
-    if let Some((_, verb)) = last.split_once(':') {
-        return match verb {
-            "generateContent" | "streamGenerateContent" => "generate_content",
-            "embedContent" | "batchEmbedContents" | "predict" => "embeddings",
+    let bytes = path.as_bytes();
+    let last = match bytes.iter().rposition(|&b| b == b'/') {
+        Some(slash) => &bytes[slash + 1..],
+        None => bytes,
+    };
+    if let Some(colon) = last.iter().position(|&b| b == b':') {
+        return match &last[colon + 1..] {
+            b"generateContent" | b"streamGenerateContent" => "generate_content",
+            b"embedContent" | b"batchEmbedContents" | b"predict" => "embeddings",
             _ => "chat",
         };
     }
     match last {
-        "embeddings" => "embeddings",
-        "completions" if !path.ends_with("/chat/completions") => "text_completion",
+        b"embeddings" => "embeddings",
+        b"completions" if !path.ends_with("/chat/completions") => "text_completion",
         _ => "chat",
     }
 }

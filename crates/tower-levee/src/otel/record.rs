@@ -74,7 +74,8 @@ pub(crate) struct Shared {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Endpoint {
     pub(crate) provider: Option<Cow<'static, str>>,
-    pub(crate) address: Option<Box<str>>,
+    /// Shared by the span and every metric point (a clone is a count).
+    pub(crate) address: Option<StringValue>,
     pub(crate) port: Option<u16>,
 }
 
@@ -83,21 +84,26 @@ impl Endpoint {
     /// else by its host.
     pub(crate) fn of<B>(req: &Request<B>, provider: Option<&Cow<'static, str>>) -> Self {
         let uri = req.uri();
-        let address = uri.host().map(Box::from);
-        let port = uri.port_u16().or_else(|| match uri.scheme_str() {
+        // Parsed once: each `host()` reads the authority again.
+        let Some(authority) = uri.authority() else {
+            return Endpoint {
+                provider: provider.cloned(),
+                ..Endpoint::default()
+            };
+        };
+        let host = authority.host();
+        let port = authority.port_u16().or(match uri.scheme_str() {
             Some("https") => Some(443),
             Some("http") => Some(80),
             _ => None,
         });
-        let provider = provider.cloned().or_else(|| {
-            uri.host()
-                .and_then(names::provider_of_host)
-                .map(Cow::Borrowed)
-        });
+        let provider = provider
+            .cloned()
+            .or_else(|| names::provider_of_host(host).map(Cow::Borrowed));
         Endpoint {
             provider,
-            address,
-            port: port.filter(|_| uri.host().is_some()),
+            address: Some(StringValue::from(Arc::<str>::from(host))),
+            port,
         }
     }
 }
@@ -166,7 +172,7 @@ pub(crate) struct Operation {
     pub(crate) span: tracing::Span,
     started: Instant,
     operation: &'static str,
-    model: Option<Box<str>>,
+    model: Option<StringValue>,
     endpoint: Endpoint,
     trail: Trail,
     /// The answer's HTTP status, once it came.
@@ -187,7 +193,7 @@ impl Operation {
         let model = default_scope(&RequestHead::of(req))
             .model
             .filter(|m| !m.is_empty())
-            .map(Box::from);
+            .map(|m| StringValue::from(Arc::<str>::from(m)));
         let endpoint = Endpoint::of(req, shared.provider.as_ref());
         let trail = Trail::default();
         req.extensions_mut().insert(trail.clone());
@@ -200,7 +206,7 @@ impl Operation {
             otel.status_description = Empty,
             gen_ai.operation.name = operation,
             gen_ai.provider.name = Empty,
-            gen_ai.request.model = model.as_deref(),
+            gen_ai.request.model = model.as_ref().map(StringValue::as_str),
             gen_ai.request.stream = Empty,
             gen_ai.response.model = Empty,
             gen_ai.response.id = Empty,
@@ -225,7 +231,7 @@ impl Operation {
         );
         if !span.is_disabled() {
             match &model {
-                Some(model) => span.record("otel.name", format!("{operation} {model}")),
+                Some(model) => span.record("otel.name", format!("{operation} {}", model.as_str())),
                 None => span.record("otel.name", operation),
             };
         }
@@ -289,7 +295,7 @@ impl Operation {
                 let first = now.saturating_duration_since(self.started).as_secs_f64();
                 let attrs = metric_attributes(
                     self.operation,
-                    self.model.as_deref(),
+                    self.model.as_ref(),
                     &self.endpoint,
                     scanner.facts(),
                     None,
@@ -394,7 +400,7 @@ impl Operation {
             .unwrap_or(UNKNOWN_PROVIDER);
         span.record("gen_ai.provider.name", provider);
         if let Some(address) = &self.endpoint.address {
-            span.record("server.address", &**address);
+            span.record("server.address", address.as_str());
         }
         if let Some(port) = self.endpoint.port {
             span.record("server.port", i64::from(port));
@@ -448,7 +454,7 @@ impl Operation {
     ) -> Vec<KeyValue> {
         metric_attributes(
             self.operation,
-            self.model.as_deref(),
+            self.model.as_ref(),
             &self.endpoint,
             facts,
             error_type,
@@ -460,7 +466,7 @@ impl Operation {
 /// and `error.type` where one is given.
 fn metric_attributes(
     operation: &'static str,
-    model: Option<&str>,
+    model: Option<&StringValue>,
     endpoint: &Endpoint,
     facts: &AnswerFacts,
     error_type: Option<Cow<'static, str>>,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::{Request, Response};
+use opentelemetry::StringValue;
 use tower_service::Service;
 use tracing::field::Empty;
 
@@ -135,7 +136,7 @@ where
             gen_ai.operation.name = names::operation_of(req.uri().path()),
             gen_ai.provider.name = endpoint.provider.as_deref().unwrap_or(UNKNOWN_PROVIDER),
             gen_ai.request.model = Empty,
-            server.address = endpoint.address.as_deref(),
+            server.address = endpoint.address.as_ref().map(StringValue::as_str),
             server.port = endpoint.port.map(i64::from),
             http.response.status_code = Empty,
             error.type = Empty,
