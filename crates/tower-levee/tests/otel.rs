@@ -715,3 +715,69 @@ fn the_names_module_spells_every_name_as_the_conventions_do() {
     assert_eq!(names::SECONDS_BUCKETS, SECONDS);
     assert_eq!(names::TOKEN_BUCKETS, TOKENS);
 }
+
+/// A conventions' name as Prometheus stores it with its default OTLP
+/// translation: dots to underscores, then the unit's suffix (`s` is
+/// `_seconds`; an annotation such as `{token}` adds none).
+fn prometheus_name(name: &str, unit: &str) -> String {
+    let base = name.replace('.', "_");
+    match unit {
+        "s" => format!("{base}_seconds"),
+        _ => base,
+    }
+}
+
+#[test]
+fn the_genai_dashboard_queries_only_the_conventions_metrics_and_attributes() {
+    let dashboard: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../examples/grafana/levee-genai-dashboard.json"
+    ))
+    .unwrap();
+    let series: Vec<String> = METRICS
+        .iter()
+        .flat_map(|(name, unit, _)| {
+            let base = prometheus_name(name, unit);
+            ["_bucket", "_sum", "_count"].map(|suffix| format!("{base}{suffix}"))
+        })
+        .collect();
+    let labels: Vec<String> = METRIC_ATTRIBUTES
+        .iter()
+        .map(|a| a.replace('.', "_"))
+        .chain(["le".to_owned()])
+        .collect();
+    let mut queried = BTreeSet::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            let words = expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
+            for word in words.filter(|w| w.starts_with("gen_ai_")) {
+                if word.starts_with("gen_ai_client_") {
+                    assert!(
+                        series.iter().any(|s| s == word),
+                        "{word}: no series of the conventions' metrics"
+                    );
+                    queried.insert(word.to_owned());
+                } else {
+                    assert!(
+                        labels.iter().any(|l| l == word),
+                        "{word}: no attribute of the conventions' metrics"
+                    );
+                }
+            }
+            // Every `by (...)` groups by the metrics' attributes.
+            for group in expr.split("by (").skip(1) {
+                let names = group.split(')').next().unwrap();
+                for label in names.split(',').map(str::trim) {
+                    assert!(labels.iter().any(|l| l == label), "group by {label}");
+                }
+            }
+        }
+    }
+    for (name, unit, _) in METRICS {
+        let base = prometheus_name(name, unit);
+        assert!(
+            queried.iter().any(|q| q.starts_with(&base)),
+            "a panel for {name}"
+        );
+    }
+}
