@@ -31,9 +31,6 @@ use tower::{Layer, Service, ServiceExt};
 use tower_levee::BoxError;
 use tower_levee::failover::{Failover, Target};
 use tower_levee::otel::{AttemptLayer, GenAiLayer};
-use tracing_subscriber::Layer as _;
-use tracing_subscriber::filter::Targets;
-use tracing_subscriber::layer::SubscriberExt;
 
 #[path = "support.rs"]
 mod support;
@@ -64,11 +61,6 @@ async fn main() -> Result<(), BoxError> {
     let meters = SdkMeterProvider::builder()
         .with_reader(PeriodicReader::builder(metrics).build())
         .build();
-    // Levee's GenAI spans (target `levee::otel`), bridged by tracing-opentelemetry.
-    let otel = tracing_opentelemetry::layer()
-        .with_tracer(tracer.tracer("example"))
-        .with_filter(Targets::new().with_target("levee::otel", tracing::Level::INFO));
-    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(otel))?;
 
     // The stack. The fake provider is on 127.0.0.1, whose host names no
     // provider: the attempts name it.
@@ -89,7 +81,10 @@ async fn main() -> Result<(), BoxError> {
         )
         .target(Target::new("fallback", attempt("fallback")))
         .build()?;
-    let mut stack = GenAiLayer::with_meter(&meters.meter("tower-levee")).layer(failover);
+    let mut stack = GenAiLayer::new()
+        .tracer(tracer.tracer("tower-levee"))
+        .meter(&meters.meter("tower-levee"))
+        .layer(failover);
 
     let req = Request::post(format!("http://{provider}/v1/chat/completions"))
         .header("content-type", "application/json")

@@ -64,7 +64,7 @@
 //! | `async-openai` | `tower_levee::async_openai::OpenAiService`: a Levee stack under `async_openai::Client::with_http_service` |
 //! | `metrics` | `tower_levee::metrics::MetricsReporter`: every layer's state and counters through the `metrics` facade |
 //! | `axum` | `tower_levee::axum`: every Levee error as a `429`/`503` JSON response with `Retry-After`, a health handler, the console (turns on `serde`) |
-//! | `otel` | `tower_levee::otel`: OpenTelemetry's GenAI spans (through `tracing`, for `tracing-opentelemetry`) and metrics (through the OpenTelemetry API), with Levee's verdicts, refusals and failover under `levee.*` |
+//! | `otel` | `tower_levee::otel`: OpenTelemetry's GenAI spans and metrics, through the OpenTelemetry API, with Levee's verdicts, refusals and failover under `levee.*` |
 //! | `api` | `tower_levee::api`: refusals and errors in an OpenAI or Anthropic API's own shape, for a server that speaks one; a request body read within a cap |
 //!
 //! A `hyper_util::client::legacy::Client` is already a
@@ -134,8 +134,6 @@ pub mod deps {
     pub use tower;
     pub use tower_layer;
     pub use tower_service;
-    #[cfg(feature = "otel")]
-    pub use tracing_opentelemetry;
 }
 
 #[cfg(feature = "api")]

@@ -8,10 +8,13 @@ use std::task::{Context, Poll, ready};
 
 use http::Response;
 use levee_core::classify::Classification;
+use opentelemetry::KeyValue;
+use opentelemetry::global::BoxedSpan;
+use opentelemetry::trace::{Span as _, Status};
 use pin_project_lite::pin_project;
 
 use super::body::GenAiBody;
-use super::names;
+use super::names::{self, attr};
 use super::record::{End, Endpoint, Operation, Served, Trail};
 use crate::error::{BoxError, Rejection};
 
@@ -45,7 +48,13 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let result = {
-            let _entered = this.operation.as_ref().map(|op| op.span.enter());
+            // Current while the inner future runs: attempts it starts are
+            // the operation's children.
+            let _current = this
+                .operation
+                .as_ref()
+                .filter(|op| op.recording)
+                .map(|op| op.cx.clone().attach());
             ready!(this.inner.poll(cx))
         };
         let mut operation = this
@@ -77,20 +86,33 @@ pin_project! {
     pub struct AttemptFuture<F> {
         #[pin]
         inner: F,
-        span: tracing::Span,
+        span: Option<BoxedSpan>,
         served: Option<(Trail, u32, Option<Cow<'static, str>>, Endpoint)>,
+    }
+
+    impl<F> PinnedDrop for AttemptFuture<F> {
+        fn drop(this: Pin<&mut Self>) {
+            // Dropped unanswered: cancelled (a hedge's loser, a caller gone).
+            if let Some(mut span) = this.project().span.take() {
+                if span.is_recording() {
+                    span.set_attribute(KeyValue::new(attr::ERROR_TYPE, "cancelled"));
+                    span.set_status(Status::error(""));
+                }
+                span.end();
+            }
+        }
     }
 }
 
 impl<F> AttemptFuture<F> {
     pub(crate) fn new(
         inner: F,
-        span: tracing::Span,
+        span: BoxedSpan,
         served: Option<(Trail, u32, Option<Cow<'static, str>>, Endpoint)>,
     ) -> Self {
         AttemptFuture {
             inner,
-            span,
+            span: Some(span),
             served,
         }
     }
@@ -105,11 +127,12 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let result = {
-            let _entered = this.span.enter();
-            ready!(this.inner.poll(cx)).map_err(Into::into)
-        };
-        let span = &*this.span;
+        let result = ready!(this.inner.poll(cx)).map_err(Into::into);
+        let mut span = this
+            .span
+            .take()
+            .expect("AttemptFuture polled after completion");
+        let recording = span.is_recording();
         match &result {
             Ok(response) => {
                 let status = response.status();
@@ -122,27 +145,40 @@ where
                         endpoint,
                     });
                 }
-                if !span.is_disabled() {
-                    span.record("http.response.status_code", i64::from(status.as_u16()));
+                if recording {
+                    let mut attributes = Vec::with_capacity(4);
+                    attributes.push(KeyValue::new(attr::HTTP_STATUS, i64::from(status.as_u16())));
                     if let Some(c) = response.extensions().get::<Classification>() {
-                        span.record("levee.verdict", c.verdict.as_str());
-                        span.record("levee.reason", c.reason.as_str());
+                        attributes.push(KeyValue::new(attr::LEVEE_VERDICT, c.verdict.as_str()));
+                        attributes.push(KeyValue::new(
+                            attr::LEVEE_REASON,
+                            c.reason.as_str().to_owned(),
+                        ));
                     }
                     if !status.is_success() {
-                        span.record("error.type", status.as_str());
-                        span.record("otel.status_code", "error");
+                        attributes
+                            .push(KeyValue::new(attr::ERROR_TYPE, status.as_str().to_owned()));
+                        span.set_status(Status::error(status.as_str().to_owned()));
                     }
+                    span.set_attributes(attributes);
                 }
             }
-            Err(err) if !span.is_disabled() => {
-                span.record("error.type", names::error_type(&**err));
-                span.record("otel.status_code", "error");
+            Err(err) if recording => {
+                let error_type = names::error_type(&**err);
+                span.set_attribute(KeyValue::new(attr::ERROR_TYPE, error_type));
                 if let Some(rejection) = Rejection::find(&**err) {
-                    span.record("levee.refusal", rejection.kind().as_str());
+                    span.set_attribute(KeyValue::new(
+                        attr::LEVEE_REFUSAL,
+                        rejection.kind().as_str(),
+                    ));
                 }
+                // A description only where Levee wrote the message.
+                let description = Rejection::find(&**err).map(|r| r.error().to_string());
+                span.set_status(Status::error(description.unwrap_or_default()));
             }
             Err(_) => {}
         }
+        span.end();
         Poll::Ready(result)
     }
 }

@@ -5,14 +5,16 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
+use opentelemetry::global::BoxedTracer;
 use opentelemetry::metrics::Meter;
+use opentelemetry::trace::Tracer;
 use tower_layer::Layer;
 
 use super::record::{Instruments, Shared};
 use super::service::{Attempt, GenAi};
 
-/// The instrumentation scope Levee's metrics are recorded under.
-pub const METER_NAME: &str = "tower-levee";
+/// The instrumentation scope of Levee's spans and metrics.
+pub const SCOPE_NAME: &str = "tower-levee";
 
 /// Records every request as an operation of OpenTelemetry's GenAI
 /// conventions: a `CLIENT` span named `{gen_ai.operation.name}
@@ -25,21 +27,32 @@ pub struct GenAiLayer {
 }
 
 impl GenAiLayer {
-    /// A layer recording its metrics through the global meter provider
-    /// (`opentelemetry::global`), as it is when the layer is built: install
-    /// the provider first.
+    /// A layer recording through the global tracer and meter providers
+    /// (`opentelemetry::global`), as they are when the layer is built:
+    /// install them first.
     pub fn new() -> Self {
-        Self::with_meter(&opentelemetry::global::meter(METER_NAME))
-    }
-
-    /// A layer recording its metrics through `meter`.
-    pub fn with_meter(meter: &Meter) -> Self {
         GenAiLayer {
             shared: Arc::new(Shared {
-                instruments: Instruments::new(meter),
+                tracer: Arc::new(opentelemetry::global::tracer(SCOPE_NAME)),
+                instruments: Instruments::new(&opentelemetry::global::meter(SCOPE_NAME)),
                 provider: None,
             }),
         }
+    }
+
+    /// Records spans through `tracer` (an SDK's, from its provider's
+    /// `tracer("tower-levee")`).
+    pub fn tracer<T>(self, tracer: T) -> Self
+    where
+        T: Tracer + Send + Sync + 'static,
+        T::Span: Send + Sync + 'static,
+    {
+        self.with(|shared| shared.tracer = Arc::new(BoxedTracer::new(Box::new(tracer))))
+    }
+
+    /// Records metrics through `meter`.
+    pub fn meter(self, meter: &Meter) -> Self {
+        self.with(|shared| shared.instruments = Instruments::new(meter))
     }
 
     /// Names the provider (`gen_ai.provider.name`) of every request, where
@@ -47,10 +60,17 @@ impl GenAiLayer {
     /// An [`AttemptLayer`] below, where the request is served, names it
     /// in its place.
     pub fn provider(self, name: impl Into<Cow<'static, str>>) -> Self {
-        let shared = Shared {
+        let name = name.into();
+        self.with(|shared| shared.provider = Some(name))
+    }
+
+    fn with(self, change: impl FnOnce(&mut Shared)) -> Self {
+        let mut shared = Shared {
+            tracer: Arc::clone(&self.shared.tracer),
             instruments: self.shared.instruments.clone(),
-            provider: Some(name.into()),
+            provider: self.shared.provider.clone(),
         };
+        change(&mut shared);
         GenAiLayer {
             shared: Arc::new(shared),
         }
@@ -80,11 +100,12 @@ impl<S> Layer<S> for GenAiLayer {
 }
 
 /// One child span (`levee.attempt`, kind `CLIENT`) per call to a target,
-/// under the [`GenAiLayer`]'s span: which target, which attempt, the
-/// provider and server it reached, and what came back. Put it at the
-/// bottom of each failover target's stack, nearest the client, where the
-/// request's URI is the provider's. It also tells the operation above
-/// which target served it.
+/// under the [`GenAiLayer`]'s span and through its tracer: which target,
+/// which attempt, the provider and server it reached, and what came back.
+/// Put it at the bottom of each failover target's stack, nearest the
+/// client, where the request's URI is the provider's. It also tells the
+/// operation above which target served it. A call with no operation above
+/// is recorded through the global tracer provider.
 #[derive(Clone, Debug, Default)]
 pub struct AttemptLayer {
     target: Option<Cow<'static, str>>,

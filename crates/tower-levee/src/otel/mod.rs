@@ -23,13 +23,21 @@
 //!   target, the attempt's number, the server, the status and verdict. A
 //!   shadow probe's call is marked `levee.shadow_probe` and not counted.
 //!
-//! Spans go through `tracing`: the application's
-//! [`tracing-opentelemetry`](https://docs.rs/tracing-opentelemetry) layer
-//! turns them into OpenTelemetry spans (the fields `otel.name`,
-//! `otel.kind` and `otel.status_code` are its conventions), under whatever
-//! span the caller is in. Metrics go through the OpenTelemetry API to the
-//! meter provider the application installs. Without a subscriber that
-//! takes `levee::otel` spans at `INFO`, a span costs one check.
+//! Both go through the OpenTelemetry API to the tracer and meter the
+//! application gives the layer (or the global providers). A span's parent
+//! is the current OpenTelemetry context, so an application on `tracing`
+//! with [`tracing-opentelemetry`](https://docs.rs/tracing-opentelemetry)'s
+//! layer (which makes an entered span the current context) sees Levee's
+//! spans under its own. With no tracer provider installed a span records
+//! nothing and no attribute is built.
+//!
+//! Per call (cachegrind, over a breaker at about 1,100 instructions): the
+//! layer with no SDK installed adds about 6,000 instructions (reading the
+//! request, a no-op span, the trail its attempts write to); the SDK's
+//! meter about 2,000 more, its tracer about 3,000 more (12,100 in all). A
+//! span of the same attributes through `tracing` and
+//! `tracing-opentelemetry` costs about 10,400 on its own against 3,400
+//! through the API, so Levee does not take that road.
 //!
 //! | attribute | on | from |
 //! |---|---|---|
@@ -48,14 +56,18 @@
 //!
 //! ```
 //! use http::{Request, Response};
-//! use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 //! use opentelemetry::metrics::MeterProvider as _;
+//! use opentelemetry::trace::TracerProvider as _;
+//! use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+//! use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
 //! use tower::{Service, ServiceBuilder, ServiceExt};
 //! use tower_levee::BreakerLayer;
 //! use tower_levee::otel::GenAiLayer;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), tower_levee::BoxError> {
+//! let spans = InMemorySpanExporter::default();
+//! let tracer = SdkTracerProvider::builder().with_simple_exporter(spans.clone()).build();
 //! let exporter = InMemoryMetricExporter::default();
 //! let meters = SdkMeterProvider::builder()
 //!     .with_reader(PeriodicReader::builder(exporter.clone()).build())
@@ -71,7 +83,11 @@
 //!     )
 //! });
 //! let mut client = ServiceBuilder::new()
-//!     .layer(GenAiLayer::with_meter(&meters.meter("tower-levee")))
+//!     .layer(
+//!         GenAiLayer::new()
+//!             .tracer(tracer.tracer("tower-levee"))
+//!             .meter(&meters.meter("tower-levee")),
+//!     )
 //!     .layer(BreakerLayer::new())
 //!     .service(provider);
 //!
@@ -82,6 +98,8 @@
 //! // The operation ends with the body: read it (here, whole).
 //! let _ = http_body_util::BodyExt::collect(res.into_body()).await?;
 //!
+//! let span = &spans.get_finished_spans()?[0];
+//! assert_eq!(span.name, "chat gpt-4o");
 //! meters.force_flush()?;
 //! let metrics = exporter.get_finished_metrics()?;
 //! let names: Vec<_> = metrics[0].scope_metrics().flat_map(|s| s.metrics()).map(|m| m.name().to_owned()).collect();
@@ -102,5 +120,5 @@ mod service;
 
 pub use self::body::GenAiBody;
 pub use self::future::{AttemptFuture, ResponseFuture};
-pub use self::layer::{AttemptLayer, GenAiLayer, METER_NAME};
+pub use self::layer::{AttemptLayer, GenAiLayer, SCOPE_NAME};
 pub use self::service::{Attempt, GenAi};

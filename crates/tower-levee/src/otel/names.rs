@@ -45,7 +45,31 @@ pub mod attr {
     pub const ERROR_TYPE: &str = "error.type";
     /// The HTTP status of an attempt's answer.
     pub const HTTP_STATUS: &str = "http.response.status_code";
+    /// Levee's verdict on the answer (`success`, `throttled`, `quota`,
+    /// `availability`, …; `rejected` for a refusal).
+    pub const LEVEE_VERDICT: &str = "levee.verdict";
+    /// The classifier's reason (`openai:insufficient_quota`).
+    pub const LEVEE_REASON: &str = "levee.reason";
+    /// The kind of refusal that ended the request.
+    pub const LEVEE_REFUSAL: &str = "levee.refusal";
+    /// How long the refusal said to wait, in seconds.
+    pub const LEVEE_RETRY_AFTER: &str = "levee.retry_after";
+    /// The failover target that answered.
+    pub const LEVEE_SERVED_BY: &str = "levee.served_by";
+    /// The calls the request made.
+    pub const LEVEE_ATTEMPTS: &str = "levee.attempts";
+    /// Whether a target other than the first in order answered.
+    pub const LEVEE_FALLBACK: &str = "levee.fallback";
+    /// An attempt's target.
+    pub const LEVEE_TARGET: &str = "levee.target";
+    /// An attempt's number, from 1.
+    pub const LEVEE_ATTEMPT: &str = "levee.attempt";
+    /// Whether an attempt was a shadow probe's copy (not counted).
+    pub const LEVEE_SHADOW_PROBE: &str = "levee.shadow_probe";
 }
+
+/// The name of an attempt's span.
+pub const ATTEMPT_SPAN: &str = "levee.attempt";
 
 /// Metric names.
 pub mod metric {

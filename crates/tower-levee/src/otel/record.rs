@@ -8,11 +8,11 @@ use std::sync::{Arc, Mutex};
 use http::{Request, Response, StatusCode};
 use levee_core::answer::{AnswerFacts, AnswerScanner};
 use levee_core::classify::{Classification, Verdict};
+use opentelemetry::global::BoxedTracer;
 use opentelemetry::metrics::{Histogram, Meter};
-use opentelemetry::{KeyValue, StringValue, Value};
+use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer};
+use opentelemetry::{Context, KeyValue, StringValue, Value};
 use tokio::time::Instant;
-use tracing::field::Empty;
-use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::names::{self, SECONDS_BUCKETS, TOKEN_BUCKETS, attr, metric};
 use crate::breaker::{RequestHead, default_scope};
@@ -65,6 +65,7 @@ impl Instruments {
 /// What a layer shares with every operation it records.
 #[derive(Debug)]
 pub(crate) struct Shared {
+    pub(crate) tracer: Arc<BoxedTracer>,
     pub(crate) instruments: Instruments,
     /// The provider's name when the layer was given one.
     pub(crate) provider: Option<Cow<'static, str>>,
@@ -110,11 +111,13 @@ impl Endpoint {
 
 /// What the attempts below an operation tell it, carried in the request's
 /// extensions (a failover clones them into every attempt).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(crate) struct Trail(Arc<TrailInner>);
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct TrailInner {
+    /// The operation's tracer: its attempts' spans go to the same place.
+    tracer: Arc<BoxedTracer>,
     attempts: AtomicU32,
     served: Mutex<Option<Served>>,
 }
@@ -128,6 +131,19 @@ pub(crate) struct Served {
 }
 
 impl Trail {
+    fn new(tracer: Arc<BoxedTracer>) -> Self {
+        Trail(Arc::new(TrailInner {
+            tracer,
+            attempts: AtomicU32::new(0),
+            served: Mutex::new(None),
+        }))
+    }
+
+    /// The operation's tracer.
+    pub(crate) fn tracer(&self) -> &BoxedTracer {
+        &self.0.tracer
+    }
+
     /// The next attempt's number, from 1.
     pub(crate) fn next_attempt(&self) -> u32 {
         self.0
@@ -169,7 +185,11 @@ pub(crate) enum End<'a> {
 #[derive(Debug)]
 pub(crate) struct Operation {
     shared: Arc<Shared>,
-    pub(crate) span: tracing::Span,
+    /// The operation's span, as the context its attempts start under.
+    pub(crate) cx: Context,
+    /// Whether the span records (a tracer provider is installed and
+    /// sampled it): attributes are only built for one that does.
+    pub(crate) recording: bool,
     started: Instant,
     operation: &'static str,
     model: Option<StringValue>,
@@ -177,6 +197,8 @@ pub(crate) struct Operation {
     trail: Trail,
     /// The answer's HTTP status, once it came.
     status: Option<StatusCode>,
+    /// The answer's verdict, once it came.
+    verdict: &'static str,
     served_by: Option<ServedBy>,
     scanner: Option<AnswerScanner>,
     /// A stream's chunk metrics: their attributes (built at the first
@@ -195,55 +217,39 @@ impl Operation {
             .filter(|m| !m.is_empty())
             .map(|m| StringValue::from(Arc::<str>::from(m)));
         let endpoint = Endpoint::of(req, shared.provider.as_ref());
-        let trail = Trail::default();
+        let trail = Trail::new(Arc::clone(&shared.tracer));
         req.extensions_mut().insert(trail.clone());
-        let span = tracing::info_span!(
-            target: "levee::otel",
-            "gen_ai",
-            otel.name = Empty,
-            otel.kind = "client",
-            otel.status_code = Empty,
-            otel.status_description = Empty,
-            gen_ai.operation.name = operation,
-            gen_ai.provider.name = Empty,
-            gen_ai.request.model = model.as_ref().map(StringValue::as_str),
-            gen_ai.request.stream = Empty,
-            gen_ai.response.model = Empty,
-            gen_ai.response.id = Empty,
-            gen_ai.response.time_to_first_chunk = Empty,
-            gen_ai.usage.input_tokens = Empty,
-            gen_ai.usage.output_tokens = Empty,
-            gen_ai.usage.cache_read.input_tokens = Empty,
-            gen_ai.usage.cache_creation.input_tokens = Empty,
-            // Recorded once, at the end: the target that served may not be
-            // the one the request named (a second record would be a
-            // second attribute of the same name, not a new value).
-            server.address = Empty,
-            server.port = Empty,
-            error.type = Empty,
-            levee.verdict = Empty,
-            levee.reason = Empty,
-            levee.refusal = Empty,
-            levee.retry_after = Empty,
-            levee.served_by = Empty,
-            levee.attempts = Empty,
-            levee.fallback = Empty,
-        );
-        if !span.is_disabled() {
-            match &model {
-                Some(model) => span.record("otel.name", format!("{operation} {}", model.as_str())),
-                None => span.record("otel.name", operation),
-            };
+        // The attributes sampling may read are given at the start; the
+        // provider and server are the target's that serves, known at the
+        // end (a failover may not serve from the URI the request named).
+        let name: Cow<'static, str> = match &model {
+            Some(model) => Cow::Owned(format!("{operation} {}", model.as_str())),
+            None => Cow::Borrowed(operation),
+        };
+        let mut attributes = Vec::with_capacity(2);
+        attributes.push(KeyValue::new(attr::OPERATION_NAME, operation));
+        if let Some(model) = &model {
+            attributes.push(KeyValue::new(attr::REQUEST_MODEL, model.clone()));
         }
+        let span = shared
+            .tracer
+            .span_builder(name)
+            .with_kind(SpanKind::Client)
+            .with_attributes(attributes)
+            .start(&*shared.tracer);
+        let cx = Context::current_with_span(span);
+        let recording = cx.span().is_recording();
         Box::new(Operation {
             shared: Arc::clone(shared),
-            span,
+            cx,
+            recording,
             started: Instant::now(),
             operation,
             model,
             endpoint,
             trail,
             status: None,
+            verdict: Verdict::Success.as_str(),
             served_by: None,
             scanner: None,
             chunks: None,
@@ -264,14 +270,20 @@ impl Operation {
             .get(http::header::CONTENT_TYPE)
             .map(|v| v.as_bytes());
         let scanner = AnswerScanner::new(content_type);
-        if !self.span.is_disabled() {
-            self.span.record("levee.verdict", verdict.as_str());
+        if self.recording {
+            let span = self.cx.span();
             if let Some(c) = classification {
-                self.span.record("levee.reason", c.reason.as_str());
+                span.set_attribute(KeyValue::new(
+                    attr::LEVEE_REASON,
+                    c.reason.as_str().to_owned(),
+                ));
             }
-            self.span
-                .record("gen_ai.request.stream", scanner.is_stream());
+            if scanner.is_stream() {
+                // Set if and only if the request streams.
+                span.set_attribute(KeyValue::new(attr::REQUEST_STREAM, true));
+            }
         }
+        self.verdict = verdict.as_str();
         let read = status.is_success();
         if read {
             self.scanner = Some(scanner);
@@ -301,9 +313,10 @@ impl Operation {
                     None,
                 );
                 self.shared.instruments.first_chunk.record(first, &attrs);
-                if !self.span.is_disabled() {
-                    self.span
-                        .record("gen_ai.response.time_to_first_chunk", first);
+                if self.recording {
+                    self.cx
+                        .span()
+                        .set_attribute(KeyValue::new(attr::RESPONSE_TIME_TO_FIRST_CHUNK, first));
                 }
                 // A frame's later chunks came with its first: no time between.
                 for _ in 1..chunks {
@@ -354,15 +367,16 @@ impl Operation {
         {
             self.endpoint = served.endpoint;
         }
-        if !self.span.is_disabled() {
+        let mut levee = Vec::new();
+        if self.recording {
             if let Some(target) = served_by {
-                self.span.record("levee.served_by", &*target);
+                levee.push(KeyValue::new(attr::LEVEE_SERVED_BY, target));
             }
             if attempts > 0 {
-                self.span.record("levee.attempts", i64::from(attempts));
+                levee.push(KeyValue::new(attr::LEVEE_ATTEMPTS, i64::from(attempts)));
             }
             if let Some(served) = self.served_by {
-                self.span.record("levee.fallback", served.fallback);
+                levee.push(KeyValue::new(attr::LEVEE_FALLBACK, served.fallback));
             }
         }
         let error_type: Option<Cow<'static, str>> = match end {
@@ -373,9 +387,10 @@ impl Operation {
                 .filter(|s| !s.is_success())
                 .map(|s| Cow::Owned(s.as_str().to_owned())),
         };
-        if !self.span.is_disabled() {
-            self.record_span(&facts, error_type.as_deref(), end);
+        if self.recording {
+            self.record_span(levee, &facts, error_type.as_ref(), &end);
         }
+        self.cx.span().end();
         let attrs = self.attributes(&facts, error_type);
         let instruments = &self.shared.instruments;
         instruments.duration.record(duration, &attrs);
@@ -391,25 +406,30 @@ impl Operation {
         }
     }
 
-    fn record_span(&self, facts: &AnswerFacts, error_type: Option<&str>, end: End<'_>) {
-        let span = &self.span;
+    fn record_span(
+        &self,
+        mut attributes: Vec<KeyValue>,
+        facts: &AnswerFacts,
+        error_type: Option<&Cow<'static, str>>,
+        end: &End<'_>,
+    ) {
         let provider = self
             .endpoint
             .provider
-            .as_deref()
-            .unwrap_or(UNKNOWN_PROVIDER);
-        span.record("gen_ai.provider.name", provider);
+            .clone()
+            .unwrap_or(Cow::Borrowed(UNKNOWN_PROVIDER));
+        attributes.push(KeyValue::new(attr::PROVIDER_NAME, provider));
         if let Some(address) = &self.endpoint.address {
-            span.record("server.address", address.as_str());
+            attributes.push(KeyValue::new(attr::SERVER_ADDRESS, address.clone()));
         }
         if let Some(port) = self.endpoint.port {
-            span.record("server.port", i64::from(port));
+            attributes.push(KeyValue::new(attr::SERVER_PORT, i64::from(port)));
         }
         if let Some(model) = &facts.model {
-            span.record("gen_ai.response.model", model.as_str());
+            attributes.push(KeyValue::new(attr::RESPONSE_MODEL, model.clone()));
         }
         if let Some(id) = &facts.id {
-            span.record("gen_ai.response.id", id.as_str());
+            attributes.push(KeyValue::new(attr::RESPONSE_ID, id.clone()));
         }
         if !facts.finish_reasons.is_empty() {
             let reasons: Vec<StringValue> = facts
@@ -417,31 +437,57 @@ impl Operation {
                 .iter()
                 .map(|r| StringValue::from(r.clone()))
                 .collect();
-            span.set_attribute(attr::RESPONSE_FINISH_REASONS, Value::Array(reasons.into()));
+            attributes.push(KeyValue::new(
+                attr::RESPONSE_FINISH_REASONS,
+                Value::Array(reasons.into()),
+            ));
         }
         if let Some(usage) = facts.usage {
-            // The bridge takes signed integers only (an unsigned one would
-            // become a string).
-            span.record("gen_ai.usage.input_tokens", signed(usage.input));
-            span.record("gen_ai.usage.output_tokens", signed(usage.output));
+            attributes.push(KeyValue::new(attr::USAGE_INPUT_TOKENS, signed(usage.input)));
+            attributes.push(KeyValue::new(
+                attr::USAGE_OUTPUT_TOKENS,
+                signed(usage.output),
+            ));
             if let Some(n) = usage.cache_read {
-                span.record("gen_ai.usage.cache_read.input_tokens", signed(n));
+                attributes.push(KeyValue::new(
+                    attr::USAGE_CACHE_READ_INPUT_TOKENS,
+                    signed(n),
+                ));
             }
             if let Some(n) = usage.cache_creation {
-                span.record("gen_ai.usage.cache_creation.input_tokens", signed(n));
+                attributes.push(KeyValue::new(
+                    attr::USAGE_CACHE_CREATION_INPUT_TOKENS,
+                    signed(n),
+                ));
             }
         }
         if let Some(error_type) = error_type {
-            span.record("error.type", error_type);
-            span.record("otel.status_code", "error");
+            attributes.push(KeyValue::new(attr::ERROR_TYPE, error_type.clone()));
         }
+        // The code is in error.type; a description only where Levee wrote
+        // the message (another error's, a client's say, may quote a URL
+        // and its `?key=`).
+        let mut status = error_type.map(|_| Status::error(""));
         if let End::Failed(err) = end {
-            if let Some(rejection) = Rejection::find(&**err) {
-                span.record("levee.refusal", rejection.kind().as_str());
-                span.record("levee.retry_after", rejection.retry_after().as_secs_f64());
+            if let Some(rejection) = Rejection::find(&***err) {
+                attributes.push(KeyValue::new(
+                    attr::LEVEE_REFUSAL,
+                    rejection.kind().as_str(),
+                ));
+                attributes.push(KeyValue::new(
+                    attr::LEVEE_RETRY_AFTER,
+                    rejection.retry_after().as_secs_f64(),
+                ));
+                status = Some(Status::error(rejection.error().to_string()));
             }
-            span.record("otel.status_description", tracing::field::display(err));
-            span.record("levee.verdict", error_verdict(&**err));
+            attributes.push(KeyValue::new(attr::LEVEE_VERDICT, error_verdict(&***err)));
+        } else if self.status.is_some() {
+            attributes.push(KeyValue::new(attr::LEVEE_VERDICT, self.verdict));
+        }
+        let span = self.cx.span();
+        span.set_attributes(attributes);
+        if let Some(status) = status {
+            span.set_status(status);
         }
     }
 
@@ -501,8 +547,7 @@ fn metric_attributes(
     attrs
 }
 
-/// A count as the span bridge takes it: `tracing-opentelemetry` records
-/// an unsigned integer as a string.
+/// A count as an attribute: OpenTelemetry's integers are signed.
 pub(crate) fn signed(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }

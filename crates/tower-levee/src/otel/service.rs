@@ -6,13 +6,14 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::{Request, Response};
-use opentelemetry::StringValue;
+use opentelemetry::KeyValue;
+use opentelemetry::trace::{Span as _, SpanKind, Tracer as _};
 use tower_service::Service;
-use tracing::field::Empty;
 
 use super::body::GenAiBody;
 use super::future::{AttemptFuture, ResponseFuture};
-use super::names;
+use super::layer::SCOPE_NAME;
+use super::names::{self, ATTEMPT_SPAN, attr};
 use super::record::{Endpoint, Operation, Shared, Trail, UNKNOWN_PROVIDER};
 use crate::breaker::{RequestHead, ShadowProbe, default_scope};
 use crate::error::BoxError;
@@ -62,9 +63,9 @@ where
 
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
         let operation = Operation::start(&self.shared, &mut req);
-        // Entered for the call: the attempts below become its children.
+        // Current for the call: the attempts below become its children.
         let future = {
-            let _entered = operation.span.enter();
+            let _current = operation.recording.then(|| operation.cx.clone().attach());
             self.inner.call(req)
         };
         ResponseFuture::new(future, operation)
@@ -125,39 +126,55 @@ where
     fn call(&mut self, req: Request<B>) -> Self::Future {
         // A shadow probe is no caller's attempt: it is not counted.
         let shadow = req.extensions().get::<ShadowProbe>().is_some();
-        let trail = req.extensions().get::<Trail>().cloned().filter(|_| !shadow);
-        let attempt = trail.as_ref().map(Trail::next_attempt);
+        let trail = req.extensions().get::<Trail>().cloned();
+        let attempt = trail.as_ref().filter(|_| !shadow).map(Trail::next_attempt);
         let endpoint = Endpoint::of(&req, self.provider.as_ref());
-        let span = tracing::info_span!(
-            target: "levee::otel",
-            "levee.attempt",
-            otel.kind = "client",
-            otel.status_code = Empty,
-            gen_ai.operation.name = names::operation_of(req.uri().path()),
-            gen_ai.provider.name = endpoint.provider.as_deref().unwrap_or(UNKNOWN_PROVIDER),
-            gen_ai.request.model = Empty,
-            server.address = endpoint.address.as_ref().map(StringValue::as_str),
-            server.port = endpoint.port.map(i64::from),
-            http.response.status_code = Empty,
-            error.type = Empty,
-            levee.target = self.target.as_deref(),
-            levee.attempt = attempt.map(i64::from),
-            levee.shadow_probe = shadow,
-            levee.verdict = Empty,
-            levee.reason = Empty,
-            levee.refusal = Empty,
-        );
-        if !span.is_disabled()
-            && let Some(model) = default_scope(&RequestHead::of(&req)).model
-        {
-            span.record("gen_ai.request.model", model);
-        }
-        let served =
-            trail.map(|trail| (trail, attempt.unwrap_or(1), self.target.clone(), endpoint));
-        let future = {
-            let _entered = span.enter();
-            self.inner.call(req)
+        let global;
+        let tracer = match &trail {
+            Some(trail) => trail.tracer(),
+            None => {
+                global = opentelemetry::global::tracer(SCOPE_NAME);
+                &global
+            }
         };
-        AttemptFuture::new(future, span, served)
+        let mut span = tracer
+            .span_builder(ATTEMPT_SPAN)
+            .with_kind(SpanKind::Client)
+            .start(tracer);
+        if span.is_recording() {
+            let mut attributes = Vec::with_capacity(10);
+            attributes.push(KeyValue::new(
+                attr::OPERATION_NAME,
+                names::operation_of(req.uri().path()),
+            ));
+            let provider = endpoint
+                .provider
+                .clone()
+                .unwrap_or(Cow::Borrowed(UNKNOWN_PROVIDER));
+            attributes.push(KeyValue::new(attr::PROVIDER_NAME, provider));
+            if let Some(model) = default_scope(&RequestHead::of(&req)).model {
+                attributes.push(KeyValue::new(attr::REQUEST_MODEL, model.to_owned()));
+            }
+            if let Some(address) = &endpoint.address {
+                attributes.push(KeyValue::new(attr::SERVER_ADDRESS, address.clone()));
+            }
+            if let Some(port) = endpoint.port {
+                attributes.push(KeyValue::new(attr::SERVER_PORT, i64::from(port)));
+            }
+            if let Some(target) = &self.target {
+                attributes.push(KeyValue::new(attr::LEVEE_TARGET, target.clone()));
+            }
+            if let Some(n) = attempt {
+                attributes.push(KeyValue::new(attr::LEVEE_ATTEMPT, i64::from(n)));
+            }
+            if shadow {
+                attributes.push(KeyValue::new(attr::LEVEE_SHADOW_PROBE, true));
+            }
+            span.set_attributes(attributes);
+        }
+        let served = trail
+            .filter(|_| !shadow)
+            .map(|trail| (trail, attempt.unwrap_or(1), self.target.clone(), endpoint));
+        AttemptFuture::new(self.inner.call(req), span, served)
     }
 }
