@@ -138,6 +138,13 @@ fn main() {
             // The GenAI layer over the breaker: with nothing installed (no
             // subscriber, the global no-op meter), and with the SDK's
             // tracer (through tracing-opentelemetry) and meter behind it.
+            "genai_disabled" => {
+                let svc = ServiceBuilder::new()
+                    .layer(GenAiLayer::disabled())
+                    .layer(BreakerLayer::new())
+                    .service(inner());
+                run(svc, n).await
+            }
             "genai_off" => {
                 let svc = ServiceBuilder::new()
                     .layer(GenAiLayer::new())

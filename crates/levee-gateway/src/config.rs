@@ -48,6 +48,52 @@ pub struct GatewayConfig {
     /// Classification rules checked before the built-in ones, for every
     /// target: the `[[rule]]` tables, then those of `rules_file`.
     pub rules: Rules,
+    /// OpenTelemetry export: the GenAI spans and metrics of every request.
+    pub otel: Option<OtelConfig>,
+}
+
+/// `[otel]`: export OpenTelemetry's GenAI spans and metrics of every
+/// request over OTLP/HTTP.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OtelConfig {
+    /// The collector's OTLP/HTTP base URL: spans go to `/v1/traces` under
+    /// it, metrics to `/v1/metrics`.
+    pub endpoint: Uri,
+    /// The encoding.
+    pub protocol: OtelProtocol,
+    /// The `service.name` of the resource (`levee-gateway`).
+    pub service_name: String,
+    /// How often metrics are exported (60 s).
+    pub metric_interval: Duration,
+    /// Headers sent with every export (a vendor's key), from the
+    /// environment variables `headers_env` names.
+    pub headers: Vec<(http::HeaderName, Secret)>,
+}
+
+/// OTLP over HTTP: protobuf (the default) or JSON.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub enum OtelProtocol {
+    /// `http/protobuf`.
+    #[default]
+    #[serde(rename = "http/protobuf")]
+    HttpProtobuf,
+    /// `http/json`.
+    #[serde(rename = "http/json")]
+    HttpJson,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOtel {
+    endpoint: Spanned<String>,
+    #[serde(default)]
+    protocol: OtelProtocol,
+    #[serde(default)]
+    service_name: Option<String>,
+    #[serde(default, with = "duration::option")]
+    metric_interval: Option<Duration>,
+    #[serde(default)]
+    headers_env: BTreeMap<String, Spanned<String>>,
 }
 
 /// `[tls]`: serve HTTPS.
@@ -272,6 +318,8 @@ struct Raw {
     #[serde(default, rename = "rule")]
     rules: Vec<Rule>,
     rules_file: Option<Spanned<PathBuf>>,
+    #[serde(default)]
+    otel: Option<RawOtel>,
 }
 
 #[derive(Deserialize)]
@@ -721,6 +769,74 @@ impl GatewayConfig {
         let rules =
             Rules::new(rules).map_err(|e| FileError::at(text, None, "rule", e.to_string()))?;
 
+        let otel = match raw.otel {
+            None => None,
+            Some(o) => {
+                let endpoint = o.endpoint.get_ref();
+                let uri: Uri = endpoint
+                    .parse()
+                    .ok()
+                    .filter(|u: &Uri| {
+                        matches!(u.scheme_str(), Some("http" | "https"))
+                            && u.host().is_some()
+                            && !u.authority().is_some_and(|a| a.as_str().contains('@'))
+                    })
+                    .ok_or_else(|| {
+                        at(
+                            o.endpoint.span(),
+                            "otel.endpoint".into(),
+                            format!(
+                                "{endpoint:?}: the collector's OTLP/HTTP base URL, http or https, \
+                                 with a host and no credentials (use headers_env), \
+                                 e.g. \"http://127.0.0.1:4318\""
+                            ),
+                        )
+                    })?;
+                let metric_interval = o.metric_interval.unwrap_or(Duration::from_secs(60));
+                if metric_interval.is_zero() {
+                    return Err(FileError::at(
+                        text,
+                        None,
+                        "otel.metric_interval",
+                        "must be greater than zero, got 0s",
+                    ));
+                }
+                let mut headers = Vec::with_capacity(o.headers_env.len());
+                for (name, var) in &o.headers_env {
+                    let key = format!("otel.headers_env.{name}");
+                    let header = http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                        at(
+                            var.span(),
+                            key.clone(),
+                            format!("{name:?} is not a header name"),
+                        )
+                    })?;
+                    let secret = secret_env(&key, var)?;
+                    if http::HeaderValue::from_str(secret.expose()).is_err() {
+                        return Err(at(
+                            var.span(),
+                            key,
+                            format!(
+                                "the environment variable {} does not hold a header value",
+                                var.get_ref()
+                            ),
+                        ));
+                    }
+                    headers.push((header, secret));
+                }
+                Some(OtelConfig {
+                    endpoint: uri,
+                    protocol: o.protocol,
+                    service_name: o
+                        .service_name
+                        .filter(|n| !n.is_empty())
+                        .unwrap_or_else(|| "levee-gateway".to_owned()),
+                    metric_interval,
+                    headers,
+                })
+            }
+        };
+
         Ok(GatewayConfig {
             listen,
             tls: raw.tls,
@@ -733,6 +849,7 @@ impl GatewayConfig {
             routes,
             clients,
             rules,
+            otel,
         })
     }
 

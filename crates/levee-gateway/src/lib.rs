@@ -40,6 +40,7 @@ mod secret;
 mod serve;
 mod spare;
 mod table;
+mod telemetry;
 mod tls;
 mod upstream;
 
@@ -56,7 +57,9 @@ use crate::config::GatewayConfig;
 use crate::events::Events;
 pub use crate::secret::Secret;
 use crate::table::Table;
+use crate::telemetry::Telemetry;
 use crate::tls::Acceptor;
+use tower_levee::otel::GenAiLayer;
 
 /// A gateway: its routing table (swapped whole on reload) and what the
 /// operations endpoints read.
@@ -67,6 +70,9 @@ pub struct Gateway {
     tls: Option<Acceptor>,
     ready: AtomicBool,
     config_path: Option<PathBuf>,
+    /// `[otel]`'s providers, as the gateway started with them.
+    telemetry: Option<Telemetry>,
+    genai: GenAiLayer,
 }
 
 impl Gateway {
@@ -74,7 +80,11 @@ impl Gateway {
     pub fn new(config: GatewayConfig, config_path: Option<PathBuf>) -> Result<Arc<Self>, BoxError> {
         let events = Arc::new(Events::default());
         let tls = config.tls.as_ref().map(Acceptor::load).transpose()?;
-        let table = Table::build(config, None, &events)?;
+        let telemetry = config.otel.as_ref().map(Telemetry::new).transpose()?;
+        let genai = telemetry
+            .as_ref()
+            .map_or_else(GenAiLayer::disabled, Telemetry::layer);
+        let table = Table::build(config, None, &events, &genai, telemetry.is_some())?;
         Ok(Arc::new(Gateway {
             table: ArcSwap::from_pointee(table),
             events,
@@ -82,7 +92,18 @@ impl Gateway {
             tls,
             ready: AtomicBool::new(true),
             config_path,
+            telemetry,
+            genai,
         }))
+    }
+
+    /// Exports the OpenTelemetry spans and metrics not yet sent, and stops
+    /// the exporters (`[otel]`); nothing without it. Blocks: call it off
+    /// the runtime, after serving ends.
+    pub fn flush_telemetry(&self) {
+        if let Some(telemetry) = &self.telemetry {
+            telemetry.shutdown();
+        }
     }
 
     /// The address the configuration says to listen on.
@@ -112,7 +133,14 @@ impl Gateway {
         if let (Some(acceptor), Some(tls)) = (&self.tls, &config.tls) {
             acceptor.reload(tls)?;
         }
-        let table = Table::build(config, Some(&current), &self.events)?;
+        if config.otel.as_ref() != self.telemetry.as_ref().map(|t| &t.config) {
+            tracing::warn!(
+                target: "levee_gateway",
+                "`[otel]` changed; a restart applies it (still exporting as before)"
+            );
+        }
+        let recorded = self.telemetry.is_some();
+        let table = Table::build(config, Some(&current), &self.events, &self.genai, recorded)?;
         self.table.store(Arc::new(table));
         Ok(())
     }

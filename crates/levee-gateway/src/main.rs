@@ -207,5 +207,7 @@ async fn run(config: GatewayConfig, path: PathBuf, threads: usize) -> ExitCode {
             code = ExitCode::from(1);
         }
     }
+    // The last requests' spans and metrics, before the process ends.
+    let _ = tokio::task::spawn_blocking(move || gateway.flush_telemetry()).await;
     code
 }

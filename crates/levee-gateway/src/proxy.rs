@@ -164,12 +164,19 @@ async fn answer(
         .headers_mut()
         .insert(REQUEST_ID, line.request_id.clone());
     upstream.extensions_mut().insert(ModelSpan(model_span));
+    if table.recorded {
+        // The model the caller asked for, for the GenAI record (each
+        // target's rewrite puts its own scope in its place).
+        upstream
+            .extensions_mut()
+            .insert(tower_levee::breaker::Scope::new().model(route.label));
+    }
     if let Some(client) = &line.client {
         upstream.extensions_mut().insert(client.id.clone());
     }
     match api.call(upstream).await {
         Ok(response) => {
-            let served = ServedBy::of_body(response.body().get_ref());
+            let served = ServedBy::of_body(response.body().get_ref().get_ref());
             let stop = response.extensions().get::<RetryOutcome>().map(|o| o.stop);
             line.target = served.map(|s| s.target);
             line.verdict = response

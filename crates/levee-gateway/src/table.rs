@@ -28,11 +28,27 @@ use crate::intern::intern;
 use crate::secret::Secret;
 use crate::spare::{self, StackId, StackIds};
 use crate::upstream::{ModelSpan, Payload, TargetRewrite, Upstream};
+use tower_levee::otel::{Attempt, AttemptLayer, GenAi, GenAiLayer, names};
 
-/// A route's stack for one API: client limits → retry budget → failover →
-/// per target (bulkhead → breaker, gate, park, pacing, stream watch →
-/// the upstream call with its attempt timeout).
-pub(crate) type Stack = ClientLimit<Retry<Failover<Payload, Incoming, Upstream>>>;
+/// A route's stack for one API: the GenAI record (off without `[otel]`) →
+/// client limits → retry budget → failover → per target (bulkhead →
+/// breaker, gate, park, pacing, stream watch → the attempt's record → the
+/// upstream call with its attempt timeout).
+pub(crate) type Stack = GenAi<ClientLimit<Retry<Failover<Payload, Incoming, Attempt<Upstream>>>>>;
+
+/// A target's `gen_ai.provider.name`: its host's, else its dialect's (a
+/// local or self-hosted endpoint speaking OpenAI's API is named `openai`).
+fn provider_name(target: &TargetConfig) -> &'static str {
+    target
+        .base_url
+        .host()
+        .and_then(names::provider_of_host)
+        .unwrap_or(match target.dialect {
+            TargetDialect::Azure => "azure.ai.openai",
+            TargetDialect::Anthropic => "anthropic",
+            TargetDialect::OpenAi => "openai",
+        })
+}
 
 /// One API of one route.
 pub(crate) struct RouteApi {
@@ -103,6 +119,8 @@ pub(crate) struct Table {
     /// different settings has one per setting).
     pub(crate) targets: BTreeMap<String, Vec<Arc<TargetState>>>,
     pub(crate) reporter: MetricsReporter,
+    /// Whether requests are recorded for OpenTelemetry (`[otel]`).
+    pub(crate) recorded: bool,
     _fleet: Option<FleetHandle>,
 }
 
@@ -113,6 +131,8 @@ impl Table {
         config: GatewayConfig,
         previous: Option<&Table>,
         events: &Arc<Events>,
+        genai: &GenAiLayer,
+        recorded: bool,
     ) -> Result<Table, BoxError> {
         let config = Arc::new(config);
         let mut states: HashMap<String, Arc<TargetState>> = HashMap::new();
@@ -168,7 +188,7 @@ impl Table {
                     continue;
                 }
                 let upstream = Upstream::new(levee.retry.attempt_timeout);
-                let mut failover = Failover::<Payload, Incoming, Upstream>::builder();
+                let mut failover = Failover::<Payload, Incoming, Attempt<Upstream>>::builder();
                 let budget = Arc::new(RetryBudget::from_config(levee.retry.budget));
                 // Each target's active probe, if it has one (the config
                 // refuses one where shadow probes are off).
@@ -207,7 +227,11 @@ impl Table {
                         }
                     };
                     let rewrite = TargetRewrite::new(target, &route.model);
-                    let mut t = Target::new(target.name.as_str(), upstream.clone())
+                    let attempt = AttemptLayer::new()
+                        .target(target.name.clone())
+                        .provider(provider_name(target))
+                        .layer(upstream.clone());
+                    let mut t = Target::new(target.name.as_str(), attempt)
                         .breaker(state.breaker.clone())
                         .bulkhead(state.bulkhead.clone())
                         .rewrite(move |req| rewrite.apply(req));
@@ -232,7 +256,7 @@ impl Table {
                     .retry
                     .apply(RetryBudgetLayer::builder(budget.clone()))?
                     .build()?;
-                let stack = client_limits.layer(retry.layer(failover));
+                let stack = genai.layer(client_limits.layer(retry.layer(failover)));
                 let label = format!("{}:{}", route.model, dialect.as_str());
                 reporter = reporter
                     .failover(label.as_str(), handle.clone())
@@ -292,6 +316,7 @@ impl Table {
             client_limits,
             targets,
             reporter,
+            recorded,
             _fleet: fleet,
         })
     }

@@ -842,3 +842,22 @@ async fn an_attempt_dropped_before_its_answer_is_cancelled() {
         assert!(matches!(span.status, Status::Error { .. }));
     }
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_disabled_layer_and_an_attempt_with_no_operation_record_nothing() {
+    let t = Telemetry::new();
+    let attempt = AttemptLayer::new()
+        .target("only")
+        .layer(Scripted::new(|_| Reply1::Now(json(200, ANSWER))));
+    let mut svc = GenAiLayer::disabled().layer(attempt);
+    let res = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(chat("https://api.openai.com/v1/chat/completions", "gpt-4o"))
+        .await
+        .unwrap();
+    assert_eq!(read(res).await, ANSWER.as_bytes());
+    assert!(t.finished_spans().is_empty());
+    assert!(t.histograms().is_empty());
+}

@@ -35,6 +35,14 @@ impl<F> ResponseFuture<F> {
             operation: Some(operation),
         }
     }
+
+    /// A call the layer does not record (it is off).
+    pub(crate) fn passing(inner: F) -> Self {
+        ResponseFuture {
+            inner,
+            operation: None,
+        }
+    }
 }
 
 impl<F, RB, E> Future for ResponseFuture<F>
@@ -57,10 +65,13 @@ where
                 .map(|op| op.cx.clone().attach());
             ready!(this.inner.poll(cx))
         };
-        let mut operation = this
-            .operation
-            .take()
-            .expect("GenAi ResponseFuture polled after completion");
+        let Some(mut operation) = this.operation.take() else {
+            return Poll::Ready(
+                result
+                    .map(|response| response.map(|body| GenAiBody::new(body, None)))
+                    .map_err(Into::into),
+            );
+        };
         Poll::Ready(match result {
             Ok(response) => {
                 let read = operation.answered(&response);
@@ -116,6 +127,15 @@ impl<F> AttemptFuture<F> {
             served,
         }
     }
+
+    /// A call not recorded: no operation above it.
+    pub(crate) fn passing(inner: F) -> Self {
+        AttemptFuture {
+            inner,
+            span: None,
+            served: None,
+        }
+    }
 }
 
 impl<F, RB, E> Future for AttemptFuture<F>
@@ -128,10 +148,11 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let result = ready!(this.inner.poll(cx)).map_err(Into::into);
-        let mut span = this
-            .span
-            .take()
-            .expect("AttemptFuture polled after completion");
+        let Some(mut span) = this.span.take() else {
+            // Not recorded (or polled again after its answer, as the inner
+            // future was).
+            return Poll::Ready(result);
+        };
         let recording = span.is_recording();
         match &result {
             Ok(response) => {

@@ -23,7 +23,8 @@ pub const SCOPE_NAME: &str = "tower-levee";
 /// [module docs](super).
 #[derive(Clone)]
 pub struct GenAiLayer {
-    shared: Arc<Shared>,
+    /// `None` when off.
+    shared: Option<Arc<Shared>>,
 }
 
 impl GenAiLayer {
@@ -32,12 +33,20 @@ impl GenAiLayer {
     /// install them first.
     pub fn new() -> Self {
         GenAiLayer {
-            shared: Arc::new(Shared {
+            shared: Some(Arc::new(Shared {
                 tracer: Arc::new(opentelemetry::global::tracer(SCOPE_NAME)),
                 instruments: Instruments::new(&opentelemetry::global::meter(SCOPE_NAME)),
                 provider: None,
-            }),
+            })),
         }
+    }
+
+    /// A layer that records nothing and costs a branch a call: for a stack
+    /// whose type must not change with a setting (a server whose
+    /// configuration turns OpenTelemetry on or off). The methods below turn
+    /// it on.
+    pub fn disabled() -> Self {
+        GenAiLayer { shared: None }
     }
 
     /// Records spans through `tracer` (an SDK's, from its provider's
@@ -65,14 +74,18 @@ impl GenAiLayer {
     }
 
     fn with(self, change: impl FnOnce(&mut Shared)) -> Self {
+        let on = self
+            .shared
+            .or(GenAiLayer::new().shared)
+            .expect("new() is on");
         let mut shared = Shared {
-            tracer: Arc::clone(&self.shared.tracer),
-            instruments: self.shared.instruments.clone(),
-            provider: self.shared.provider.clone(),
+            tracer: Arc::clone(&on.tracer),
+            instruments: on.instruments.clone(),
+            provider: on.provider.clone(),
         };
         change(&mut shared);
         GenAiLayer {
-            shared: Arc::new(shared),
+            shared: Some(Arc::new(shared)),
         }
     }
 }
@@ -86,7 +99,11 @@ impl Default for GenAiLayer {
 impl fmt::Debug for GenAiLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GenAiLayer")
-            .field("provider", &self.shared.provider)
+            .field("on", &self.shared.is_some())
+            .field(
+                "provider",
+                &self.shared.as_ref().and_then(|s| s.provider.as_ref()),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -95,7 +112,7 @@ impl<S> Layer<S> for GenAiLayer {
     type Service = GenAi<S>;
 
     fn layer(&self, inner: S) -> GenAi<S> {
-        GenAi::new(inner, Arc::clone(&self.shared))
+        GenAi::new(inner, self.shared.clone())
     }
 }
 
@@ -105,7 +122,7 @@ impl<S> Layer<S> for GenAiLayer {
 /// Put it at the bottom of each failover target's stack, nearest the
 /// client, where the request's URI is the provider's. It also tells the
 /// operation above which target served it. A call with no operation above
-/// is recorded through the global tracer provider.
+/// (no [`GenAiLayer`], or one that is off) is not recorded.
 #[derive(Clone, Debug, Default)]
 pub struct AttemptLayer {
     target: Option<Cow<'static, str>>,

@@ -12,7 +12,6 @@ use tower_service::Service;
 
 use super::body::GenAiBody;
 use super::future::{AttemptFuture, ResponseFuture};
-use super::layer::SCOPE_NAME;
 use super::names::{self, ATTEMPT_SPAN, attr};
 use super::record::{Endpoint, Operation, Shared, Trail, UNKNOWN_PROVIDER};
 use crate::breaker::{RequestHead, ShadowProbe, default_scope};
@@ -23,11 +22,12 @@ use crate::error::BoxError;
 #[derive(Clone, Debug)]
 pub struct GenAi<S> {
     inner: S,
-    shared: Arc<Shared>,
+    /// `None` when the layer is off.
+    shared: Option<Arc<Shared>>,
 }
 
 impl<S> GenAi<S> {
-    pub(crate) fn new(inner: S, shared: Arc<Shared>) -> Self {
+    pub(crate) fn new(inner: S, shared: Option<Arc<Shared>>) -> Self {
         GenAi { inner, shared }
     }
 
@@ -62,7 +62,10 @@ where
     }
 
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
-        let operation = Operation::start(&self.shared, &mut req);
+        let Some(shared) = &self.shared else {
+            return ResponseFuture::passing(self.inner.call(req));
+        };
+        let operation = Operation::start(shared, &mut req);
         // Current for the call: the attempts below become its children.
         let future = {
             let _current = operation.recording.then(|| operation.cx.clone().attach());
@@ -124,19 +127,15 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
+        // An attempt is recorded under an operation only, through its tracer.
+        let Some(trail) = req.extensions().get::<Trail>().cloned() else {
+            return AttemptFuture::passing(self.inner.call(req));
+        };
         // A shadow probe is no caller's attempt: it is not counted.
         let shadow = req.extensions().get::<ShadowProbe>().is_some();
-        let trail = req.extensions().get::<Trail>().cloned();
-        let attempt = trail.as_ref().filter(|_| !shadow).map(Trail::next_attempt);
+        let attempt = (!shadow).then(|| trail.next_attempt());
         let endpoint = Endpoint::of(&req, self.provider.as_ref());
-        let global;
-        let tracer = match &trail {
-            Some(trail) => trail.tracer(),
-            None => {
-                global = opentelemetry::global::tracer(SCOPE_NAME);
-                &global
-            }
-        };
+        let tracer = trail.tracer();
         let mut span = tracer
             .span_builder(ATTEMPT_SPAN)
             .with_kind(SpanKind::Client)
@@ -172,9 +171,8 @@ where
             }
             span.set_attributes(attributes);
         }
-        let served = trail
-            .filter(|_| !shadow)
-            .map(|trail| (trail, attempt.unwrap_or(1), self.target.clone(), endpoint));
+        let served =
+            (!shadow).then(|| (trail, attempt.unwrap_or(1), self.target.clone(), endpoint));
         AttemptFuture::new(self.inner.call(req), span, served)
     }
 }
