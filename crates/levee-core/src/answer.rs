@@ -16,11 +16,13 @@
 //! | Bedrock Converse | — | — | `stopReason` | `usage.inputTokens`, `outputTokens` |
 //!
 //! An [`AnswerScanner`] is fed the body's bytes in chunks of any size. A
-//! server-sent-event stream is read event by event (each `data:` line is
-//! one chunk, `[DONE]` excepted) and never held; a plain JSON answer is
-//! kept, up to [`MAX_PLAIN`] bytes, and read once at its end. Anything
-//! else (a binary AWS event stream, an answer too long) is counted and
-//! otherwise passed over: no fact is better than a wrong one.
+//! server-sent-event stream is read event by event and never held; its
+//! chunks are the events that carry the model's output (a text or tool
+//! delta: not Anthropic's `message_start` or `ping`, not the Responses
+//! API's `response.created`), as Levee's stream watch counts first content.
+//! A plain JSON answer is kept, up to [`MAX_PLAIN`] bytes, and read once at
+//! its end. Anything else (a binary AWS event stream, a compressed body,
+//! an answer too long) is passed over: no fact is better than a wrong one.
 //!
 //! ```
 //! use levee_core::answer::AnswerScanner;
@@ -37,7 +39,7 @@
 //!     chunks += scan.feed(piece);
 //! }
 //! let facts = scan.finish();
-//! assert_eq!(chunks, 3);
+//! assert_eq!(chunks, 1, "the one event with output");
 //! assert_eq!(facts.id.as_deref(), Some("c-1"));
 //! assert_eq!(facts.model.as_deref(), Some("gpt-4o-2024-08-06"));
 //! assert_eq!(facts.finish_reasons, ["stop"]);
@@ -50,13 +52,14 @@ use std::fmt;
 
 use serde_core::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+use crate::classify::is_content;
 use crate::json::{Scalar, member_names, skip};
 
 /// The longest plain answer read whole; a longer one gives no facts.
 pub const MAX_PLAIN: usize = 1 << 20;
 
-/// The longest line of a stream read; a longer event gives no facts (it
-/// still counts as a chunk).
+/// The longest line of a stream read; a longer `data:` line gives no facts
+/// (it still counts as a chunk: only output runs that long).
 pub const MAX_LINE: usize = 256 << 10;
 
 /// The most finish reasons kept (one per choice or candidate).
@@ -116,6 +119,8 @@ pub struct AnswerScanner {
     /// A stream's line outgrew [`MAX_LINE`]: skipped to its end, and
     /// whether it is a `data:` line (a chunk).
     skipping: Option<bool>,
+    /// The current event's name (its `event:` line), up to 64 bytes.
+    event: Vec<u8>,
     facts: AnswerFacts,
     chunks: u64,
 }
@@ -138,6 +143,7 @@ impl AnswerScanner {
             pending: Vec::new(),
             overflowed: false,
             skipping: None,
+            event: Vec::new(),
             facts: AnswerFacts::default(),
             chunks: 0,
         }
@@ -201,7 +207,7 @@ impl AnswerScanner {
         }
     }
 
-    /// The stream's chunks so far (`data:` lines other than `[DONE]`).
+    /// The stream's chunks so far: its events that carry output.
     pub fn chunks(&self) -> u64 {
         self.chunks
     }
@@ -230,15 +236,31 @@ impl AnswerScanner {
 
     /// One line of a stream.
     fn line(&mut self, line: &[u8]) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            // An event ends: the next names itself anew.
+            self.event.clear();
+            return;
+        }
+        if let Some(name) = line.strip_prefix(b"event:") {
+            let name = name.strip_prefix(b" ").unwrap_or(name);
+            self.event.clear();
+            self.event.extend_from_slice(&name[..name.len().min(64)]);
+            return;
+        }
         let Some(data) = line.strip_prefix(b"data:") else {
             return;
         };
-        let data = data.strip_suffix(b"\r").unwrap_or(data);
         let data = data.strip_prefix(b" ").unwrap_or(data);
         if data == b"[DONE]" {
             return;
         }
-        self.chunks += 1;
+        if line.len() > MAX_LINE {
+            // As when it came in pieces: a chunk, unread.
+            self.chunks += 1;
+            return;
+        }
+        self.chunks += u64::from(is_content(&self.event, data));
         self.read(data);
     }
 
@@ -666,7 +688,7 @@ mod tests {
         );
         for piece in [1, 3, 64, body.len()] {
             let (facts, chunks) = scan("text/event-stream", body, piece);
-            assert_eq!(chunks, 4, "piece {piece}");
+            assert_eq!(chunks, 1, "piece {piece}: the one delta of output");
             assert_eq!(facts.id.as_deref(), Some("msg_1"));
             assert_eq!(facts.model.as_deref(), Some("claude-sonnet-4-5-20250929"));
             assert_eq!(facts.finish_reasons, ["end_turn"]);
@@ -708,7 +730,7 @@ mod tests {
             "data: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"model\":\"gpt-5\",\"status\":\"completed\",\"usage\":{\"input_tokens\":11,\"output_tokens\":7}}}\n\n",
         );
         let (facts, chunks) = scan("text/event-stream; charset=utf-8", body, 9);
-        assert_eq!(chunks, 2);
+        assert_eq!(chunks, 1, "the text delta; not the completed response");
         assert_eq!(facts.id.as_deref(), Some("resp_1"));
         assert_eq!(facts.model.as_deref(), Some("gpt-5"));
         assert_eq!(facts.usage.map(|u| (u.input, u.output)), Some((11, 7)));
@@ -748,10 +770,10 @@ mod tests {
         // A broken event among good ones loses only itself.
         let (facts, chunks) = scan(
             "text/event-stream",
-            "data: {oops\n\ndata: {\"model\":\"m\"}\n\ndata: [DONE]\n",
+            "data: {oops\n\ndata: {\"model\":\"m\",\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n",
             2,
         );
-        assert_eq!((facts.model.as_deref(), chunks), (Some("m"), 2));
+        assert_eq!((facts.model.as_deref(), chunks), (Some("m"), 1));
     }
 
     #[test]
@@ -769,7 +791,7 @@ mod tests {
         let mut chunks = s.feed(b"data: {\"pad\":\"");
         chunks += s.feed(&vec![b'a'; MAX_LINE]);
         chunks += s.feed(b"\"}\n\ndata: {\"model\":\"m\"}\n\n");
-        assert_eq!(chunks, 2);
+        assert_eq!(chunks, 1, "the long line; the short one has no output");
         assert_eq!(s.finish().model.as_deref(), Some("m"));
     }
 
@@ -781,7 +803,7 @@ mod tests {
                 "event: message_start\r\n",
                 "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"model\":\"c\\u002d4\",\"usage\":{\"input_tokens\":25}}}\r\n\r\n",
                 ": ping\n\n",
-                "data: {\"choices\":[{\"finish_reason\":\"stop\"}],\"usage\":{\"output_tokens\":15}}\n\n",
+                "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}],\"usage\":{\"output_tokens\":15}}\n\n",
                 "data: [DONE]\n\n",
             ).as_bytes();
             let mut whole = AnswerScanner::new(Some(b"text/event-stream"));
@@ -794,7 +816,7 @@ mod tests {
                 cut.feed(&body[at..p]);
                 at = p;
             }
-            proptest::prop_assert_eq!(cut.chunks(), 2);
+            proptest::prop_assert_eq!(cut.chunks(), 1);
             proptest::prop_assert_eq!(cut.finish(), whole.finish());
             proptest::prop_assert_eq!(whole.facts().model.as_deref(), Some("c-4"));
         }
@@ -803,7 +825,10 @@ mod tests {
     #[test]
     fn a_last_line_without_its_break_is_read_at_the_end() {
         let mut s = AnswerScanner::new(Some(b"text/event-stream"));
-        assert_eq!(s.feed(b"data: {\"model\":\"m\"}"), 0);
+        assert_eq!(
+            s.feed(b"data: {\"model\":\"m\",\"choices\":[{\"delta\":{\"content\":\"x\"}}]}"),
+            0
+        );
         assert_eq!(s.finish().model.as_deref(), Some("m"));
         assert_eq!(s.chunks(), 1);
     }

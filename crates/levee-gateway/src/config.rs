@@ -531,7 +531,7 @@ impl GatewayConfig {
                     format!("a second target named `{name}`"),
                 ));
             }
-            let base_url = parse_base_url(t.base_url.get_ref())
+            let base_url = parse_base_url(t.base_url.get_ref(), "api_key_env")
                 .map_err(|m| at(t.base_url.span(), key("base_url"), m))?;
             let (key_value, key_source) = match (&t.api_key_env, &t.api_key_file) {
                 (Some(_), Some(file)) => {
@@ -772,26 +772,9 @@ impl GatewayConfig {
         let otel = match raw.otel {
             None => None,
             Some(o) => {
-                let endpoint = o.endpoint.get_ref();
-                let uri: Uri = endpoint
-                    .parse()
-                    .ok()
-                    .filter(|u: &Uri| {
-                        matches!(u.scheme_str(), Some("http" | "https"))
-                            && u.host().is_some()
-                            && !u.authority().is_some_and(|a| a.as_str().contains('@'))
-                    })
-                    .ok_or_else(|| {
-                        at(
-                            o.endpoint.span(),
-                            "otel.endpoint".into(),
-                            format!(
-                                "{endpoint:?}: the collector's OTLP/HTTP base URL, http or https, \
-                                 with a host and no credentials (use headers_env), \
-                                 e.g. \"http://127.0.0.1:4318\""
-                            ),
-                        )
-                    })?;
+                // The collector's base URL, checked as a target's is.
+                let uri = parse_base_url(o.endpoint.get_ref(), "headers_env")
+                    .map_err(|e| at(o.endpoint.span(), "otel.endpoint".into(), e))?;
                 let metric_interval = o.metric_interval.unwrap_or(Duration::from_secs(60));
                 if metric_interval.is_zero() {
                     return Err(FileError::at(
@@ -923,27 +906,48 @@ const STANDARD_METHODS: [http::Method; 5] = [
 ];
 
 /// A target's `base_url`: `https://host[:port][/prefix]`, without a query.
-fn parse_base_url(text: &str) -> Result<Uri, String> {
+fn parse_base_url(text: &str, keys: &str) -> Result<Uri, String> {
+    let shown = redacted(text);
     let uri: Uri = text
         .parse()
-        .map_err(|e| format!("{text:?} is not a URL ({e})"))?;
+        .map_err(|e| format!("{shown:?} is not a URL ({e})"))?;
     match uri.scheme_str() {
         Some("http" | "https") => {}
         _ => {
             return Err(format!(
-                "{text:?}: the URL must start with https:// or http://"
+                "{shown:?}: the URL must start with https:// or http://"
             ));
         }
     }
     if uri.authority().is_none_or(|a| a.as_str().contains('@')) {
         return Err(format!(
-            "{text:?}: the URL needs a host, and no credentials (use api_key_env)"
+            "{shown:?}: the URL needs a host, and no credentials (use {keys})"
         ));
     }
     if uri.query().is_some() {
-        return Err(format!("{text:?}: the URL must not carry a query"));
+        return Err(format!("{shown:?}: the URL must not carry a query"));
     }
     Ok(uri)
+}
+
+/// A URL as an error may quote it: no userinfo, no query (either may hold
+/// a key).
+fn redacted(text: &str) -> String {
+    let (head, rest) = match text.find("://") {
+        Some(at) => text.split_at(at + 3),
+        None => ("", text),
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let host = match authority.rfind('@') {
+        Some(at) => format!("…@{}", &authority[at + 1..]),
+        None => authority.to_owned(),
+    };
+    let path = match path.find('?') {
+        Some(at) => format!("{}?…", &path[..at]),
+        None => path.to_owned(),
+    };
+    format!("{head}{host}{path}")
 }
 
 /// The key in `path`: its first line, trimmed.
@@ -972,6 +976,18 @@ fn merge(base: &mut toml::Table, over: toml::Table) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_url_an_error_quotes_has_no_userinfo_and_no_query() {
+        for (text, shown) in [
+            ("http://user:pw@c:4318/x", "http://…@c:4318/x"),
+            ("https://c/v1?key=k", "https://c/v1?…"),
+            ("c:4318?api_key=k", "c:4318?…"),
+            ("https://api.openai.com", "https://api.openai.com"),
+        ] {
+            assert_eq!(redacted(text), shown, "{text}");
+        }
+    }
 
     fn env() -> HashMap<String, String> {
         HashMap::from([

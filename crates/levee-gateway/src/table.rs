@@ -28,6 +28,7 @@ use crate::intern::intern;
 use crate::secret::Secret;
 use crate::spare::{self, StackId, StackIds};
 use crate::upstream::{ModelSpan, Payload, TargetRewrite, Upstream};
+use levee_core::classify::Dialect;
 use tower_levee::otel::{Attempt, AttemptLayer, GenAi, GenAiLayer, names};
 
 /// A route's stack for one API: the GenAI record (off without `[otel]`) →
@@ -36,18 +37,15 @@ use tower_levee::otel::{Attempt, AttemptLayer, GenAi, GenAiLayer, names};
 /// upstream call with its attempt timeout).
 pub(crate) type Stack = GenAi<ClientLimit<Retry<Failover<Payload, Incoming, Attempt<Upstream>>>>>;
 
-/// A target's `gen_ai.provider.name`: its host's, else its dialect's (a
-/// local or self-hosted endpoint speaking OpenAI's API is named `openai`).
+/// A target's `gen_ai.provider.name` where its host names none (a local
+/// or self-hosted endpoint): its dialect's.
 fn provider_name(target: &TargetConfig) -> &'static str {
-    target
-        .base_url
-        .host()
-        .and_then(names::provider_of_host)
-        .unwrap_or(match target.dialect {
-            TargetDialect::Azure => "azure.ai.openai",
-            TargetDialect::Anthropic => "anthropic",
-            TargetDialect::OpenAi => "openai",
-        })
+    let dialect = match target.dialect {
+        TargetDialect::OpenAi => Dialect::OpenAi,
+        TargetDialect::Azure => Dialect::Azure,
+        TargetDialect::Anthropic => Dialect::Anthropic,
+    };
+    names::provider_of_dialect(dialect).unwrap_or(names::UNKNOWN_PROVIDER)
 }
 
 /// One API of one route.

@@ -19,6 +19,10 @@ use support::{Gateway, Provider, Reply, check_config, post};
 const KEY: &str = "sk-client-otel";
 const COLLECTOR_KEY: &str = "collector-canary-7f3a";
 const CHAT: &str = r#"{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}"#;
+const STREAM: &str =
+    r#"{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+const STREAM_FIRST: &str = "data: {\"id\":\"c-s\",\"model\":\"gpt-4o-2024-08-06\",\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n";
+const STREAM_LAST: &str = "data: {\"id\":\"c-s\",\"choices\":[{\"delta\":{\"content\":\" there\"},\"finish_reason\":\"stop\"}]}\n\n";
 const ANSWER: &str = r#"{"id":"chatcmpl-9","model":"gpt-4o-2024-08-06","choices":[{"message":{"content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":7,"completion_tokens":3}}"#;
 
 /// One POST the collector received: its path, its `x-collector-key`, its body.
@@ -97,7 +101,18 @@ fn attribute(item: &Value, key: &str) -> Option<String> {
 async fn a_request_through_the_gateway_is_exported_as_a_genai_span_with_its_attempts_and_metrics() {
     let (collector, received) = collector().await;
     let down = Provider::always(Reply::json(503, r#"{"error":{"message":"down"}}"#)).await;
-    let up = Provider::always(Reply::json(200, ANSWER)).await;
+    // A stream when asked for one.
+    let up = Provider::start(|seen, _| {
+        if String::from_utf8_lossy(&seen.body).contains(r#""stream":true"#) {
+            Reply::sse(
+                &[STREAM_FIRST, STREAM_LAST, "data: [DONE]\n\n"],
+                Duration::from_millis(20),
+            )
+        } else {
+            Reply::json(200, ANSWER)
+        }
+    })
+    .await;
     let mut gw = Gateway::start(
         &config(&down.url(), &up.url(), collector),
         &[
@@ -109,6 +124,9 @@ async fn a_request_through_the_gateway_is_exported_as_a_genai_span_with_its_atte
     let answer = post(&gw.url("/v1/chat/completions"), KEY, CHAT).await;
     assert_eq!(answer.status, 200);
     assert_eq!(answer.header("x-levee-served-by"), Some("b"));
+    let streamed = post(&gw.url("/v1/chat/completions"), KEY, STREAM).await;
+    assert_eq!(streamed.status, 200);
+    assert!(streamed.text().contains("[DONE]"));
     // A stop exports what is left before the process ends.
     gw.signal("TERM");
     assert!(
@@ -142,7 +160,10 @@ async fn a_request_through_the_gateway_is_exported_as_a_genai_span_with_its_atte
         .collect();
     let operation = spans
         .iter()
-        .find(|s| s["name"] == "chat gpt-4o")
+        .find(|s| {
+            s["name"] == "chat gpt-4o"
+                && attribute(s, "gen_ai.response.id").as_deref() == Some("chatcmpl-9")
+        })
         .unwrap_or_else(|| panic!("the operation's span: {spans:#?}"));
     assert_eq!(operation["kind"], 3, "CLIENT");
     for (key, value) in [
@@ -159,14 +180,18 @@ async fn a_request_through_the_gateway_is_exported_as_a_genai_span_with_its_atte
     ] {
         assert_eq!(attribute(operation, key).as_deref(), Some(value), "{key}");
     }
-    let attempts: Vec<&&Value> = spans
-        .iter()
-        .filter(|s| s["name"] == "levee.attempt")
-        .collect();
-    assert_eq!(attempts.len(), 2, "one span per call");
-    for a in &attempts {
-        assert_eq!(a["parentSpanId"], operation["spanId"]);
-    }
+    let attempts = spans.iter().filter(|s| s["name"] == "levee.attempt");
+    assert_eq!(
+        attempts.clone().count(),
+        4,
+        "one span per call, two requests"
+    );
+    let children = attempts.filter(|a| a["parentSpanId"] == operation["spanId"]);
+    assert_eq!(
+        children.count(),
+        2,
+        "the request's two calls are its children"
+    );
     let metrics: Vec<String> = received
         .iter()
         .filter(|(p, ..)| p == "/v1/metrics")
@@ -183,7 +208,9 @@ async fn a_request_through_the_gateway_is_exported_as_a_genai_span_with_its_atte
         !gw.log().contains(COLLECTOR_KEY),
         "the collector's key is never logged"
     );
-    assert_eq!((down.calls(), up.calls()), (1, 1));
+    // One failure does not open a breaker: each request called the failing
+    // target first, then the one that served it.
+    assert_eq!((down.calls(), up.calls()), (2, 2));
 }
 
 #[test]
@@ -212,5 +239,6 @@ fn a_bad_otel_section_fails_naming_its_key() {
         let (code, stderr) = check_config(&format!("{base}{otel}"), &[("P_KEY", "k")]);
         assert_eq!(code, Some(2), "{otel}");
         assert!(stderr.contains(key), "{otel}: {stderr}");
+        assert!(!stderr.contains("canary"), "no credential quoted: {stderr}");
     }
 }

@@ -407,7 +407,7 @@ async fn a_failover_records_one_attempt_per_call_and_the_operation_names_who_ser
         .ready()
         .await
         .unwrap()
-        .call(chat("https://api.openai.com/v1/chat/completions", "gpt-4o"))
+        .call(chat("http://127.0.0.1:8080/v1/chat/completions", "gpt-4o"))
         .await
         .unwrap();
     read(res).await;
@@ -501,7 +501,8 @@ async fn a_stream_records_its_first_chunk_and_the_time_between_chunks() {
     let mut body = res.into_body();
     let events = [
         "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"model\":\"claude-sonnet-4-5-20250929\",\"usage\":{\"input_tokens\":25}}}\n\n",
-        "data: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"Hi\"}}\n\n",
+        "data: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n",
+        "data: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\" there\"}}\n\n",
         "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":15}}\n\n",
     ];
     for (i, event) in events.iter().enumerate() {
@@ -518,7 +519,8 @@ async fn a_stream_records_its_first_chunk_and_the_time_between_chunks() {
     assert_eq!(attr(span, "gen_ai.request.stream"), Some(Value::Bool(true)));
     assert_eq!(
         attr(span, "gen_ai.response.time_to_first_chunk"),
-        Some(Value::F64(0.5))
+        Some(Value::F64(0.55)),
+        "the first output, not message_start"
     );
     assert_eq!(
         attr_str(span, "gen_ai.provider.name").as_deref(),
@@ -536,13 +538,14 @@ async fn a_stream_records_its_first_chunk_and_the_time_between_chunks() {
     );
 
     let first = t.points("gen_ai.client.operation.time_to_first_chunk");
-    assert_eq!((first[0].count, first[0].sum), (1, 0.5));
+    assert_eq!(first[0].count, 1);
+    assert!((first[0].sum - 0.55).abs() < 1e-9, "{}", first[0].sum);
     let per = t.points("gen_ai.client.operation.time_per_output_chunk");
-    assert_eq!(per[0].count, 2, "every chunk after the first");
-    assert!((per[0].sum - 0.1).abs() < 1e-9, "{}", per[0].sum);
+    assert_eq!(per[0].count, 1, "every chunk of output after the first");
+    assert!((per[0].sum - 0.05).abs() < 1e-9, "{}", per[0].sum);
     let duration = t.points("gen_ai.client.operation.duration");
     assert!(
-        (duration[0].sum - 0.6).abs() < 1e-9,
+        (duration[0].sum - 0.65).abs() < 1e-9,
         "to the stream's end: {}",
         duration[0].sum
     );
@@ -860,4 +863,44 @@ async fn a_disabled_layer_and_an_attempt_with_no_operation_record_nothing() {
     assert_eq!(read(res).await, ANSWER.as_bytes());
     assert!(t.finished_spans().is_empty());
     assert!(t.histograms().is_empty());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_2xx_the_failover_rejects_does_not_name_the_target_that_served() {
+    let t = Telemetry::new();
+    let gate = Duration::from_secs(1);
+    // An empty 200 is a failure of its own: the failover goes on.
+    let empty = AttemptLayer::new()
+        .target("primary")
+        .layer(Scripted::new(|_| Reply1::Now(json(200, ""))));
+    let fallback = AttemptLayer::new()
+        .target("fallback")
+        .provider("anthropic")
+        .layer(Scripted::new(|_| Reply1::Now(json(200, ANSWER))));
+    let failover = Failover::builder()
+        .target(Target::new("primary", empty).breaker(breaker(gate, gate)))
+        .target(Target::new("fallback", fallback).breaker(breaker(gate, gate)))
+        .build()
+        .unwrap();
+    let mut svc = t.layer().layer(failover);
+    let res = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(chat("http://127.0.0.1:8080/v1/chat/completions", "gpt-4o"))
+        .await
+        .unwrap();
+    assert_eq!(read(res).await, ANSWER.as_bytes());
+    let spans = t.finished_spans();
+    let operation = spans.iter().find(|s| s.name == "chat gpt-4o").unwrap();
+    assert_eq!(
+        attr_str(operation, "levee.served_by").as_deref(),
+        Some("fallback")
+    );
+    assert_eq!(attr(operation, "levee.attempts"), Some(Value::I64(2)));
+    assert_eq!(
+        attr_str(operation, "gen_ai.provider.name").as_deref(),
+        Some("anthropic"),
+        "the provider of the attempt whose answer came back"
+    );
 }

@@ -171,5 +171,6 @@ pub use self::custom::{Rule, RuleBuilder, Rules};
 pub use self::dialect::Dialect;
 pub use self::provider::{ProviderClassifier, ProviderClassifierBuilder, answers_errors_with_200};
 pub use self::response::{Classify, HeadDecision, ResponseView};
+pub(crate) use self::stream::is_content;
 pub use self::stream::{StreamFormat, StreamScanner};
 pub use self::verdict::{Classification, Reason, StatedLimit, TransportFailure, Verdict};

@@ -38,8 +38,11 @@ impl<B> GenAiBody<B> {
         &mut self.inner
     }
 
-    /// The inner body, unwrapped (the operation ends here).
-    pub fn into_inner(self) -> B {
+    /// The inner body, unwrapped: the operation ends here, as answered.
+    pub fn into_inner(mut self) -> B {
+        if let Some(operation) = &mut self.operation {
+            operation.end(End::Answered);
+        }
         self.inner
     }
 }

@@ -15,7 +15,7 @@ use pin_project_lite::pin_project;
 
 use super::body::GenAiBody;
 use super::names::{self, attr};
-use super::record::{End, Endpoint, Operation, Served, Trail};
+use super::record::{AnswerOf, End, Endpoint, Operation, Served, Trail};
 use crate::error::{BoxError, Rejection};
 
 pin_project! {
@@ -55,16 +55,7 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let result = {
-            // Current while the inner future runs: attempts it starts are
-            // the operation's children.
-            let _current = this
-                .operation
-                .as_ref()
-                .filter(|op| op.recording)
-                .map(|op| op.cx.clone().attach());
-            ready!(this.inner.poll(cx))
-        };
+        let result = ready!(this.inner.poll(cx));
         let Some(mut operation) = this.operation.take() else {
             return Poll::Ready(
                 result
@@ -147,20 +138,21 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let result = ready!(this.inner.poll(cx)).map_err(Into::into);
+        let mut result = ready!(this.inner.poll(cx)).map_err(Into::into);
         let Some(mut span) = this.span.take() else {
             // Not recorded (or polled again after its answer, as the inner
             // future was).
             return Poll::Ready(result);
         };
         let recording = span.is_recording();
-        match &result {
+        match &mut result {
             Ok(response) => {
                 let status = response.status();
-                if let Some((trail, attempt, target, endpoint)) =
-                    this.served.take().filter(|_| status.is_success())
-                {
-                    trail.served(Served {
+                if let Some((trail, attempt, target, endpoint)) = this.served.take() {
+                    // The operation finds where its answer came from by
+                    // the attempt's number.
+                    response.extensions_mut().insert(AnswerOf(attempt));
+                    trail.answered(Served {
                         attempt,
                         target,
                         endpoint,

@@ -56,7 +56,7 @@ pub mod attr {
     pub const LEVEE_RETRY_AFTER: &str = "levee.retry_after";
     /// The failover target that answered.
     pub const LEVEE_SERVED_BY: &str = "levee.served_by";
-    /// The calls the request made.
+    /// The calls the request made (shadow probes' copies not counted).
     pub const LEVEE_ATTEMPTS: &str = "levee.attempts";
     /// Whether a target other than the first in order answered.
     pub const LEVEE_FALLBACK: &str = "levee.fallback";
@@ -67,6 +67,9 @@ pub mod attr {
     /// Whether an attempt was a shadow probe's copy (not counted).
     pub const LEVEE_SHADOW_PROBE: &str = "levee.shadow_probe";
 }
+
+/// `gen_ai.provider.name` where neither the host nor the layer names one.
+pub const UNKNOWN_PROVIDER: &str = "_OTHER";
 
 /// The name of an attempt's span.
 pub const ATTEMPT_SPAN: &str = "levee.attempt";

@@ -20,8 +20,7 @@ use crate::error::{BoxError, Rejection};
 use crate::failover::ServedBy;
 use crate::failover::future::error_verdict;
 
-/// The provider name used when neither the layer nor the host names one.
-pub(crate) const UNKNOWN_PROVIDER: &str = "_OTHER";
+use super::names::UNKNOWN_PROVIDER;
 
 /// The four histograms of the conventions' client metrics.
 #[derive(Clone, Debug)]
@@ -81,8 +80,8 @@ pub(crate) struct Endpoint {
 }
 
 impl Endpoint {
-    /// The endpoint of `req`, named `provider` where the layer was told,
-    /// else by its host.
+    /// The endpoint of `req`: its host and port, the provider its host
+    /// names, else `provider` (the layer's, for a host that names none).
     pub(crate) fn of<B>(req: &Request<B>, provider: Option<&Cow<'static, str>>) -> Self {
         let uri = req.uri();
         // Parsed once: each `host()` reads the authority again.
@@ -98,12 +97,25 @@ impl Endpoint {
             Some("http") => Some(80),
             _ => None,
         });
-        let provider = provider
-            .cloned()
-            .or_else(|| names::provider_of_host(host).map(Cow::Borrowed));
+        let provider = names::provider_of_host(host)
+            .map(Cow::Borrowed)
+            .or_else(|| provider.cloned());
         Endpoint {
             provider,
             address: Some(StringValue::from(Arc::<str>::from(host))),
+            port,
+        }
+    }
+
+    /// This endpoint, each field it lacks taken from `other`.
+    fn or(self, other: Endpoint) -> Endpoint {
+        let (address, port) = match self.address {
+            Some(address) => (Some(address), self.port),
+            None => (other.address, other.port),
+        };
+        Endpoint {
+            provider: self.provider.or(other.provider),
+            address,
             port,
         }
     }
@@ -118,11 +130,14 @@ pub(crate) struct Trail(Arc<TrailInner>);
 struct TrailInner {
     /// The operation's tracer: its attempts' spans go to the same place.
     tracer: Arc<BoxedTracer>,
+    /// The operation's span, its attempts' parent.
+    cx: Context,
     attempts: AtomicU32,
-    served: Mutex<Option<Served>>,
+    /// The attempts that answered, each with where it was sent.
+    answers: Mutex<Vec<Served>>,
 }
 
-/// The attempt that answered.
+/// An attempt that answered.
 #[derive(Clone, Debug)]
 pub(crate) struct Served {
     pub(crate) attempt: u32,
@@ -130,18 +145,33 @@ pub(crate) struct Served {
     pub(crate) endpoint: Endpoint,
 }
 
+/// The number of the attempt an answer came from, in the answer's
+/// extensions: the operation finds its target by it (a failover may have
+/// had other answers, refused or raced).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AnswerOf(pub(crate) u32);
+
+/// The most answers a trail keeps (a failover calls at most 64 targets).
+const MAX_ANSWERS: usize = 64;
+
 impl Trail {
-    fn new(tracer: Arc<BoxedTracer>) -> Self {
+    fn new(tracer: Arc<BoxedTracer>, cx: Context) -> Self {
         Trail(Arc::new(TrailInner {
             tracer,
+            cx,
             attempts: AtomicU32::new(0),
-            served: Mutex::new(None),
+            answers: Mutex::new(Vec::new()),
         }))
     }
 
     /// The operation's tracer.
     pub(crate) fn tracer(&self) -> &BoxedTracer {
         &self.0.tracer
+    }
+
+    /// The operation's span, as its attempts' parent.
+    pub(crate) fn parent(&self) -> &Context {
+        &self.0.cx
     }
 
     /// The next attempt's number, from 1.
@@ -152,22 +182,22 @@ impl Trail {
             .saturating_add(1)
     }
 
-    /// Notes the attempt that answered: the first to, where a hedge raced it.
-    pub(crate) fn served(&self, served: Served) {
-        let mut slot = self.0.served.lock().unwrap_or_else(|p| p.into_inner());
-        slot.get_or_insert(served);
+    /// Notes an attempt that answered.
+    pub(crate) fn answered(&self, served: Served) {
+        let mut answers = self.0.answers.lock().unwrap_or_else(|p| p.into_inner());
+        if answers.len() < MAX_ANSWERS {
+            answers.push(served);
+        }
     }
 
     fn attempts(&self) -> u32 {
         self.0.attempts.load(Ordering::Relaxed)
     }
 
-    fn take_served(&self) -> Option<Served> {
-        self.0
-            .served
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
+    /// The answer of attempt `n`.
+    fn answer(&self, n: u32) -> Option<Served> {
+        let answers = self.0.answers.lock().unwrap_or_else(|p| p.into_inner());
+        answers.iter().find(|s| s.attempt == n).cloned()
     }
 }
 
@@ -199,7 +229,11 @@ pub(crate) struct Operation {
     status: Option<StatusCode>,
     /// The answer's verdict, once it came.
     verdict: &'static str,
+    /// The failover's record of the target that answered, where the answer
+    /// carries it.
     served_by: Option<ServedBy>,
+    /// The target that answered, as its attempt named it.
+    served_target: Option<Cow<'static, str>>,
     scanner: Option<AnswerScanner>,
     /// A stream's chunk metrics: their attributes (built at the first
     /// chunk) and when the last chunk came.
@@ -217,8 +251,6 @@ impl Operation {
             .filter(|m| !m.is_empty())
             .map(|m| StringValue::from(Arc::<str>::from(m)));
         let endpoint = Endpoint::of(req, shared.provider.as_ref());
-        let trail = Trail::new(Arc::clone(&shared.tracer));
-        req.extensions_mut().insert(trail.clone());
         // The attributes sampling may read are given at the start; the
         // provider and server are the target's that serves, known at the
         // end (a failover may not serve from the URI the request named).
@@ -239,6 +271,8 @@ impl Operation {
             .start(&*shared.tracer);
         let cx = Context::current_with_span(span);
         let recording = cx.span().is_recording();
+        let trail = Trail::new(Arc::clone(&shared.tracer), cx.clone());
+        req.extensions_mut().insert(trail.clone());
         Box::new(Operation {
             shared: Arc::clone(shared),
             cx,
@@ -251,6 +285,7 @@ impl Operation {
             status: None,
             verdict: Verdict::Success.as_str(),
             served_by: None,
+            served_target: None,
             scanner: None,
             chunks: None,
             ended: false,
@@ -263,12 +298,25 @@ impl Operation {
         let status = response.status();
         self.status = Some(status);
         self.served_by = response.extensions().get::<ServedBy>().copied();
+        // Where it was served: the attempt the answer came from, each field
+        // it does not know from the request's own.
+        if let Some(AnswerOf(n)) = response.extensions().get::<AnswerOf>().copied()
+            && let Some(served) = self.trail.answer(n)
+        {
+            self.endpoint = served.endpoint.or(std::mem::take(&mut self.endpoint));
+            self.served_target = served.target;
+        }
         let classification = response.extensions().get::<Classification>();
         let verdict = classification.map_or(Verdict::Success, |c| c.verdict);
-        let content_type = response
-            .headers()
+        let headers = response.headers();
+        // A compressed body is not read (its bytes are not JSON).
+        let encoded = headers
+            .get(http::header::CONTENT_ENCODING)
+            .is_some_and(|e| !e.as_bytes().eq_ignore_ascii_case(b"identity"));
+        let content_type = headers
             .get(http::header::CONTENT_TYPE)
-            .map(|v| v.as_bytes());
+            .map(|v| v.as_bytes())
+            .filter(|_| !encoded);
         let scanner = AnswerScanner::new(content_type);
         if self.recording {
             let span = self.cx.span();
@@ -354,19 +402,13 @@ impl Operation {
             .map(|s| s.finish().clone())
             .unwrap_or_default();
         // Who served: the failover's own record where the answer carries
-        // it, else what the attempts below wrote on the trail.
-        let served = self.trail.take_served();
-        let (served_by, attempts): (Option<Cow<'static, str>>, u32) =
-            match (self.served_by, &served) {
-                (Some(s), _) => (Some(Cow::Borrowed(s.target)), s.attempt),
-                (None, Some(s)) => (s.target.clone(), s.attempt),
-                (None, None) => (None, self.trail.attempts()),
-            };
-        if let Some(served) = served
-            && (served.endpoint.provider.is_some() || served.endpoint.address.is_some())
-        {
-            self.endpoint = served.endpoint;
-        }
+        // it, else the attempt the answer came from; and how many calls
+        // the request made.
+        let served_by = match self.served_by {
+            Some(s) => Some(Cow::Borrowed(s.target)),
+            None => self.served_target.take(),
+        };
+        let attempts = self.trail.attempts();
         let mut levee = Vec::new();
         if self.recording {
             if let Some(target) = served_by {
@@ -532,7 +574,7 @@ fn metric_attributes(
         attrs.push(KeyValue::new(attr::RESPONSE_MODEL, model.clone()));
     }
     if let Some(address) = &endpoint.address {
-        attrs.push(KeyValue::new(attr::SERVER_ADDRESS, address.to_string()));
+        attrs.push(KeyValue::new(attr::SERVER_ADDRESS, address.clone()));
         if let Some(port) = endpoint.port {
             attrs.push(KeyValue::new(attr::SERVER_PORT, i64::from(port)));
         }

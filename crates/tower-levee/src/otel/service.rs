@@ -12,8 +12,9 @@ use tower_service::Service;
 
 use super::body::GenAiBody;
 use super::future::{AttemptFuture, ResponseFuture};
+use super::names::UNKNOWN_PROVIDER;
 use super::names::{self, ATTEMPT_SPAN, attr};
-use super::record::{Endpoint, Operation, Shared, Trail, UNKNOWN_PROVIDER};
+use super::record::{Endpoint, Operation, Shared, Trail};
 use crate::breaker::{RequestHead, ShadowProbe, default_scope};
 use crate::error::BoxError;
 
@@ -66,12 +67,7 @@ where
             return ResponseFuture::passing(self.inner.call(req));
         };
         let operation = Operation::start(shared, &mut req);
-        // Current for the call: the attempts below become its children.
-        let future = {
-            let _current = operation.recording.then(|| operation.cx.clone().attach());
-            self.inner.call(req)
-        };
-        ResponseFuture::new(future, operation)
+        ResponseFuture::new(self.inner.call(req), operation)
     }
 }
 
@@ -136,10 +132,12 @@ where
         let attempt = (!shadow).then(|| trail.next_attempt());
         let endpoint = Endpoint::of(&req, self.provider.as_ref());
         let tracer = trail.tracer();
+        // The operation's child, wherever the call runs (a shadow probe's
+        // copy runs in a task of its own).
         let mut span = tracer
             .span_builder(ATTEMPT_SPAN)
             .with_kind(SpanKind::Client)
-            .start(tracer);
+            .start_with_context(tracer, trail.parent());
         if span.is_recording() {
             let mut attributes = Vec::with_capacity(10);
             attributes.push(KeyValue::new(

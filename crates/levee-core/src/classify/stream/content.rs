@@ -28,7 +28,7 @@ use super::head::head_type;
 
 /// Whether an event named `name` (empty for none) with JSON `data` carries
 /// the model's output.
-pub(super) fn is_content(name: &[u8], data: &[u8]) -> bool {
+pub(crate) fn is_content(name: &[u8], data: &[u8]) -> bool {
     if !name.is_empty() {
         return is_delta_name(name);
     }

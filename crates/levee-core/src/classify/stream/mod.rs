@@ -29,6 +29,8 @@ use self::event::{Ctx, Signal};
 use self::eventstream::Frames;
 #[cfg(test)]
 pub(crate) use self::eventstream::tests as eventstream_tests;
+// What counts as a stream's output, for the readers of an answer too.
+pub(crate) use self::content::is_content;
 use self::framing::{Depth, Docs, Lines, MAX_PIECE, push_capped};
 use super::dialect::Dialect;
 use super::headers;
