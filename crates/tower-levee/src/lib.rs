@@ -64,6 +64,7 @@
 //! | `async-openai` | `tower_levee::async_openai::OpenAiService`: a Levee stack under `async_openai::Client::with_http_service` |
 //! | `metrics` | `tower_levee::metrics::MetricsReporter`: every layer's state and counters through the `metrics` facade |
 //! | `axum` | `tower_levee::axum`: every Levee error as a `429`/`503` JSON response with `Retry-After`, a health handler, the console (turns on `serde`) |
+//! | `aws` | `tower_levee::aws::AwsHttpClient`: a Levee stack as the AWS SDK's HTTP client, for Bedrock's runtime SDK (needs Rust 1.94.1, as the SDK does) |
 //! | `otel` | `tower_levee::otel`: OpenTelemetry's GenAI spans and metrics, through the OpenTelemetry API, with Levee's verdicts, refusals and failover under `levee.*` |
 //! | `api` | `tower_levee::api`: refusals and errors in an OpenAI or Anthropic API's own shape, for a server that speaks one; a request body read within a cap |
 //!
@@ -114,11 +115,18 @@ pub use levee_core as core;
 pub mod deps {
     #[cfg(feature = "async-openai")]
     pub use async_openai;
+    #[cfg(feature = "aws")]
+    pub use aws_smithy_runtime_api;
+    #[cfg(feature = "aws")]
+    pub use aws_smithy_types;
     #[cfg(feature = "axum")]
     pub use axum;
     pub use bytes;
     pub use http;
     pub use http_body;
+    // The `aws` client takes a stack of `http::Request<Full<Bytes>>`.
+    #[cfg(feature = "aws")]
+    pub use http_body_util;
     pub use levee_core;
     #[cfg(feature = "otel")]
     pub use opentelemetry;
@@ -140,6 +148,8 @@ pub mod deps {
 pub mod api;
 #[cfg(feature = "async-openai")]
 pub mod async_openai;
+#[cfg(feature = "aws")]
+pub mod aws;
 #[cfg(feature = "axum")]
 pub mod axum;
 pub mod breaker;

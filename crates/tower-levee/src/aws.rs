@@ -1,0 +1,222 @@
+//! A Levee stack as the AWS SDK's HTTP client (feature `aws`): Bedrock
+//! through `aws-sdk-bedrockruntime`, with Levee deciding every call.
+//!
+//! The AWS SDK sends through any `HttpClient`
+//! (`aws_smithy_runtime_api::client::http`), set on a service's config
+//! with `.http_client(..)`. [`AwsHttpClient`] is one over a tower service
+//! of `http::Request<Full<Bytes>>`: a Levee stack over hyper, say. The SDK
+//! signs each request (SigV4) for one region's host before handing it
+//! over, so inside the client Levee gates, parks, breaks, budgets and
+//! bounds, but never sends the request elsewhere: a signature is for its
+//! host. Fail over across regions or providers above the SDK, one client
+//! per region.
+//!
+//! Two SDK settings keep a single decider:
+//! - **`RetryConfig::disabled()`**: the SDK's own retries (standard or
+//!   adaptive) would be a second retry loop around Levee's, each blind to
+//!   the other's budget.
+//! - **stalled-stream protection**: the SDK's, on by default, fails a
+//!   stream that sends nothing for its grace period (5 s). Levee's stream
+//!   watch does the same with its `stall_timeout` and also tells the
+//!   breaker; keep the SDK's grace period longer than Levee's timeout, or
+//!   turn it off (`StalledStreamProtectionConfig::disabled()`), so that
+//!   Levee's is the one that fires.
+//!
+//! Bedrock names the model in the path (`/model/{id}/converse`), so the
+//! breaker's default scopes are per region host (the failure domain) and
+//! per model (the throttle gate). A `ConverseStream` whose event stream
+//! carries an exception (`throttlingException`, `modelStreamErrorException`,
+//! `serviceUnavailableException`) is classified by the stream watch, as
+//! any other stream.
+//!
+//! A request body must be in memory (Bedrock's are JSON): a streaming
+//! upload could not be sent twice, so it is refused with a
+//! `ConnectorError` of kind user. Levee's refusals reach the caller as the
+//! SDK's dispatch failure, the Levee error as its source: find it with
+//! [`Rejection::find`](crate::error::Rejection::find).
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use bytes::Bytes;
+//! use http_body_util::Full;
+//! use hyper_util::client::legacy::Client;
+//! use hyper_util::rt::TokioExecutor;
+//! use tower::ServiceBuilder;
+//! use tower_levee::aws::AwsHttpClient;
+//! use tower_levee::{BreakerLayer, BulkheadLayer, RetryBudgetLayer};
+//!
+//! # fn build() {
+//! // A hyper client with TLS (hyper-rustls) in a real program.
+//! let hyper = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+//! let stack = ServiceBuilder::new()
+//!     .layer(RetryBudgetLayer::with_defaults())
+//!     .layer(BulkheadLayer::named("bedrock-us-east-1", 64))
+//!     .layer(BreakerLayer::new())
+//!     .timeout(Duration::from_secs(60))
+//!     .service(hyper);
+//! let http_client = AwsHttpClient::new(stack);
+//! // aws_sdk_bedrockruntime::Config::builder()
+//! //     .http_client(http_client)
+//! //     .retry_config(RetryConfig::disabled())
+//! //     ...
+//! # let _ = http_client;
+//! # }
+//! ```
+
+use std::fmt;
+
+use aws_smithy_runtime_api::client::http::{
+    HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpConnector,
+};
+use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, HttpResponse};
+use aws_smithy_runtime_api::client::result::ConnectorError;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::body::SdkBody;
+use aws_smithy_types::retry::ErrorKind;
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::Full;
+use levee_core::classify::TransportFailure;
+use tower::ServiceExt;
+use tower_service::Service;
+
+use crate::error::{BoxError, RefusalKind, Rejection, transport_failure};
+
+/// A tower service (a Levee stack over an HTTP client) as the AWS SDK's
+/// HTTP client. See the [module docs](self).
+#[derive(Clone)]
+pub struct AwsHttpClient<S> {
+    service: S,
+}
+
+impl<S> AwsHttpClient<S> {
+    /// The SDK's client over `service`.
+    pub fn new(service: S) -> Self {
+        AwsHttpClient { service }
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.service
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.service
+    }
+
+    /// The inner service, unwrapped.
+    pub fn into_inner(self) -> S {
+        self.service
+    }
+}
+
+impl<S> fmt::Debug for AwsHttpClient<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AwsHttpClient").finish_non_exhaustive()
+    }
+}
+
+impl<S, RB> HttpClient for AwsHttpClient<S>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<RB>> + Clone + Send + Sync + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    RB: http_body::Body<Data = Bytes> + Send + Sync + 'static,
+    RB::Error: Into<BoxError>,
+{
+    fn http_connector(
+        &self,
+        _settings: &HttpConnectorSettings,
+        _components: &RuntimeComponents,
+    ) -> SharedHttpConnector {
+        // The stack's own timeouts govern: the SDK's connector settings
+        // (connect and read timeouts) are for a client that has none.
+        SharedHttpConnector::new(Connector {
+            service: self.service.clone(),
+        })
+    }
+}
+
+/// What the SDK calls for each request.
+#[derive(Clone)]
+struct Connector<S> {
+    service: S,
+}
+
+impl<S> fmt::Debug for Connector<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connector").finish_non_exhaustive()
+    }
+}
+
+impl<S, RB> HttpConnector for Connector<S>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<RB>> + Clone + Send + Sync + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    RB: http_body::Body<Data = Bytes> + Send + Sync + 'static,
+    RB::Error: Into<BoxError>,
+{
+    fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+        let service = self.service.clone();
+        HttpConnectorFuture::new(async move {
+            let request = request
+                .try_into_http1x()
+                .map_err(|e| ConnectorError::user(e.into()))?;
+            let (parts, body) = request.into_parts();
+            let Some(bytes) = body.bytes() else {
+                return Err(ConnectorError::user(
+                    "a streaming request body: Levee's AWS client sends bodies held in \
+                     memory (one it could send again)"
+                        .into(),
+                ));
+            };
+            let request = Request::from_parts(parts, Full::new(Bytes::copy_from_slice(bytes)));
+            let response = service
+                .oneshot(request)
+                .await
+                .map_err(|e| connector_error(e.into()))?;
+            let response = response.map(|body| {
+                SdkBody::from_body_1_x(http_body_util::BodyExt::map_err(body, Into::into))
+            });
+            HttpResponse::try_from(response).map_err(|e| ConnectorError::other(e.into(), None))
+        })
+    }
+}
+
+/// The SDK's kind of `err`: a refusal as what it stands for (a throttle,
+/// an outage), a transport failure as a timeout or an I/O error.
+fn connector_error(err: BoxError) -> ConnectorError {
+    if let Some(rejection) = Rejection::find(&*err) {
+        let kind = match rejection.kind() {
+            RefusalKind::Throttled | RefusalKind::ClientLimit => ErrorKind::ThrottlingError,
+            RefusalKind::Parked => ErrorKind::ClientError,
+            _ => ErrorKind::TransientError,
+        };
+        return ConnectorError::other(err, Some(kind));
+    }
+    match transport_failure(&*err) {
+        TransportFailure::Timeout => ConnectorError::timeout(err),
+        TransportFailure::Connect | TransportFailure::Reset => ConnectorError::io(err),
+        _ => ConnectorError::other(err, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_is_the_sdks_kind_of_what_it_stands_for() {
+        let throttled: BoxError = Box::new(crate::breaker::Throttled::new(
+            "bedrock-runtime.us-east-1.amazonaws.com/m",
+            std::time::Duration::from_secs(1),
+        ));
+        let e = connector_error(throttled);
+        assert!(e.is_other());
+        assert_eq!(e.as_other(), Some(ErrorKind::ThrottlingError));
+        let timeout: BoxError = Box::new(std::io::Error::from(std::io::ErrorKind::TimedOut));
+        assert!(connector_error(timeout).is_timeout());
+    }
+}
