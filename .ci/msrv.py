@@ -77,6 +77,15 @@ def main():
             ids = {d["pkg"] for d in nodes[lib]["deps"] if packages[d["pkg"]]["name"] in names}
             skip.setdefault(lib, set()).update(ids)
             apart.append((f"{crate}/{feature}", msrv, ids))
+    # Another library turning such a feature on would take its MSRV too.
+    for p in meta["packages"]:
+        if p["name"] not in LIBRARIES:
+            continue
+        for dep in p["dependencies"]:
+            for feature in FEATURE_MSRV.get(dep["name"], {}):
+                if feature in dep.get("features", []):
+                    print(f"{p['name']} turns on {dep['name']}/{feature}, which needs a newer Rust")
+                    sys.exit(1)
     seen = reach(list(libraries.values()), nodes, skip)
     failed = False
     for name, v, rv in newer_than(seen, packages, declared):

@@ -9,7 +9,9 @@
 //! 1. `Converse`: a `429 ThrottlingException`, then the account's cap, a
 //!    `400 ServiceQuotaExceededException` (Bedrock's own throttle for a
 //!    quota); each closes Levee's gate for the model's scope, and Levee's
-//!    retry waits it out and calls again: served. Three calls.
+//!    retry waits it out and calls again: served, after 6.5 s (past the
+//!    SDK's 5-s stall grace, which watches the request's upload: Levee's
+//!    client reads it whole). Three calls.
 //! 2. `ConverseStream` whose `throttlingException` frame comes before the
 //!    caller has seen any output: Levee holds a stream until its first
 //!    output, so it reads the exception first, gates the scope and sends
@@ -18,8 +20,8 @@
 //! 3. `ConverseStream` whose output reaches the caller, then the
 //!    exception: no one may send it again unseen, so the caller gets the
 //!    SDK's error, and Levee's stream watch gates the scope. One call.
-//! 4. `ConverseStream` again: held by the closed gate, sent by Levee's
-//!    retry once it reopens, served whole. One call.
+//! 4. `ConverseStream` again: sent once the gate reopens (Levee's retry
+//!    waits it out while it is closed), served whole. One call.
 //!
 //! Run with `cargo run -p examples --example aws_bedrock`.
 
@@ -31,9 +33,7 @@ use std::time::Duration;
 
 use aws_sdk_bedrockruntime::Client as Bedrock;
 use aws_sdk_bedrockruntime::config::retry::RetryConfig;
-use aws_sdk_bedrockruntime::config::{
-    BehaviorVersion, Credentials, Region, StalledStreamProtectionConfig,
-};
+use aws_sdk_bedrockruntime::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_bedrockruntime::types::{
     ContentBlock, ConversationRole, ConverseStreamOutput, Message,
 };
@@ -72,6 +72,8 @@ async fn main() -> Result<(), BoxError> {
                 .default_wait(Duration::from_millis(300))
                 .build()?,
         )
+        // A stream silent for 3 s fails, and tells the breaker.
+        .stall_timeout(Duration::from_secs(3))
         .on_event(print_event)
         .build()?;
     let health = breaker.handle();
@@ -94,10 +96,9 @@ async fn main() -> Result<(), BoxError> {
         ))
         .endpoint_url(format!("http://{addr}"))
         .http_client(AwsHttpClient::new(stack))
-        // One retry loop: Levee's.
+        // One retry loop: Levee's. (The SDK's stalled-stream protection
+        // stays on, with its 5-s grace; Levee's stall timeout is shorter.)
         .retry_config(RetryConfig::disabled())
-        // Levee's stream watch times a stalled stream (and tells the breaker).
-        .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
         .build();
     let bedrock = Bedrock::from_conf(config);
     let message = Message::builder()
@@ -192,11 +193,21 @@ async fn fake_bedrock() -> std::io::Result<(SocketAddr, Arc<AtomicUsize>)> {
             let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
                 let n = counted.fetch_add(1, Ordering::SeqCst);
                 let streaming = req.uri().path().ends_with("/converse-stream");
-                assert!(
-                    req.headers().contains_key("authorization"),
-                    "the SDK signed the request"
-                );
-                async move { Ok::<_, Infallible>(answer(n, streaming)) }
+                let signed = req.headers().contains_key("authorization");
+                async move {
+                    if !signed {
+                        return Ok(Response::builder()
+                            .status(403)
+                            .body(Full::new(Bytes::from_static(b"unsigned")).boxed_unsync())
+                            .unwrap());
+                    }
+                    if n == 2 {
+                        // Longer than the SDK's 5-s stall grace: its upload
+                        // check must have seen the request body read.
+                        tokio::time::sleep(Duration::from_millis(6_500)).await;
+                    }
+                    Ok::<_, Infallible>(answer(n, streaming))
+                }
             });
             tokio::spawn(async move {
                 let _ = hyper::server::conn::http1::Builder::new()
@@ -277,9 +288,14 @@ fn answer(n: usize, streaming: bool) -> Response<Body> {
             None,
             r#"{"output":{"message":{"role":"assistant","content":[{"text":"Hi there"}]}},"stopReason":"end_turn","usage":{"inputTokens":5,"outputTokens":2,"totalTokens":7},"metrics":{"latencyMs":12}}"#,
         ),
-        // The exception in the same read as the output: before the caller
-        // has seen any of it.
-        (3, true) => event_stream(&[started(), vec![throttled()]].concat(), &[]),
+        // The exception before any output.
+        (3, true) => event_stream(
+            &[
+                event("messageStart", r#"{"role":"assistant"}"#),
+                throttled(),
+            ],
+            &[],
+        ),
         // The output first; the exception 200 ms later, after the caller
         // has read it.
         (5, true) => event_stream(&started(), &[throttled()]),

@@ -11,16 +11,33 @@
 //! host. Fail over across regions or providers above the SDK, one client
 //! per region.
 //!
-//! Two SDK settings keep a single decider:
+//! The feature needs Rust 1.94.1, as the AWS SDK's crates do (the rest of
+//! this crate needs 1.88).
+//!
+//! SDK settings that keep one decider:
 //! - **`RetryConfig::disabled()`**: the SDK's own retries (standard or
 //!   adaptive) would be a second retry loop around Levee's, each blind to
-//!   the other's budget.
+//!   the other's budget. The client warns (`tracing`, at construction) when
+//!   they are on. Levee's refusals reach the SDK as client errors, so that
+//!   even then it does not retry what Levee settled.
 //! - **stalled-stream protection**: the SDK's, on by default, fails a
-//!   stream that sends nothing for its grace period (5 s). Levee's stream
-//!   watch does the same with its `stall_timeout` and also tells the
-//!   breaker; keep the SDK's grace period longer than Levee's timeout, or
-//!   turn it off (`StalledStreamProtectionConfig::disabled()`), so that
-//!   Levee's is the one that fires.
+//!   download that sends nothing for its grace period (5 s). Levee's stream
+//!   watch does the same with `BreakerLayerBuilder::stall_timeout` (off by
+//!   default) and also tells the breaker; set it below the SDK's grace, or
+//!   set it and turn the SDK's off (`StalledStreamProtectionConfig`). The
+//!   upload side needs nothing: the client reads the request body to its
+//!   end before the stack sends it.
+//! - **timeouts**: the stack's own (a `tower::timeout` per attempt, the
+//!   retry budget's deadline) govern each call; the SDK's connector
+//!   settings (connect and read timeouts) are not applied, while its
+//!   `operation_timeout` and `operation_attempt_timeout` bound Levee's
+//!   whole loop, gate waits included.
+//! - **signatures expire**: Levee sends again a request the SDK signed
+//!   once. AWS refuses a signature older than about five minutes (and an
+//!   STS session token past its expiry) as a credential error, which counts
+//!   toward opening the region's breaker: keep a call's whole time, retries
+//!   and gate waits included, well under that (the SDK's
+//!   `operation_timeout`, or the retry layer's deadline).
 //!
 //! Bedrock names the model in the path (`/model/{id}/converse`), so the
 //! breaker's default scopes are per region host (the failure domain) and
@@ -29,9 +46,11 @@
 //! `serviceUnavailableException`) is classified by the stream watch, as
 //! any other stream.
 //!
-//! A request body must be in memory (Bedrock's are JSON): a streaming
-//! upload could not be sent twice, so it is refused with a
-//! `ConnectorError` of kind user. Levee's refusals reach the caller as the
+//! A request body must be one the SDK can give again (Bedrock's are JSON in
+//! memory): a streaming upload could not be sent twice, so it is refused
+//! with a `ConnectorError` of kind user. The service must be `Sync` as
+//! well as `Clone` (the SDK shares its client between tasks): box a stack
+//! as a `tower::util::BoxCloneSyncService`. Levee's refusals reach the caller as the
 //! SDK's dispatch failure, the Levee error as its source: find it with
 //! [`Rejection::find`](crate::error::Rejection::find).
 //!
@@ -51,7 +70,12 @@
 //! let stack = ServiceBuilder::new()
 //!     .layer(RetryBudgetLayer::with_defaults())
 //!     .layer(BulkheadLayer::named("bedrock-us-east-1", 64))
-//!     .layer(BreakerLayer::new())
+//!     .layer(
+//!         BreakerLayer::builder()
+//!             .stall_timeout(Duration::from_secs(3)) // below the SDK's 5-s grace
+//!             .build()
+//!             .expect("a valid stall timeout"),
+//!     )
 //!     .timeout(Duration::from_secs(60))
 //!     .service(hyper);
 //! let http_client = AwsHttpClient::new(stack);
@@ -70,39 +94,53 @@ use aws_smithy_runtime_api::client::http::{
 };
 use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, HttpResponse};
 use aws_smithy_runtime_api::client::result::ConnectorError;
-use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_runtime_api::client::runtime_components::{
+    RuntimeComponents, RuntimeComponentsBuilder,
+};
 use aws_smithy_types::body::SdkBody;
-use aws_smithy_types::retry::ErrorKind;
+use aws_smithy_types::config_bag::ConfigBag;
+use aws_smithy_types::retry::{ErrorKind, RetryConfig};
 use bytes::Bytes;
 use http::{Request, Response};
+use http_body_util::BodyExt;
 use http_body_util::Full;
 use levee_core::classify::TransportFailure;
 use tower::ServiceExt;
 use tower_service::Service;
 
-use crate::error::{BoxError, RefusalKind, Rejection, transport_failure};
+use crate::error::{BoxError, Rejection, transport_failure};
 
 /// A tower service (a Levee stack over an HTTP client) as the AWS SDK's
 /// HTTP client. See the [module docs](self).
 #[derive(Clone)]
 pub struct AwsHttpClient<S> {
     service: S,
+    /// The one connector every attempt gets: the SDK asks for one per
+    /// attempt, and the settings it would vary by are not applied.
+    connector: SharedHttpConnector,
+}
+
+impl<S, RB> AwsHttpClient<S>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<RB>> + Clone + Send + Sync + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    RB: http_body::Body<Data = Bytes> + Send + Sync + 'static,
+    RB::Error: Into<BoxError>,
+{
+    /// The SDK's client over `service`.
+    pub fn new(service: S) -> Self {
+        let connector = SharedHttpConnector::new(Connector {
+            service: service.clone(),
+        });
+        AwsHttpClient { service, connector }
+    }
 }
 
 impl<S> AwsHttpClient<S> {
-    /// The SDK's client over `service`.
-    pub fn new(service: S) -> Self {
-        AwsHttpClient { service }
-    }
-
     /// The inner service.
     pub fn get_ref(&self) -> &S {
         &self.service
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.service
     }
 
     /// The inner service, unwrapped.
@@ -132,9 +170,26 @@ where
     ) -> SharedHttpConnector {
         // The stack's own timeouts govern: the SDK's connector settings
         // (connect and read timeouts) are for a client that has none.
-        SharedHttpConnector::new(Connector {
-            service: self.service.clone(),
-        })
+        self.connector.clone()
+    }
+
+    fn validate_base_client_config(
+        &self,
+        _components: &RuntimeComponentsBuilder,
+        cfg: &ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        // A warning, not an error: the SDK turns an error here into a panic.
+        if let Some(retry) = cfg.load::<RetryConfig>()
+            && retry.max_attempts() > 1
+        {
+            tracing::warn!(
+                target: "levee::aws",
+                max_attempts = retry.max_attempts(),
+                "the AWS SDK's own retries are on over Levee's AwsHttpClient: a second retry \
+                 loop around Levee's budget; set retry_config(RetryConfig::disabled())"
+            );
+        }
+        Ok(())
     }
 }
 
@@ -165,14 +220,22 @@ where
                 .try_into_http1x()
                 .map_err(|e| ConnectorError::user(e.into()))?;
             let (parts, body) = request.into_parts();
-            let Some(bytes) = body.bytes() else {
+            if body.bytes().is_none() && body.try_clone().is_none() {
                 return Err(ConnectorError::user(
-                    "a streaming request body: Levee's AWS client sends bodies held in \
-                     memory (one it could send again)"
+                    "a streaming request body: Levee's AWS client sends bodies it can \
+                     send again"
                         .into(),
                 ));
-            };
-            let request = Request::from_parts(parts, Full::new(Bytes::copy_from_slice(bytes)));
+            }
+            // Read to its end, as a client sending it would: the SDK's
+            // upload stall check watches this read, and would time out a
+            // body never read.
+            let bytes = body
+                .collect()
+                .await
+                .map_err(ConnectorError::user)?
+                .to_bytes();
+            let request = Request::from_parts(parts, Full::new(bytes));
             let response = service
                 .oneshot(request)
                 .await
@@ -185,16 +248,12 @@ where
     }
 }
 
-/// The SDK's kind of `err`: a refusal as what it stands for (a throttle,
-/// an outage), a transport failure as a timeout or an I/O error.
+/// The SDK's kind of `err`: a refusal as a client error (Levee decided it,
+/// retries included: the SDK must not retry it), a transport failure as a
+/// timeout or an I/O error.
 fn connector_error(err: BoxError) -> ConnectorError {
-    if let Some(rejection) = Rejection::find(&*err) {
-        let kind = match rejection.kind() {
-            RefusalKind::Throttled | RefusalKind::ClientLimit => ErrorKind::ThrottlingError,
-            RefusalKind::Parked => ErrorKind::ClientError,
-            _ => ErrorKind::TransientError,
-        };
-        return ConnectorError::other(err, Some(kind));
+    if Rejection::find(&*err).is_some() {
+        return ConnectorError::other(err, Some(ErrorKind::ClientError));
     }
     match transport_failure(&*err) {
         TransportFailure::Timeout => ConnectorError::timeout(err),
@@ -208,14 +267,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_refusal_is_the_sdks_kind_of_what_it_stands_for() {
+    fn a_refusal_is_a_client_error_the_sdk_does_not_retry() {
         let throttled: BoxError = Box::new(crate::breaker::Throttled::new(
             "bedrock-runtime.us-east-1.amazonaws.com/m",
             std::time::Duration::from_secs(1),
         ));
         let e = connector_error(throttled);
         assert!(e.is_other());
-        assert_eq!(e.as_other(), Some(ErrorKind::ThrottlingError));
+        assert_eq!(e.as_other(), Some(ErrorKind::ClientError));
         let timeout: BoxError = Box::new(std::io::Error::from(std::io::ErrorKind::TimedOut));
         assert!(connector_error(timeout).is_timeout());
     }

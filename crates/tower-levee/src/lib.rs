@@ -64,7 +64,7 @@
 //! | `async-openai` | `tower_levee::async_openai::OpenAiService`: a Levee stack under `async_openai::Client::with_http_service` |
 //! | `metrics` | `tower_levee::metrics::MetricsReporter`: every layer's state and counters through the `metrics` facade |
 //! | `axum` | `tower_levee::axum`: every Levee error as a `429`/`503` JSON response with `Retry-After`, a health handler, the console (turns on `serde`) |
-//! | `aws` | `tower_levee::aws::AwsHttpClient`: a Levee stack as the AWS SDK's HTTP client, for Bedrock's runtime SDK (needs Rust 1.94.1, as the SDK does) |
+//! | `aws` | `tower_levee::aws::AwsHttpClient`: a Levee stack as the AWS SDK's HTTP client, for Bedrock's runtime SDK (needs the AWS SDK's newer Rust: see the module) |
 //! | `otel` | `tower_levee::otel`: OpenTelemetry's GenAI spans and metrics, through the OpenTelemetry API, with Levee's verdicts, refusals and failover under `levee.*` |
 //! | `api` | `tower_levee::api`: refusals and errors in an OpenAI or Anthropic API's own shape, for a server that speaks one; a request body read within a cap |
 //!
