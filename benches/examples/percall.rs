@@ -156,14 +156,7 @@ fn main() {
                 use opentelemetry::metrics::MeterProvider as _;
                 use opentelemetry::trace::TracerProvider as _;
                 let tracer = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
-                let meters = opentelemetry_sdk::metrics::SdkMeterProvider::builder()
-                    .with_reader(
-                        opentelemetry_sdk::metrics::PeriodicReader::builder(
-                            opentelemetry_sdk::metrics::InMemoryMetricExporter::default(),
-                        )
-                        .build(),
-                    )
-                    .build();
+                let meters = sdk_meters();
                 let svc = ServiceBuilder::new()
                     .layer(
                         GenAiLayer::new()
@@ -211,14 +204,7 @@ fn main() {
             // what the spans cost.
             "genai_meter" => {
                 use opentelemetry::metrics::MeterProvider as _;
-                let meters = opentelemetry_sdk::metrics::SdkMeterProvider::builder()
-                    .with_reader(
-                        opentelemetry_sdk::metrics::PeriodicReader::builder(
-                            opentelemetry_sdk::metrics::InMemoryMetricExporter::default(),
-                        )
-                        .build(),
-                    )
-                    .build();
+                let meters = sdk_meters();
                 let svc = ServiceBuilder::new()
                     .layer(GenAiLayer::new().meter(&meters.meter("tower-levee")))
                     .layer(BreakerLayer::new())
@@ -313,6 +299,18 @@ fn main() {
             other => panic!("unknown case {other}"),
         }
     });
+}
+
+/// The SDK's meter provider, its metrics kept in memory (no export).
+fn sdk_meters() -> opentelemetry_sdk::metrics::SdkMeterProvider {
+    opentelemetry_sdk::metrics::SdkMeterProvider::builder()
+        .with_reader(
+            opentelemetry_sdk::metrics::PeriodicReader::builder(
+                opentelemetry_sdk::metrics::InMemoryMetricExporter::default(),
+            )
+            .build(),
+        )
+        .build()
 }
 
 /// `layer.layer(svc)` with the layer first, for one-line cases.

@@ -23,13 +23,13 @@ use tower::{BoxError, Layer, Service, ServiceBuilder, ServiceExt};
 use tower_levee::BreakerLayer;
 use tower_levee::breaker::Scope;
 use tower_levee::failover::{Failover, Target};
-use tower_levee::otel::{AttemptLayer, GenAiLayer, names};
+use tower_levee::otel::{Attempt, AttemptLayer, GenAiLayer, names};
 use tracing_subscriber::Layer as _;
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
 
 use channel_body::ChannelBody;
-use failover_support::{Reply1, Scripted, breaker};
+use failover_support::{Reply1, Scripted, TestClassifier, breaker};
 
 // === The conventions' names ===
 
@@ -292,6 +292,32 @@ where
     res.into_body().collect().await.unwrap().to_bytes()
 }
 
+/// A failover of `primary` and a fallback that answers `ANSWER`, named
+/// `anthropic` (its host names no provider), each under an attempt layer.
+fn primary_then_fallback(
+    primary: Scripted,
+) -> Failover<String, String, Attempt<Scripted>, TestClassifier> {
+    let gate = Duration::from_secs(1);
+    let primary = AttemptLayer::new().target("primary").layer(primary);
+    let fallback = AttemptLayer::new()
+        .target("fallback")
+        .provider("anthropic")
+        .layer(Scripted::new(|_| Reply1::Now(json(200, ANSWER))));
+    Failover::builder()
+        .target(Target::new("primary", primary).breaker(breaker(gate, gate)))
+        .target(Target::new("fallback", fallback).breaker(breaker(gate, gate)))
+        .build()
+        .unwrap()
+}
+
+/// A chat request for `model` to `uri` through `svc`.
+async fn call<S>(svc: &mut S, uri: &str, model: &str) -> Result<S::Response, S::Error>
+where
+    S: Service<Request<String>>,
+{
+    svc.ready().await?.call(chat(uri, model)).await
+}
+
 // === Tests ===
 
 #[tokio::test(flavor = "current_thread")]
@@ -303,13 +329,13 @@ async fn a_served_request_is_one_client_span_named_for_its_operation_and_model()
         .layer(breaker(Duration::from_secs(1), Duration::from_secs(60)))
         .service(provider);
 
-    let res = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(chat("https://api.openai.com/v1/chat/completions", "gpt-4o"))
-        .await
-        .unwrap();
+    let res = call(
+        &mut svc,
+        "https://api.openai.com/v1/chat/completions",
+        "gpt-4o",
+    )
+    .await
+    .unwrap();
     assert_eq!(
         read(res).await,
         ANSWER.as_bytes(),
@@ -388,28 +414,16 @@ async fn a_served_request_is_one_client_span_named_for_its_operation_and_model()
 #[tokio::test(flavor = "current_thread")]
 async fn a_failover_records_one_attempt_per_call_and_the_operation_names_who_served() {
     let t = Telemetry::new();
-    let gate = Duration::from_secs(1);
-    let primary = AttemptLayer::new()
-        .target("primary")
-        .layer(Scripted::new(|_| Reply1::Now(json(503, "{}"))));
-    let fallback = AttemptLayer::new()
-        .target("fallback")
-        .provider("anthropic")
-        .layer(Scripted::new(|_| Reply1::Now(json(200, ANSWER))));
-    let failover = Failover::builder()
-        .target(Target::new("primary", primary).breaker(breaker(gate, gate)))
-        .target(Target::new("fallback", fallback).breaker(breaker(gate, gate)))
-        .build()
-        .unwrap();
-    let mut svc = t.layer().layer(failover);
+    let primary = Scripted::new(|_| Reply1::Now(json(503, "{}")));
+    let mut svc = t.layer().layer(primary_then_fallback(primary));
 
-    let res = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(chat("http://127.0.0.1:8080/v1/chat/completions", "gpt-4o"))
-        .await
-        .unwrap();
+    let res = call(
+        &mut svc,
+        "http://127.0.0.1:8080/v1/chat/completions",
+        "gpt-4o",
+    )
+    .await
+    .unwrap();
     read(res).await;
 
     let spans = t.finished_spans();
@@ -488,16 +502,13 @@ async fn a_stream_records_its_first_chunk_and_the_time_between_chunks() {
         }
     });
     let mut svc = t.layer().layer(provider);
-    let res = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(chat(
-            "https://api.anthropic.com/v1/messages",
-            "claude-sonnet-4-5",
-        ))
-        .await
-        .unwrap();
+    let res = call(
+        &mut svc,
+        "https://api.anthropic.com/v1/messages",
+        "claude-sonnet-4-5",
+    )
+    .await
+    .unwrap();
     let mut body = res.into_body();
     let events = [
         "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"model\":\"claude-sonnet-4-5-20250929\",\"usage\":{\"input_tokens\":25}}}\n\n",
@@ -561,13 +572,13 @@ async fn a_refusal_is_an_error_of_its_kind_with_its_wait() {
         .layer(layer)
         .service(Scripted::ok());
 
-    let err = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(chat("https://api.openai.com/v1/chat/completions", "gpt-4o"))
-        .await
-        .unwrap_err();
+    let err = call(
+        &mut svc,
+        "https://api.openai.com/v1/chat/completions",
+        "gpt-4o",
+    )
+    .await
+    .unwrap_err();
     assert!(
         err.is::<tower_levee::CircuitOpen>(),
         "the real error comes back: {err}"
@@ -603,16 +614,13 @@ async fn an_error_answer_is_an_error_of_its_status() {
     let provider =
         Scripted::new(|_| Reply1::Now(json(429, r#"{"error":{"type":"rate_limit_error"}}"#)));
     let mut svc = t.layer().layer(provider);
-    let res = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(chat(
-            "https://api.anthropic.com/v1/messages",
-            "claude-haiku-4-5",
-        ))
-        .await
-        .unwrap();
+    let res = call(
+        &mut svc,
+        "https://api.anthropic.com/v1/messages",
+        "claude-haiku-4-5",
+    )
+    .await
+    .unwrap();
     assert_eq!(res.status(), 429, "the real answer comes back");
     read(res).await;
     let spans = t.finished_spans();
@@ -637,13 +645,13 @@ async fn an_answer_dropped_before_its_end_ends_the_operation_as_cancelled() {
         }
     });
     let mut svc = t.layer().layer(provider);
-    let res = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(chat("https://api.openai.com/v1/chat/completions", "gpt-4o"))
-        .await
-        .unwrap();
+    let res = call(
+        &mut svc,
+        "https://api.openai.com/v1/chat/completions",
+        "gpt-4o",
+    )
+    .await
+    .unwrap();
     feed.send(Ok(Bytes::from_static(b"data: {\"choices\":[]}\n\n")))
         .unwrap();
     let mut body = res.into_body();
@@ -674,11 +682,12 @@ async fn an_operation_is_the_child_of_the_callers_tracing_span() {
     let span = tracing::info_span!(target: "app", "handle_request");
     let res = tracing::Instrument::instrument(
         async {
-            svc.ready()
-                .await
-                .unwrap()
-                .call(chat("https://api.openai.com/v1/chat/completions", "gpt-4o"))
-                .await
+            call(
+                &mut svc,
+                "https://api.openai.com/v1/chat/completions",
+                "gpt-4o",
+            )
+            .await
         },
         span,
     )
@@ -702,13 +711,13 @@ async fn without_a_tracer_provider_the_metrics_are_still_recorded() {
     let mut svc = GenAiLayer::new()
         .meter(&t.meters.meter("tower-levee"))
         .layer(Scripted::new(|_| Reply1::Now(json(200, ANSWER))));
-    let res = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(chat("https://api.openai.com/v1/chat/completions", "gpt-4o"))
-        .await
-        .unwrap();
+    let res = call(
+        &mut svc,
+        "https://api.openai.com/v1/chat/completions",
+        "gpt-4o",
+    )
+    .await
+    .unwrap();
     read(res).await;
     assert_eq!(t.points("gen_ai.client.operation.duration")[0].count, 1);
     assert!(t.finished_spans().is_empty());
@@ -853,13 +862,13 @@ async fn a_disabled_layer_and_an_attempt_with_no_operation_record_nothing() {
         .target("only")
         .layer(Scripted::new(|_| Reply1::Now(json(200, ANSWER))));
     let mut svc = GenAiLayer::disabled().layer(attempt);
-    let res = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(chat("https://api.openai.com/v1/chat/completions", "gpt-4o"))
-        .await
-        .unwrap();
+    let res = call(
+        &mut svc,
+        "https://api.openai.com/v1/chat/completions",
+        "gpt-4o",
+    )
+    .await
+    .unwrap();
     assert_eq!(read(res).await, ANSWER.as_bytes());
     assert!(t.finished_spans().is_empty());
     assert!(t.histograms().is_empty());
@@ -868,28 +877,16 @@ async fn a_disabled_layer_and_an_attempt_with_no_operation_record_nothing() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_2xx_the_failover_rejects_does_not_name_the_target_that_served() {
     let t = Telemetry::new();
-    let gate = Duration::from_secs(1);
     // An empty 200 is a failure of its own: the failover goes on.
-    let empty = AttemptLayer::new()
-        .target("primary")
-        .layer(Scripted::new(|_| Reply1::Now(json(200, ""))));
-    let fallback = AttemptLayer::new()
-        .target("fallback")
-        .provider("anthropic")
-        .layer(Scripted::new(|_| Reply1::Now(json(200, ANSWER))));
-    let failover = Failover::builder()
-        .target(Target::new("primary", empty).breaker(breaker(gate, gate)))
-        .target(Target::new("fallback", fallback).breaker(breaker(gate, gate)))
-        .build()
-        .unwrap();
-    let mut svc = t.layer().layer(failover);
-    let res = svc
-        .ready()
-        .await
-        .unwrap()
-        .call(chat("http://127.0.0.1:8080/v1/chat/completions", "gpt-4o"))
-        .await
-        .unwrap();
+    let primary = Scripted::new(|_| Reply1::Now(json(200, "")));
+    let mut svc = t.layer().layer(primary_then_fallback(primary));
+    let res = call(
+        &mut svc,
+        "http://127.0.0.1:8080/v1/chat/completions",
+        "gpt-4o",
+    )
+    .await
+    .unwrap();
     assert_eq!(read(res).await, ANSWER.as_bytes());
     let spans = t.finished_spans();
     let operation = spans.iter().find(|s| s.name == "chat gpt-4o").unwrap();
