@@ -278,4 +278,66 @@ mod tests {
         let timeout: BoxError = Box::new(std::io::Error::from(std::io::ErrorKind::TimedOut));
         assert!(connector_error(timeout).is_timeout());
     }
+
+    /// A connector over a service that echoes the request body, counting calls.
+    fn echo(
+        calls: &std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    ) -> Connector<
+        impl Service<
+            Request<Full<Bytes>>,
+            Response = Response<Full<Bytes>>,
+            Error = BoxError,
+            Future: Send,
+        > + Clone
+        + Send
+        + Sync
+        + 'static,
+    > {
+        let calls = std::sync::Arc::clone(calls);
+        Connector {
+            service: tower::service_fn(move |req: Request<Full<Bytes>>| {
+                calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                async move {
+                    let body = req.into_body().collect().await?.to_bytes();
+                    Ok::<_, BoxError>(Response::new(Full::new(body)))
+                }
+            }),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_held_in_memory_is_sent_and_the_answer_comes_back() {
+        let calls = std::sync::Arc::default();
+        let mut request = HttpRequest::new(SdkBody::from("{\"messages\":[]}"));
+        request
+            .set_uri("https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse")
+            .unwrap();
+        let response = echo(&calls).call(request).await.unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"{\"messages\":[]}");
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_streaming_upload_is_refused_unsent_as_a_user_error() {
+        let calls = std::sync::Arc::default();
+        let stream = http_body_util::StreamBody::new(futures_util::stream::iter([Ok::<
+            _,
+            std::convert::Infallible,
+        >(
+            http_body::Frame::data(Bytes::from_static(b"chunk")),
+        )]));
+        let mut request = HttpRequest::new(SdkBody::from_body_1_x(stream));
+        request
+            .set_uri("https://bedrock-runtime.us-east-1.amazonaws.com/model/m/invoke")
+            .unwrap();
+        let err = echo(&calls).call(request).await.unwrap_err();
+        assert!(err.is_user(), "{err}");
+        assert_eq!(
+            calls.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "nothing sent"
+        );
+    }
 }
