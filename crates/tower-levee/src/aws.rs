@@ -155,14 +155,8 @@ impl<S> fmt::Debug for AwsHttpClient<S> {
     }
 }
 
-impl<S, RB> HttpClient for AwsHttpClient<S>
-where
-    S: Service<Request<Full<Bytes>>, Response = Response<RB>> + Clone + Send + Sync + 'static,
-    S::Future: Send,
-    S::Error: Into<BoxError>,
-    RB: http_body::Body<Data = Bytes> + Send + Sync + 'static,
-    RB::Error: Into<BoxError>,
-{
+// The connector was built (and its bounds checked) in `new`.
+impl<S: Send + Sync> HttpClient for AwsHttpClient<S> {
     fn http_connector(
         &self,
         _settings: &HttpConnectorSettings,

@@ -318,6 +318,31 @@ where
     svc.ready().await?.call(chat(uri, model)).await
 }
 
+/// A provider that answers its one call, after `delay`, with an SSE
+/// stream whose events the test sends through the returned feed.
+fn sse_provider(
+    delay: Duration,
+) -> (
+    channel_body::Feed,
+    impl Service<Request<String>, Response = Response<ChannelBody>, Error = BoxError>,
+) {
+    let (feed, rx) = mpsc::unbounded_channel();
+    let mut rx = Some(rx);
+    let provider = tower::service_fn(move |_req: Request<String>| {
+        let body = ChannelBody(rx.take().expect("one call"));
+        async move {
+            tokio::time::sleep(delay).await;
+            Ok::<_, BoxError>(
+                Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(body)
+                    .unwrap(),
+            )
+        }
+    });
+    (feed, provider)
+}
+
 // === Tests ===
 
 #[tokio::test(flavor = "current_thread")]
@@ -487,20 +512,7 @@ async fn a_failover_records_one_attempt_per_call_and_the_operation_names_who_ser
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_stream_records_its_first_chunk_and_the_time_between_chunks() {
     let t = Telemetry::new();
-    let (feed, rx) = mpsc::unbounded_channel();
-    let mut rx = Some(rx);
-    let provider = tower::service_fn(move |_req: Request<String>| {
-        let body = ChannelBody(rx.take().expect("one call"));
-        async move {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            Ok::<_, BoxError>(
-                Response::builder()
-                    .header("content-type", "text/event-stream")
-                    .body(body)
-                    .unwrap(),
-            )
-        }
-    });
+    let (feed, provider) = sse_provider(Duration::from_millis(300));
     let mut svc = t.layer().layer(provider);
     let res = call(
         &mut svc,
@@ -631,19 +643,7 @@ async fn an_error_answer_is_an_error_of_its_status() {
 #[tokio::test(flavor = "current_thread")]
 async fn an_answer_dropped_before_its_end_ends_the_operation_as_cancelled() {
     let t = Telemetry::new();
-    let (feed, rx) = mpsc::unbounded_channel();
-    let mut rx = Some(rx);
-    let provider = tower::service_fn(move |_req: Request<String>| {
-        let body = ChannelBody(rx.take().expect("one call"));
-        async move {
-            Ok::<_, BoxError>(
-                Response::builder()
-                    .header("content-type", "text/event-stream")
-                    .body(body)
-                    .unwrap(),
-            )
-        }
-    });
+    let (feed, provider) = sse_provider(Duration::ZERO);
     let mut svc = t.layer().layer(provider);
     let res = call(
         &mut svc,

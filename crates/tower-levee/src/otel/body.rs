@@ -104,6 +104,12 @@ where
 
 /// Feeds a frame's bytes, slice by slice, without copying them.
 fn feed<D: Buf>(operation: &mut Operation, data: &D) {
+    let first = data.chunk();
+    if first.len() == data.remaining() {
+        // One slice (`Bytes`, the common case): no slice table to fill.
+        operation.feed(first);
+        return;
+    }
     let mut slices = [IoSlice::new(&[]); 64];
     let n = data.chunks_vectored(&mut slices);
     let mut fed = 0;

@@ -107,6 +107,22 @@ impl Endpoint {
         }
     }
 
+    /// Its attributes: the provider's name (`_OTHER` where none is known),
+    /// and the server's address and port where known.
+    pub(crate) fn push_attributes(&self, attributes: &mut Vec<KeyValue>) {
+        let provider = self
+            .provider
+            .clone()
+            .unwrap_or(Cow::Borrowed(UNKNOWN_PROVIDER));
+        attributes.push(KeyValue::new(attr::PROVIDER_NAME, provider));
+        if let Some(address) = &self.address {
+            attributes.push(KeyValue::new(attr::SERVER_ADDRESS, address.clone()));
+            if let Some(port) = self.port {
+                attributes.push(KeyValue::new(attr::SERVER_PORT, i64::from(port)));
+            }
+        }
+    }
+
     /// This endpoint, each field it lacks taken from `other`.
     fn or(self, other: Endpoint) -> Endpoint {
         let (address, port) = match self.address {
@@ -455,18 +471,7 @@ impl Operation {
         error_type: Option<&Cow<'static, str>>,
         end: &End<'_>,
     ) {
-        let provider = self
-            .endpoint
-            .provider
-            .clone()
-            .unwrap_or(Cow::Borrowed(UNKNOWN_PROVIDER));
-        attributes.push(KeyValue::new(attr::PROVIDER_NAME, provider));
-        if let Some(address) = &self.endpoint.address {
-            attributes.push(KeyValue::new(attr::SERVER_ADDRESS, address.clone()));
-        }
-        if let Some(port) = self.endpoint.port {
-            attributes.push(KeyValue::new(attr::SERVER_PORT, i64::from(port)));
-        }
+        self.endpoint.push_attributes(&mut attributes);
         if let Some(model) = &facts.model {
             attributes.push(KeyValue::new(attr::RESPONSE_MODEL, model.clone()));
         }
@@ -561,30 +566,15 @@ fn metric_attributes(
 ) -> Vec<KeyValue> {
     let mut attrs = Vec::with_capacity(8);
     attrs.push(KeyValue::new(attr::OPERATION_NAME, operation));
-    let provider = match &endpoint.provider {
-        Some(Cow::Borrowed(p)) => Value::from(*p),
-        Some(Cow::Owned(p)) => Value::from(p.clone()),
-        None => Value::from(UNKNOWN_PROVIDER),
-    };
-    attrs.push(KeyValue::new(attr::PROVIDER_NAME, provider));
+    endpoint.push_attributes(&mut attrs);
     if let Some(model) = model {
         attrs.push(KeyValue::new(attr::REQUEST_MODEL, model.to_owned()));
     }
     if let Some(model) = &facts.model {
         attrs.push(KeyValue::new(attr::RESPONSE_MODEL, model.clone()));
     }
-    if let Some(address) = &endpoint.address {
-        attrs.push(KeyValue::new(attr::SERVER_ADDRESS, address.clone()));
-        if let Some(port) = endpoint.port {
-            attrs.push(KeyValue::new(attr::SERVER_PORT, i64::from(port)));
-        }
-    }
     if let Some(error_type) = error_type {
-        let value = match error_type {
-            Cow::Borrowed(e) => Value::from(e),
-            Cow::Owned(e) => Value::from(e),
-        };
-        attrs.push(KeyValue::new(attr::ERROR_TYPE, value));
+        attrs.push(KeyValue::new(attr::ERROR_TYPE, error_type));
     }
     attrs
 }

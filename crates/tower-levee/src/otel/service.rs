@@ -12,7 +12,6 @@ use tower_service::Service;
 
 use super::body::GenAiBody;
 use super::future::{AttemptFuture, ResponseFuture};
-use super::names::UNKNOWN_PROVIDER;
 use super::names::{self, ATTEMPT_SPAN, attr};
 use super::record::{Endpoint, Operation, Shared, Trail};
 use crate::breaker::{RequestHead, ShadowProbe, default_scope};
@@ -144,19 +143,9 @@ where
                 attr::OPERATION_NAME,
                 names::operation_of(req.uri().path()),
             ));
-            let provider = endpoint
-                .provider
-                .clone()
-                .unwrap_or(Cow::Borrowed(UNKNOWN_PROVIDER));
-            attributes.push(KeyValue::new(attr::PROVIDER_NAME, provider));
+            endpoint.push_attributes(&mut attributes);
             if let Some(model) = default_scope(&RequestHead::of(&req)).model {
                 attributes.push(KeyValue::new(attr::REQUEST_MODEL, model.to_owned()));
-            }
-            if let Some(address) = &endpoint.address {
-                attributes.push(KeyValue::new(attr::SERVER_ADDRESS, address.clone()));
-            }
-            if let Some(port) = endpoint.port {
-                attributes.push(KeyValue::new(attr::SERVER_PORT, i64::from(port)));
             }
             if let Some(target) = &self.target {
                 attributes.push(KeyValue::new(attr::LEVEE_TARGET, target.clone()));
