@@ -17,7 +17,8 @@ use http_body_util::BodyExt;
 use proptest::prelude::*;
 use tokio::time::Instant;
 use tower::{BoxError, Service, ServiceExt};
-use tower_levee::failover::{Failover, Hedging, ServedBy, Target};
+use tower_levee::breaker::ShadowProbe;
+use tower_levee::failover::{Failover, FailoverBuilder, Hedging, ServedBy, ShadowProbes, Target};
 
 use failover_support::{TestClassifier, breaker, req, response};
 
@@ -29,6 +30,8 @@ struct Timed {
     started: Arc<AtomicUsize>,
     answered: Arc<AtomicUsize>,
     dropped: Arc<AtomicUsize>,
+    /// Calls that were shadow probes.
+    copies: Arc<AtomicUsize>,
 }
 
 impl Timed {
@@ -44,6 +47,15 @@ impl Timed {
 
     fn started(&self) -> usize {
         self.started.load(Ordering::SeqCst)
+    }
+
+    fn copies(&self) -> usize {
+        self.copies.load(Ordering::SeqCst)
+    }
+
+    /// Calls of callers' requests: those started that were not copies.
+    fn callers(&self) -> usize {
+        self.started() - self.copies()
     }
 }
 
@@ -70,8 +82,11 @@ impl Service<Request<String>> for Timed {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, _req: Request<String>) -> Self::Future {
+    fn call(&mut self, req: Request<String>) -> Self::Future {
         self.started.fetch_add(1, Ordering::SeqCst);
+        if req.extensions().get::<ShadowProbe>().is_some() {
+            self.copies.fetch_add(1, Ordering::SeqCst);
+        }
         let latency = Duration::from_millis(self.latency_ms.load(Ordering::SeqCst));
         let answered = self.answered.clone();
         let guard = Pending {
@@ -93,6 +108,14 @@ impl Service<Request<String>> for Timed {
 type Svc = Failover<String, String, Timed, TestClassifier>;
 
 fn failover(primary: &Timed, fallback: &Timed, hedging: Option<Hedging>) -> Svc {
+    builder(primary, fallback, hedging).build().unwrap()
+}
+
+fn builder(
+    primary: &Timed,
+    fallback: &Timed,
+    hedging: Option<Hedging>,
+) -> FailoverBuilder<String, String, Timed, TestClassifier> {
     let gate = Duration::from_secs(1);
     let builder = Failover::builder()
         .target(Target::new("primary", primary.clone()).breaker(breaker(gate, gate)))
@@ -101,8 +124,6 @@ fn failover(primary: &Timed, fallback: &Timed, hedging: Option<Hedging>) -> Svc 
         Some(h) => builder.hedging(h),
         None => builder,
     }
-    .build()
-    .unwrap()
 }
 
 /// One request: who served it, and how long it took.
@@ -250,6 +271,52 @@ async fn a_slow_target_is_demoted_within_a_few_calls_and_back_within_seconds_of_
         tail.clone().all(|r| r.1 == 0),
         "the primary serves everything again"
     );
+    assert!(!svc.handle().snapshot().targets[0].demoted);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shadow_probe_finds_a_demoted_target_fast_again_and_no_caller_waits_on_it() {
+    let (primary, fallback) = (Timed::new(800), Timed::new(500));
+    // Demoted for a minute: no caller's trial comes within the test, so
+    // only a copy can find the primary fast again.
+    let minute = Duration::from_secs(60);
+    let hedging = Hedging::new().demotion(minute).max_demotion(minute);
+    let svc = builder(&primary, &fallback, Some(hedging))
+        .shadow_probes(ShadowProbes::new())
+        .build()
+        .unwrap();
+    train(&svc, 30).await;
+    assert_eq!(primary.copies(), 0, "no copy while the primary is in time");
+
+    primary.set(9_600);
+    drive(&svc, Duration::from_secs(10)).await;
+    assert!(svc.handle().snapshot().targets[0].demoted);
+    let copies = primary.copies();
+    // The first copy at once, then at most one a second (a tenth of the
+    // requests passed over), a copy in flight kept until it is late.
+    assert!((1..=11).contains(&copies), "{copies} copies while slow");
+    let callers = primary.callers();
+
+    primary.set(800);
+    let after = drive(&svc, Duration::from_secs(5)).await;
+    let back = after
+        .iter()
+        .find(|r| r.1 == 0)
+        .expect("the primary serves again");
+    // The next copy goes within a second of recovering and answers in
+    // 800 ms: the request after it is the primary's.
+    assert!(
+        back.0 <= Duration::from_millis(2000),
+        "back at {:?}",
+        back.0
+    );
+    assert!(primary.copies() > copies, "a copy found it");
+    // No caller waited on the primary to learn it: every caller's call to
+    // it came after it was back, and was served by it.
+    let served = after.iter().filter(|r| r.1 == 0).count();
+    assert_eq!(primary.callers() - callers, served);
+    let worst = after.iter().map(|r| r.2).max().unwrap();
+    assert!(worst <= Duration::from_millis(1000), "worst {worst:?}");
     assert!(!svc.handle().snapshot().targets[0].demoted);
 }
 

@@ -13,7 +13,8 @@ use crate::registry::SlotGuard;
 /// Marks a shadow probe (an extension on each copy a
 /// [`Failover`](crate::failover::Failover) sends with
 /// [`ShadowProbes`](crate::failover::ShadowProbes)): a copy of a request
-/// served elsewhere, sent to a target whose breaker is open. A service
+/// served elsewhere, sent to a target whose breaker is open (or, with
+/// hedging, that is demoted for being slow). A service
 /// beneath the breaker can read it to tell a copy from a caller's request
 /// (to log it, or bill it apart); only the failover makes one.
 ///
@@ -22,8 +23,8 @@ use crate::registry::SlotGuard;
 /// into the callers' probe slot), and its answer only tells the breaker: a
 /// success closes it, and anything else changes nothing (no cool-off grows
 /// for a copy). A stream's first output is a success: the copy is dropped
-/// there. A copy that finds the breaker closed (it closed meanwhile) is a
-/// call like any other. A copy still passes the gate and the park: a
+/// there. A copy that finds the breaker closed (it closed meanwhile, or
+/// the target is slow, not failing) is a call like any other. A copy still passes the gate and the park: a
 /// throttled or capped scope is not failing, and a copy would only spend
 /// its quota.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

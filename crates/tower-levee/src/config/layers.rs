@@ -197,7 +197,7 @@ validated_config! {
         #[serde(with = "duration")]
         pub overload_window: Duration,
         /// Whether copies of requests served elsewhere probe targets whose
-        /// breaker is open (on): see
+        /// breaker is open, or that are demoted for being slow (on): see
         /// [`FailoverBuilder::shadow_probes`](crate::failover::FailoverBuilder::shadow_probes),
         /// which a stack built from this config calls ([`Self::shadow_probes_for`]).
         pub shadow_probes: bool,

@@ -16,7 +16,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::service::Failover;
-use super::shadow::{Shadow, ShadowProbes, ShadowSend};
+use super::shadow::{Shadow, ShadowProbes, ShadowSend, SlowTargets};
 use super::speed::{FieldNames, HedgeState, Hedging, TargetSpeed};
 use super::stack::TargetService;
 use super::state::{Advance, Common, Entry, FallbackFn, Group, Meta, TargetMeta};
@@ -71,7 +71,7 @@ pub struct FailoverBuilder<B, RB, S = BoxTargetService<B, RB>, C = ProviderClass
 
 /// Makes a failover's shadow-probe sender from its targets' stacks.
 type ShadowFactory<B, S, C> = Box<
-    dyn FnOnce(&[TargetEntry<B, S, C>], &[TargetMeta]) -> Result<ShadowSend<B>, ConfigError>
+    dyn FnOnce(&[TargetEntry<B, S, C>], &Arc<Meta>) -> Result<ShadowSend<B>, ConfigError>
         + Send
         + Sync,
 >;
@@ -94,9 +94,10 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
     }
 
     /// Sends [shadow probes](ShadowProbes) to targets whose breaker is
-    /// open: copies of requests that other targets serve, whose answers
-    /// only close a breaker, so that a target is found back within a
-    /// probe interval of recovering at no caller's cost. Copies are sent
+    /// open (and, with [`hedging`](Self::hedging), to those demoted for
+    /// being slow): copies of requests that other targets serve, whose
+    /// answers only close a breaker or end a demotion, so that a target is
+    /// found back within a probe interval of recovering at no caller's cost. Copies are sent
     /// from the tokio runtime the request is handled on (none outside
     /// one), so the targets' stacks must be `Send + 'static`.
     pub fn shadow_probes(mut self, probes: ShadowProbes<B>) -> Self
@@ -110,12 +111,17 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
         RB::Error: Into<BoxError> + Send,
         C: Classify + Clone + Send + Sync + 'static,
     {
-        self.shadow = Some(Box::new(move |entries, metas| {
-            let targets = entries.iter().zip(metas).map(|(entry, meta)| {
+        self.shadow = Some(Box::new(move |entries, meta: &Arc<Meta>| {
+            let targets = entries.iter().zip(&meta.targets).map(|(entry, target)| {
                 let (service, rewrite) = (entry.service.clone(), entry.rewrite.clone());
-                (service, meta.breaker.clone(), rewrite, meta.name)
+                (service, target.breaker.clone(), rewrite, target.name)
             });
-            Shadow::sender(probes, targets)
+            // Copies to slow targets go only where targets are timed.
+            let slow = meta
+                .hedging
+                .is_some()
+                .then(|| Arc::new(Arc::downgrade(meta)) as Arc<dyn SlowTargets>);
+            Shadow::sender(probes, targets, slow)
         }));
         self
     }
@@ -324,17 +330,16 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
             hedging: self.hedging.map(HedgeState::new),
             demoted_targets: AtomicU32::new(0),
         };
+        let meta = Arc::new(meta);
         // Checked before any breaker is told to admit copies.
-        let shadow = shadow
-            .map(|make| make(&entries, &meta.targets))
-            .transpose()?;
+        let shadow = shadow.map(|make| make(&entries, &meta)).transpose()?;
         if shadow.is_some() {
             for target in &meta.targets {
                 target.breaker.accept_shadow_probes();
             }
         }
         Ok(Failover::from_common(Arc::new(Common::new(
-            Arc::new(meta),
+            meta,
             entries.into(),
             shadow,
         ))))

@@ -4,6 +4,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, ready};
 
 use http::{Request, Response};
@@ -14,6 +15,7 @@ use tokio::time::{Instant, Sleep};
 use tower_service::Service;
 
 use super::error::{NoTargetAvailable, Refusal, RefusalKind};
+use super::shadow::{ShadowSend, Turned};
 use super::speed::HedgeCopy;
 use super::state::{Common, Meta};
 use super::target::ServedBy;
@@ -851,6 +853,9 @@ fn select<B: Clone, T>(
         let memo = copies.get_mut(index).map(|copy| &mut copy.memo);
         match peek(meta, index, to_peek, memo) {
             Ok(()) => {
+                if let Some(original) = request.get() {
+                    shadow_slow(common, index, original);
+                }
                 return Pick::Call {
                     index,
                     keep: progress.keeps(meta, others),
@@ -884,10 +889,13 @@ fn select_first<B: Clone, T>(
     progress.tried = 1 << index;
     let memo = copies.get_mut(index).map(|copy| &mut copy.memo);
     match peek(meta, index, request, memo) {
-        Ok(()) => Pick::Call {
-            index,
-            keep: progress.keeps(meta, meta.untried_left(progress.tried)),
-        },
+        Ok(()) => {
+            shadow_slow(common, index, request);
+            Pick::Call {
+                index,
+                keep: progress.keeps(meta, meta.untried_left(progress.tried)),
+            }
+        }
         Err(refused) => {
             let others = || meta.untried_left(progress.tried);
             shadow(common, index, &refused, request, others);
@@ -913,7 +921,35 @@ fn shadow<B, T>(
         && refused.kind() == RefusalKind::CircuitOpen
         && others()
     {
-        send(index, Some(request));
+        send(index, Turned::Open(request));
+    }
+}
+
+/// Sends shadow probes to the demoted targets the request, about to call
+/// target `index`, passes over (when the failover sends them): a copy
+/// finds a slow target fast again without a caller's trial. Read only
+/// while some target is demoted.
+#[inline]
+fn shadow_slow<B, T>(common: &Common<B, T>, index: usize, request: &Request<B>) {
+    if let Some(send) = &common.shadow
+        && common.meta.demoted_targets.load(Ordering::Relaxed) != 0
+    {
+        shadow_slow_cold(common.meta.as_ref(), send, index, request);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn shadow_slow_cold<B>(meta: &Meta, send: &ShadowSend<B>, index: usize, request: &Request<B>) {
+    // Those before it in order, and those of its pool: any other it
+    // would pass over anyway.
+    let pool = meta.targets[index].pool;
+    for (passed, target) in meta.targets.iter().enumerate() {
+        if (passed < index || (pool.is_some() && target.pool == pool && passed != index))
+            && target.speed.passed_over()
+        {
+            send(passed, Turned::Slow(request));
+        }
     }
 }
 
@@ -1157,7 +1193,7 @@ fn note_failure<B, T>(
         && matches!(verdict, Verdict::Availability | Verdict::Credential)
     {
         // Its breaker may have opened: its active probe, if any, starts.
-        send(index, None);
+        send(index, Turned::Failed);
     }
 }
 

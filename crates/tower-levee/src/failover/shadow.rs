@@ -1,7 +1,7 @@
-//! Shadow probes: while a target's breaker is open, a copy of a request
-//! that another target serves goes to it, so that it is found back within
-//! a second of recovering and no caller pays for the finding. See
-//! [`ShadowProbes`].
+//! Shadow probes: while a target's breaker is open, or while it is
+//! demoted for being slow, a copy of a request that another target serves
+//! goes to it, so that it is found back within a second or two of
+//! recovering and no caller pays for the finding. See [`ShadowProbes`].
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -13,6 +13,7 @@ use bytes::Bytes;
 use http::Request;
 use http_body::Body;
 use http_body_util::BodyExt;
+use levee_core::classify::{Classification, Verdict};
 use levee_core::clock::duration_nanos;
 use levee_core::config_error::ConfigError;
 use levee_core::transition::{Mechanism, State};
@@ -64,7 +65,19 @@ type Prepare<B> = Arc<dyn Fn(&mut Request<B>) + Send + Sync>;
 /// copy every half minute at most, not every second. A spell ends 30 s
 /// after the last request the target turned away.
 ///
-/// A copy is a real request to the provider and is billed as one: cap its
+/// **Slow targets.** With [hedging](super::Hedging), a target late for
+/// its callers is demoted: tried after the others, until a caller's
+/// *trial* finds it in time again. A trial found late costs its caller a
+/// hedge delay, so trials are spaced out (by the demotion), and a
+/// brownout's end is found late. So a demoted target gets copies too, on
+/// the same schedule and share (of the requests that pass it over): a
+/// copy answered within the target's hedge delay puts it back in its
+/// place, with no caller having waited on it. A copy to a slow target is
+/// not replaced while it may yet answer in time (before that delay).
+///
+/// A copy is a real request to the provider and is billed as one (a copy
+/// to a slow target, which answers, more surely than one to a failing
+/// target): cap its
 /// output with [`prepare`](Self::prepare) (for a JSON body,
 /// [`cap_output_tokens`] lowers `max_tokens`, `max_completion_tokens`,
 /// `max_output_tokens`, `maxOutputTokens` or `maxTokens` to 16 where the
@@ -207,10 +220,32 @@ where
     }
 }
 
-/// Sends a copy of a request to target `index` its breaker turned away,
-/// if its turn has come; with no request, notes that target `index`
-/// failed (its breaker may have opened: its active probes start).
-pub(crate) type ShadowSend<B> = Arc<dyn Fn(usize, Option<&Request<B>>) + Send + Sync>;
+/// Tells the shadow probes what a request found at target `index`: a copy
+/// goes to it, if its turn has come.
+pub(crate) type ShadowSend<B> = Arc<dyn Fn(usize, Turned<'_, B>) + Send + Sync>;
+
+/// What a request found at a target, for [`ShadowSend`].
+pub(crate) enum Turned<'a, B> {
+    /// Its breaker turned the request away, open.
+    Open(&'a Request<B>),
+    /// It failed the request (its breaker may have opened: its active
+    /// probes start).
+    Failed,
+    /// It was passed over for being slow (demoted): the request, as the
+    /// caller sent it, goes to another target.
+    Slow(&'a Request<B>),
+}
+
+/// What the shadow probes ask a failover that times its targets about
+/// those demoted for being slow.
+pub(crate) trait SlowTargets: Send + Sync {
+    /// How long target `index`'s calls take at most while in time: a copy
+    /// in flight no longer than this may yet show it fast.
+    fn delay(&self, index: usize) -> Option<Duration>;
+
+    /// A copy to target `index` answered with success after `latency`.
+    fn copy_answered(&self, index: usize, latency: Duration);
+}
 
 /// How long a target is open before its copies are spaced further apart,
 /// and the step by which they are (each further such time doubles it).
@@ -278,7 +313,7 @@ struct ShadowTarget<T, B> {
     /// Its copy in flight, if any: a newer one replaces it, so that copies
     /// to a target that hangs do not pile up, and the one that finds it
     /// back is the latest.
-    in_flight: Mutex<Option<AbortHandle>>,
+    in_flight: Mutex<Option<InFlight>>,
     /// Whether its active probes are being sent.
     ticking: AtomicBool,
 }
@@ -290,6 +325,8 @@ pub(crate) struct Shadow<T, B, RB> {
     /// The credit each request turned away earns, in [`COPY`]s.
     earned: u64,
     targets: Box<[ShadowTarget<T, B>]>,
+    /// The failover's demoted targets, where it times them.
+    slow: Option<Arc<dyn SlowTargets>>,
     origin: Instant,
     _body: PhantomData<fn() -> RB>,
 }
@@ -346,22 +383,23 @@ where
 {
     /// The sender for `targets` (each its stack, breaker, rewrite and
     /// name, in failover order), each active probe given to the target it
-    /// names; an error names what of `probes` does not fit them.
+    /// names, telling `slow` of copies to slow targets answered with
+    /// success; an error names what of `probes` does not fit them.
     pub(crate) fn sender(
         probes: ShadowProbes<B>,
         targets: impl IntoIterator<Item = (T, BreakerHandle, Option<Rewrite<B>>, &'static str)>,
+        slow: Option<Arc<dyn SlowTargets>>,
     ) -> Result<ShadowSend<B>, ConfigError> {
-        let shadow = Arc::new(Self::new(probes, targets)?);
-        Ok(Arc::new(
-            move |index: usize, request: Option<&Request<B>>| {
-                shadow.turned_away(index, request);
-            },
-        ))
+        let shadow = Arc::new(Self::new(probes, targets, slow)?);
+        Ok(Arc::new(move |index: usize, turned: Turned<'_, B>| {
+            shadow.turned_away(index, turned);
+        }))
     }
 
     fn new(
         mut probes: ShadowProbes<B>,
         targets: impl IntoIterator<Item = (T, BreakerHandle, Option<Rewrite<B>>, &'static str)>,
+        slow: Option<Arc<dyn SlowTargets>>,
     ) -> Result<Self, ConfigError> {
         if probes.interval.is_zero() {
             return Err(ConfigError::new(
@@ -399,15 +437,16 @@ where
             probes,
             earned,
             targets,
+            slow,
             origin: Instant::now(),
             _body: PhantomData,
         })
     }
 
-    /// Target `index` turned `request` away with its breaker open (a copy
-    /// goes, if its turn has come), or, with no request, failed (its
-    /// breaker may have opened). Either way its active probes start.
-    fn turned_away(self: &Arc<Self>, index: usize, request: Option<&Request<B>>) {
+    /// Target `index` turned a request away, open or slow (a copy goes,
+    /// if its turn has come), or failed one (its breaker may have opened).
+    /// Unless it is slow, its active probes start.
+    fn turned_away(self: &Arc<Self>, index: usize, turned: Turned<'_, B>) {
         // Outside a runtime there is nowhere to send a copy from.
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
@@ -416,7 +455,11 @@ where
             return;
         };
         let now = self.now();
-        // The open spell: from the first failure or refusal after a quiet
+        let request = match turned {
+            Turned::Open(request) | Turned::Slow(request) => Some(request),
+            Turned::Failed => None,
+        };
+        // The open (or slow) spell: from the first failure or refusal after a quiet
         // gap, kept alive by refusals only, so that a target failing now
         // and then while closed starts afresh each time.
         let seen_before = target.seen.load(Ordering::Relaxed);
@@ -437,29 +480,64 @@ where
                     (credit < COPY).then(|| (credit + earned).min(COPY + earned - 1))
                 });
         }
-        if target.active.is_some() && !target.ticking.swap(true, Ordering::Relaxed) {
+        // A slow target's breaker is closed: its active probes wait for it
+        // to open.
+        let slow = matches!(turned, Turned::Slow(_));
+        if !slow && target.active.is_some() && !target.ticking.swap(true, Ordering::Relaxed) {
             runtime.spawn(Self::tick(Arc::downgrade(self), index));
+        }
+        let slow = match (slow, &self.slow) {
+            (true, Some(targets)) => Some(targets),
+            (true, None) => return, // untimed: nothing would hear its answer
+            (false, _) => None,
+        };
+        // A copy to a slow target is not replaced while it may yet answer
+        // in time: the one that finds the target fast is the first sent
+        // after it is.
+        if let Some(targets) = slow
+            && target
+                .in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_ref()
+                .is_some_and(|copy| copy.may_answer_in_time(targets.delay(index)))
+        {
+            return;
         }
         if let Some(request) = request
             && self.take_turn(target, now, true)
         {
-            self.send(&runtime, target, request.clone(), true);
+            let mut copy = request.clone();
+            // Passed over, the request was not written for this target.
+            if slow.is_some()
+                && let Some(rewrite) = &target.rewrite
+            {
+                rewrite(&mut copy);
+            }
+            self.send(&runtime, index, copy, ProbeOf::Caller(slow.cloned()));
         }
     }
 
-    /// Sends `probe` to `target` as a shadow probe (`prepare`d first if a
-    /// copy of a caller's request), replacing the one in flight.
+    /// Sends `probe` to target `index` as a shadow probe, replacing the
+    /// one in flight.
     fn send(
         &self,
         runtime: &tokio::runtime::Handle,
-        target: &ShadowTarget<T, B>,
+        index: usize,
         mut probe: Request<B>,
-        prepare: bool,
+        of: ProbeOf,
     ) {
+        let target = &self.targets[index];
         probe.extensions_mut().insert(ShadowProbe);
-        if prepare && let Some(prepare) = &self.probes.prepare {
-            prepare(&mut probe);
-        }
+        let slow = match of {
+            ProbeOf::Caller(slow) => {
+                if let Some(prepare) = &self.probes.prepare {
+                    prepare(&mut probe);
+                }
+                slow
+            }
+            ProbeOf::Active => None,
+        };
         let mut service = target
             .service
             .lock()
@@ -471,8 +549,18 @@ where
                 std::future::poll_fn(|cx| service.poll_ready(cx))
                     .await
                     .ok()?;
+                let sent = Instant::now();
                 // The probe's error, if any, is its breaker's business only.
                 let response = service.call(probe).await.ok()?;
+                if let Some(slow) = slow
+                    && response.status().is_success()
+                    && response
+                        .extensions()
+                        .get::<Classification>()
+                        .is_none_or(|c| c.verdict == Verdict::Success)
+                {
+                    slow.copy_answered(index, sent.elapsed());
+                }
                 read(response).await;
                 Some(())
             };
@@ -486,9 +574,12 @@ where
             .in_flight
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .replace(task.abort_handle());
+            .replace(InFlight {
+                task: task.abort_handle(),
+                sent: Instant::now(),
+            });
         if let Some(before) = before {
-            before.abort();
+            before.task.abort();
         }
     }
 
@@ -546,10 +637,33 @@ where
                 if let Some(rewrite) = &target.rewrite {
                     rewrite(&mut probe);
                 }
-                shadow.send(&runtime, target, probe, false);
+                shadow.send(&runtime, index, probe, ProbeOf::Active);
             }
         }
     }
+}
+
+/// A target's shadow probe in flight.
+struct InFlight {
+    task: AbortHandle,
+    sent: Instant,
+}
+
+impl InFlight {
+    /// Whether it may yet answer within `delay` of being sent (no delay
+    /// known: never in time).
+    fn may_answer_in_time(&self, delay: Option<Duration>) -> bool {
+        !self.task.is_finished() && delay.is_some_and(|delay| self.sent.elapsed() < delay)
+    }
+}
+
+/// What a shadow probe is.
+enum ProbeOf {
+    /// A copy of a caller's request (its output capped by `prepare`), to
+    /// a target open or, with a hook to tell of its answer, slow.
+    Caller(Option<Arc<dyn SlowTargets>>),
+    /// A target's active probe, sent as the user made it.
+    Active,
 }
 
 /// Whether any breaker of a target is open or half-open.

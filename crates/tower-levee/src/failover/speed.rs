@@ -54,7 +54,9 @@ pub struct HedgeCopy;
 ///   Then one request tries it again, the *trial*, only when the hedge
 ///   budget can cover it, so a still-slow target costs that caller one
 ///   hedge delay; the trial answered in time puts the target back in its
-///   place.
+///   place. With [shadow probes](super::ShadowProbes), copies of the
+///   requests that pass it over go to it meanwhile, and one answered in
+///   time puts it back as well, no caller having waited on it.
 /// - **Choose the faster in a pool.** Two members of a
 ///   [pool](super::Target::pool) are drawn by what each has left, and the
 ///   one clearly faster (a peak-sensitive moving average of its time to
@@ -443,9 +445,12 @@ impl TargetSpeed {
         {
             self.refresh_delay(config);
         }
-        if late {
-            return false;
-        }
+        !late && self.in_time()
+    }
+
+    /// A call answered in time: the streak of late ones ends, and so does
+    /// a demotion (`true` if this call ended it).
+    pub(crate) fn in_time(&self) -> bool {
         if self.late_streak.load(Ordering::Relaxed) != 0 {
             self.late_streak.store(0, Ordering::Relaxed);
         }
@@ -457,6 +462,13 @@ impl TargetSpeed {
         }
         self.demotions.store(0, Ordering::Relaxed);
         true
+    }
+
+    /// Whether the target is demoted and not holding a trial: a request
+    /// passes it over.
+    pub(crate) fn passed_over(&self) -> bool {
+        let word = self.demoted.load(Ordering::Relaxed);
+        word != 0 && word & 1 == 0
     }
 
     /// Folds a time to first byte into the moving average: a slower one
