@@ -7,7 +7,7 @@
 //! metrics) over a failover of two targets, each with an `AttemptLayer`
 //! (one child span per call) over a hyper client. The primary is in an
 //! outage (`503`); the fallback answers. So the request makes exactly two
-//! calls, and its trace shows both.
+//! calls: the fake provider counts them, and the trace shows both.
 //!
 //! Run with `cargo run -p examples --example otel`.
 
@@ -34,14 +34,14 @@ use tower_levee::otel::{AttemptLayer, GenAiLayer};
 
 #[path = "support.rs"]
 mod support;
-use support::fake_provider;
+use support::counted_fake_provider;
 
 /// What the stand-in collector received: each POST's path and JSON body.
 type Received = Arc<Mutex<Vec<(String, Value)>>>;
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let provider = fake_provider().await?;
+    let (provider, calls) = counted_fake_provider().await?;
     let (collector, received) = collector().await?;
 
     // The SDK, exporting OTLP/JSON from its own threads.
@@ -95,6 +95,10 @@ async fn main() -> Result<(), BoxError> {
     assert_eq!(res.status(), 200, "the fallback answered");
     // The operation ends with its body.
     res.into_body().collect().await?;
+    // One call to each target, no other: no retry loop hides below.
+    let calls = calls.load(std::sync::atomic::Ordering::SeqCst);
+    println!("  the fake provider answered {calls} calls");
+    assert_eq!(calls, 2, "the primary's 503 and the fallback's 200");
 
     // Export now, from blocking threads (the SDK's exporters block).
     let (tracer, meters) = tokio::task::spawn_blocking(move || {

@@ -26,13 +26,22 @@ use tower_levee::retry::RetryOutcome;
 /// `/outage` answers 503, `/spend-cap` says the quota is exhausted, others
 /// succeed.
 pub(crate) async fn fake_provider() -> std::io::Result<SocketAddr> {
+    Ok(counted_fake_provider().await?.0)
+}
+
+/// [`fake_provider`], and the count of the calls it answers: what an
+/// example checks to prove it made only the calls Levee decides.
+pub(crate) async fn counted_fake_provider() -> std::io::Result<(SocketAddr, Arc<AtomicUsize>)> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let throttled = Arc::new(AtomicUsize::new(0));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
-            let throttled = throttled.clone();
+            let (throttled, calls) = (throttled.clone(), calls.clone());
             let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                calls.fetch_add(1, Ordering::SeqCst);
                 let path = req.uri().path().to_owned();
                 let first = path.ends_with("/throttled-once")
                     && throttled.fetch_add(1, Ordering::SeqCst) == 0;
@@ -68,7 +77,7 @@ pub(crate) async fn fake_provider() -> std::io::Result<SocketAddr> {
             });
         }
     });
-    Ok(addr)
+    Ok((addr, counted))
 }
 
 /// Prints a breaker, gate or park transition as it happens.

@@ -313,6 +313,49 @@ mod tests {
         assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
+    /// Keeps the targets of the warnings logged while it is the default.
+    #[derive(Clone, Default)]
+    struct Warnings(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+    impl<T: tracing::Subscriber> tracing_subscriber::Layer<T> for Warnings {
+        fn on_event(
+            &self,
+            event: &tracing::Event<'_>,
+            _: tracing_subscriber::layer::Context<'_, T>,
+        ) {
+            if *event.metadata().level() == tracing::Level::WARN {
+                let target = event.metadata().target().to_owned();
+                self.0.lock().unwrap().push(target);
+            }
+        }
+    }
+
+    /// The warnings the client's config check logs for `retry`.
+    fn warnings_for(retry: RetryConfig) -> Vec<String> {
+        use tracing_subscriber::layer::SubscriberExt;
+        let warnings = Warnings::default();
+        let subscriber = tracing_subscriber::registry().with(warnings.clone());
+        let client = AwsHttpClient::new(echo(&std::sync::Arc::default()).service);
+        let mut layer = aws_smithy_types::config_bag::Layer::new("test");
+        layer.store_put(retry);
+        let config = ConfigBag::of_layers(vec![layer]);
+        tracing::subscriber::with_default(subscriber, || {
+            let components = RuntimeComponentsBuilder::new("test");
+            client
+                .validate_base_client_config(&components, &config)
+                .expect("a warning, never an error (the SDK would panic)");
+        });
+        let warnings = warnings.0.lock().unwrap().clone();
+        warnings
+    }
+
+    #[test]
+    fn the_sdks_own_retries_on_are_warned_of_and_off_are_not() {
+        assert_eq!(warnings_for(RetryConfig::standard()), ["levee::aws"]);
+        assert_eq!(warnings_for(RetryConfig::adaptive()), ["levee::aws"]);
+        assert!(warnings_for(RetryConfig::disabled()).is_empty());
+    }
+
     #[tokio::test]
     async fn a_streaming_upload_is_refused_unsent_as_a_user_error() {
         let calls = std::sync::Arc::default();
