@@ -345,8 +345,7 @@ mod tests {
                 .validate_base_client_config(&components, &config)
                 .expect("a warning, never an error (the SDK would panic)");
         });
-        let warnings = warnings.0.lock().unwrap().clone();
-        warnings
+        warnings.0.lock().unwrap().clone()
     }
 
     #[test]
