@@ -13,14 +13,15 @@ sees.
 
 A feature that wraps a dependency with a newer Rust of its own states its
 MSRV apart (the README and the feature's docs say so): tower-levee's `aws`
-needs 1.94.1, as the AWS SDK's crates do. What only such a feature brings
-in is checked against the feature's MSRV; everything else against ours.
+needs 1.94.1, as the AWS SDK's crates do, and its `rig` 1.95.0, as
+`rig-http` does. What only such a feature brings in is checked against the
+feature's MSRV; everything else against ours.
 """
 import json, subprocess, sys, tomllib
 
 LIBRARIES = ("levee-core", "tower-levee", "levee-redis")
 # crate -> feature -> the Rust it needs.
-FEATURE_MSRV = {"tower-levee": {"aws": "1.94.1"}}
+FEATURE_MSRV = {"tower-levee": {"aws": "1.94.1", "rig": "1.95.0"}}
 
 
 def version(text):

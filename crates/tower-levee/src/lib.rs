@@ -65,6 +65,7 @@
 //! | `metrics` | `tower_levee::metrics::MetricsReporter`: every layer's state and counters through the `metrics` facade |
 //! | `axum` | `tower_levee::axum`: every Levee error as a `429`/`503` JSON response with `Retry-After`, a health handler, the console (turns on `serde`) |
 //! | `aws` | `tower_levee::aws::AwsHttpClient`: a Levee stack as the AWS SDK's HTTP client, for Bedrock's runtime SDK (needs the AWS SDK's newer Rust: see the module) |
+//! | `rig` | `tower_levee::rig::RigHttpClient`: a Levee stack as rig's HTTP client, streams included (rig 0.44; needs Rust 1.95: see the module) |
 //! | `otel` | `tower_levee::otel`: OpenTelemetry's GenAI spans and metrics, through the OpenTelemetry API, with Levee's verdicts, refusals and failover under `levee.*` |
 //! | `api` | `tower_levee::api`: refusals and errors in an OpenAI or Anthropic API's own shape, for a server that speaks one; a request body read within a cap |
 //!
@@ -124,8 +125,8 @@ pub mod deps {
     pub use bytes;
     pub use http;
     pub use http_body;
-    // The `aws` client takes a stack of `http::Request<Full<Bytes>>`.
-    #[cfg(feature = "aws")]
+    // The `aws` and `rig` clients take a stack of `http::Request<Full<Bytes>>`.
+    #[cfg(any(feature = "aws", feature = "rig"))]
     pub use http_body_util;
     pub use levee_core;
     #[cfg(feature = "otel")]
@@ -134,6 +135,8 @@ pub mod deps {
     pub use reqwest;
     #[cfg(feature = "reqwest-middleware")]
     pub use reqwest_middleware;
+    #[cfg(feature = "rig")]
+    pub use rig_http;
     #[cfg(feature = "serde")]
     pub use serde;
     #[cfg(any(feature = "api", feature = "axum", feature = "async-openai"))]
@@ -174,6 +177,8 @@ pub mod reqwest;
 #[cfg(feature = "reqwest-middleware")]
 pub mod reqwest_middleware;
 pub mod retry;
+#[cfg(feature = "rig")]
+pub mod rig;
 mod striped;
 mod sync;
 #[cfg(test)]
