@@ -29,7 +29,10 @@
 //! rig retries nothing itself, so Levee's retry budget is the one retry
 //! loop. A multipart request (a transcription's audio) is encoded in
 //! memory, as `MultipartForm::encode` writes it, so a retry can send it
-//! again.
+//! again; a part whose name or file name holds a quote or a line break is
+//! refused unsent ([`MultipartNameError`]). A redirect is answered as any
+//! other non-success status (hyper follows none, where reqwest follows
+//! ten): put tower-http's `FollowRedirect` in the stack to follow them.
 //!
 //! The feature builds against `rig-http` 0.44 (rig-core and rig-agent
 //! 0.44), which needs Rust 1.95 (the rest of this crate needs 1.88).
@@ -166,6 +169,35 @@ where
     })
 }
 
+/// `form` encoded whole, with its content type; an error, unsent, if a
+/// part's name or file name would break out of its quoted header value
+/// (`MultipartForm::encode` writes them as they are).
+fn multipart(form: &MultipartForm) -> Result<(HeaderValue, Bytes)> {
+    for part in form.parts() {
+        for name in std::iter::once(part.name()).chain(part.get_filename()) {
+            if name.contains(['"', '\r', '\n']) {
+                return Err(instance(MultipartNameError));
+            }
+        }
+    }
+    let (boundary, body) = form.encode();
+    let content_type = HeaderValue::try_from(format!("multipart/form-data; boundary={boundary}"))?;
+    Ok((content_type, body))
+}
+
+/// A multipart part whose name or file name holds a quote or a line break.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct MultipartNameError;
+
+impl fmt::Display for MultipartNameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a multipart part's name or file name holds a quote or a line break")
+    }
+}
+
+impl std::error::Error for MultipartNameError {}
+
 /// A body's error as rig's transport error, the original its source.
 fn instance(e: impl Into<BoxError>) -> Error {
     Error::Instance(e.into())
@@ -199,10 +231,7 @@ where
         U: From<Bytes> + Send + 'static,
     {
         let (mut head, form) = req.into_parts();
-        let (boundary, body) = form.encode();
-        let content_type =
-            HeaderValue::try_from(format!("multipart/form-data; boundary={boundary}"));
-        let call = content_type.map(|content_type| {
+        let call = multipart(&form).map(|(content_type, body)| {
             head.headers
                 .insert(http::header::CONTENT_TYPE, content_type);
             self.call(Request::from_parts(head, body))
@@ -350,6 +379,29 @@ mod tests {
         assert!(matches!(found, Rejection::CircuitOpen(_)), "{found:?}");
         let err = error(client.send_streaming(request("/open")).await);
         assert!(Rejection::find(&err).is_some());
+    }
+
+    #[tokio::test]
+    async fn a_multipart_name_that_would_break_its_header_is_refused_unsent() {
+        let provider = Provider::default();
+        let client = RigHttpClient::new(provider.clone());
+        let wav: rig_http::http_client::multipart::Part =
+            rig_http::http_client::multipart::Part::bytes("file", Bytes::from_static(b"RIFF"))
+                .filename("a\r\nb.wav");
+        for form in [
+            MultipartForm::new().text("model\"; x=\"y", "whisper-1"),
+            MultipartForm::new().part(wav),
+        ] {
+            let request = Request::post("http://provider/v1/audio/transcriptions")
+                .body(form)
+                .unwrap();
+            let err = error(client.send_multipart::<Vec<u8>>(request).await);
+            let Error::Instance(source) = &err else {
+                panic!("{err:?}");
+            };
+            assert!(source.is::<MultipartNameError>(), "{err}");
+        }
+        assert_eq!(provider.calls.load(Ordering::SeqCst), 0, "nothing sent");
     }
 
     #[tokio::test]

@@ -275,10 +275,10 @@ async fn a_slow_target_is_demoted_within_a_few_calls_and_back_within_seconds_of_
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_shadow_probe_finds_a_demoted_target_fast_again_and_no_caller_waits_on_it() {
+async fn a_shadow_probe_in_time_brings_a_demoted_target_back_with_no_caller_waiting_on_it() {
     let (primary, fallback) = (Timed::new(800), Timed::new(500));
-    // Demoted for a minute: no caller's trial comes within the test, so
-    // only a copy can find the primary fast again.
+    // Demoted for a minute: no trial is due within the test unless a copy
+    // finds the primary fast again.
     let minute = Duration::from_secs(60);
     let hedging = Hedging::new().demotion(minute).max_demotion(minute);
     let svc = builder(&primary, &fallback, Some(hedging))
@@ -304,7 +304,8 @@ async fn a_shadow_probe_finds_a_demoted_target_fast_again_and_no_caller_waits_on
         .find(|r| r.1 == 0)
         .expect("the primary serves again");
     // The next copy goes within a second of recovering and answers in
-    // 800 ms: the request after it is the primary's.
+    // 800 ms: its trial is due, and the request after it, the trial, is
+    // the primary's.
     assert!(
         back.0 <= Duration::from_millis(2000),
         "back at {:?}",
@@ -318,6 +319,31 @@ async fn a_shadow_probe_finds_a_demoted_target_fast_again_and_no_caller_waits_on
     let worst = after.iter().map(|r| r.2).max().unwrap();
     assert!(worst <= Duration::from_millis(1000), "worst {worst:?}");
     assert!(!svc.handle().snapshot().targets[0].demoted);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_hedged_from_a_target_it_demotes_sends_that_target_no_copy() {
+    let (primary, fallback) = (Timed::new(800), Timed::new(500));
+    let svc = builder(&primary, &fallback, Some(Hedging::new()))
+        .shadow_probes(ShadowProbes::new())
+        .build()
+        .unwrap();
+    train(&svc, 30).await;
+    primary.set(9_600);
+    // Three late calls in a row, each hedged: the third demotes the
+    // primary while its own call is still there.
+    for _ in 0..3 {
+        assert_eq!(one(&svc).await.0, 1, "the hedge served");
+    }
+    assert!(svc.handle().snapshot().targets[0].demoted);
+    assert_eq!(
+        primary.copies(),
+        0,
+        "its call is in flight: no copy beside it"
+    );
+    // The next request passes it over: that one sends the first copy.
+    assert_eq!(one(&svc).await.0, 1);
+    assert_eq!(primary.copies(), 1);
 }
 
 #[tokio::test(start_paused = true)]

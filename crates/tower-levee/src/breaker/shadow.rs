@@ -24,9 +24,10 @@ use crate::registry::SlotGuard;
 /// success closes it, and anything else changes nothing (no cool-off grows
 /// for a copy). A stream's first output is a success: the copy is dropped
 /// there. A copy that finds the breaker closed (it closed meanwhile, or
-/// the target is slow, not failing) is a call like any other. A copy still passes the gate and the park: a
-/// throttled or capped scope is not failing, and a copy would only spend
-/// its quota.
+/// the target is slow, not failing) is a call like any other, whose
+/// success in time also tells the failover that the target's trial is
+/// due. A copy still passes the gate and the park: a throttled or capped
+/// scope is not failing, and a copy would only spend its quota.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ShadowProbe;

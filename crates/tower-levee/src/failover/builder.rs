@@ -16,7 +16,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::service::Failover;
-use super::shadow::{Shadow, ShadowProbes, ShadowSend, SlowTargets};
+use super::shadow::{CopyAnswered, Shadow, ShadowProbes, ShadowSend};
 use super::speed::{FieldNames, HedgeState, Hedging, TargetSpeed};
 use super::stack::TargetService;
 use super::state::{Advance, Common, Entry, FallbackFn, Group, Meta, TargetMeta};
@@ -96,10 +96,11 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
     /// Sends [shadow probes](ShadowProbes) to targets whose breaker is
     /// open (and, with [`hedging`](Self::hedging), to those demoted for
     /// being slow): copies of requests that other targets serve, whose
-    /// answers only close a breaker or end a demotion, so that a target is
-    /// found back within a probe interval of recovering at no caller's cost. Copies are sent
-    /// from the tokio runtime the request is handled on (none outside
-    /// one), so the targets' stacks must be `Send + 'static`.
+    /// answers only close a breaker or make a slow target's trial due, so
+    /// that a target is found back within a probe interval or two of
+    /// recovering at no caller's cost. Copies are sent from the tokio
+    /// runtime the request is handled on (none outside one), so the
+    /// targets' stacks must be `Send + 'static`.
     pub fn shadow_probes(mut self, probes: ShadowProbes<B>) -> Self
     where
         B: Clone + Send + 'static,
@@ -117,11 +118,15 @@ impl<B, RB, S, C> FailoverBuilder<B, RB, S, C> {
                 (service, target.breaker.clone(), rewrite, target.name)
             });
             // Copies to slow targets go only where targets are timed.
-            let slow = meta
-                .hedging
-                .is_some()
-                .then(|| Arc::new(Arc::downgrade(meta)) as Arc<dyn SlowTargets>);
-            Shadow::sender(probes, targets, slow)
+            let answered = meta.hedging.is_some().then(|| {
+                let meta = Arc::downgrade(meta);
+                Arc::new(move |index, latency| {
+                    if let Some(meta) = meta.upgrade() {
+                        meta.copy_answered(index, latency);
+                    }
+                }) as CopyAnswered
+            });
+            Shadow::sender(probes, targets, answered)
         }));
         self
     }

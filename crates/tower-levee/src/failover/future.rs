@@ -15,7 +15,7 @@ use tokio::time::{Instant, Sleep};
 use tower_service::Service;
 
 use super::error::{NoTargetAvailable, Refusal, RefusalKind};
-use super::shadow::{ShadowSend, Turned};
+use super::shadow::{Found, ShadowSend};
 use super::speed::HedgeCopy;
 use super::state::{Common, Meta};
 use super::target::ServedBy;
@@ -854,7 +854,7 @@ fn select<B: Clone, T>(
         match peek(meta, index, to_peek, memo) {
             Ok(()) => {
                 if let Some(original) = request.get() {
-                    shadow_slow(common, index, original);
+                    shadow_slow(common, index, progress.tried, original);
                 }
                 return Pick::Call {
                     index,
@@ -890,7 +890,7 @@ fn select_first<B: Clone, T>(
     let memo = copies.get_mut(index).map(|copy| &mut copy.memo);
     match peek(meta, index, request, memo) {
         Ok(()) => {
-            shadow_slow(common, index, request);
+            shadow_slow(common, index, progress.tried, request);
             Pick::Call {
                 index,
                 keep: progress.keeps(meta, meta.untried_left(progress.tried)),
@@ -921,34 +921,44 @@ fn shadow<B, T>(
         && refused.kind() == RefusalKind::CircuitOpen
         && others()
     {
-        send(index, Turned::Open(request));
+        send(index, Found::Open(request));
     }
 }
 
 /// Sends shadow probes to the demoted targets the request, about to call
-/// target `index`, passes over (when the failover sends them): a copy
-/// finds a slow target fast again without a caller's trial. Read only
-/// while some target is demoted.
+/// target `index`, passes over (when the failover sends them), none it
+/// has `tried`: a copy finds a slow target fast again before a caller's
+/// trial would. Read only while some target is demoted.
 #[inline]
-fn shadow_slow<B, T>(common: &Common<B, T>, index: usize, request: &Request<B>) {
+fn shadow_slow<B, T>(common: &Common<B, T>, index: usize, tried: u64, request: &Request<B>) {
     if let Some(send) = &common.shadow
         && common.meta.demoted_targets.load(Ordering::Relaxed) != 0
     {
-        shadow_slow_cold(common.meta.as_ref(), send, index, request);
+        shadow_slow_cold(common.meta.as_ref(), send, index, tried, request);
     }
 }
 
 #[cold]
 #[inline(never)]
-fn shadow_slow_cold<B>(meta: &Meta, send: &ShadowSend<B>, index: usize, request: &Request<B>) {
-    // Those before it in order, and those of its pool: any other it
-    // would pass over anyway.
+fn shadow_slow_cold<B>(
+    meta: &Meta,
+    send: &ShadowSend<B>,
+    index: usize,
+    tried: u64,
+    request: &Request<B>,
+) {
+    let now = meta.now_nanos();
+    // Those before it in order, and those of its pool: any other it would
+    // pass over anyway. One this request called (late, it is being
+    // hedged) has its call in flight already.
     let pool = meta.targets[index].pool;
     for (passed, target) in meta.targets.iter().enumerate() {
-        if (passed < index || (pool.is_some() && target.pool == pool && passed != index))
-            && target.speed.passed_over()
+        if tried & (1 << passed) == 0
+            && (passed < index || (pool.is_some() && target.pool == pool))
+            && target.speed.passed_over(now)
+            && let Some(delay) = target.speed.delay()
         {
-            send(passed, Turned::Slow(request));
+            send(passed, Found::Slow { request, delay });
         }
     }
 }
@@ -1193,7 +1203,7 @@ fn note_failure<B, T>(
         && matches!(verdict, Verdict::Availability | Verdict::Credential)
     {
         // Its breaker may have opened: its active probe, if any, starts.
-        send(index, Turned::Failed);
+        send(index, Found::Failed);
     }
 }
 

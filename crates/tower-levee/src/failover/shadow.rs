@@ -70,15 +70,16 @@ type Prepare<B> = Arc<dyn Fn(&mut Request<B>) + Send + Sync>;
 /// *trial* finds it in time again. A trial found late costs its caller a
 /// hedge delay, so trials are spaced out (by the demotion), and a
 /// brownout's end is found late. So a demoted target gets copies too, on
-/// the same schedule and share (of the requests that pass it over): a
-/// copy answered within the target's hedge delay puts it back in its
-/// place, with no caller having waited on it. A copy to a slow target is
-/// not replaced while it may yet answer in time (before that delay).
+/// the same schedule and share (of the requests that pass it over, never
+/// one that called it): a copy answered within the target's hedge delay
+/// makes its trial due at once. A caller's trial, covered by a hedge,
+/// still puts it back: a copy's output is capped, so it can be fast where
+/// callers' calls are not. A copy to a slow target is not replaced while
+/// it may yet answer in time.
 ///
-/// A copy is a real request to the provider and is billed as one (a copy
-/// to a slow target, which answers, more surely than one to a failing
-/// target): cap its
-/// output with [`prepare`](Self::prepare) (for a JSON body,
+/// A copy is a real request to the provider and is billed as one (one to
+/// a slow target, which answers, more surely than one to a failing
+/// target): cap its output with [`prepare`](Self::prepare) (for a JSON body,
 /// [`cap_output_tokens`] lowers `max_tokens`, `max_completion_tokens`,
 /// `max_output_tokens`, `maxOutputTokens` or `maxTokens` to 16 where the
 /// request names one). A streamed copy is dropped at its first output,
@@ -222,30 +223,27 @@ where
 
 /// Tells the shadow probes what a request found at target `index`: a copy
 /// goes to it, if its turn has come.
-pub(crate) type ShadowSend<B> = Arc<dyn Fn(usize, Turned<'_, B>) + Send + Sync>;
+pub(crate) type ShadowSend<B> = Arc<dyn Fn(usize, Found<'_, B>) + Send + Sync>;
 
 /// What a request found at a target, for [`ShadowSend`].
-pub(crate) enum Turned<'a, B> {
-    /// Its breaker turned the request away, open.
+pub(crate) enum Found<'a, B> {
+    /// Its breaker open: the request, as written for the target, is
+    /// turned away.
     Open(&'a Request<B>),
     /// It failed the request (its breaker may have opened: its active
     /// probes start).
     Failed,
-    /// It was passed over for being slow (demoted): the request, as the
-    /// caller sent it, goes to another target.
-    Slow(&'a Request<B>),
+    /// It is demoted for being slow, and the request, as the caller sent
+    /// it, passes it over; a copy answered within `delay` is in time.
+    Slow {
+        request: &'a Request<B>,
+        delay: Duration,
+    },
 }
 
-/// What the shadow probes ask a failover that times its targets about
-/// those demoted for being slow.
-pub(crate) trait SlowTargets: Send + Sync {
-    /// How long target `index`'s calls take at most while in time: a copy
-    /// in flight no longer than this may yet show it fast.
-    fn delay(&self, index: usize) -> Option<Duration>;
-
-    /// A copy to target `index` answered with success after `latency`.
-    fn copy_answered(&self, index: usize, latency: Duration);
-}
+/// Tells a failover that a copy to target `index`, slow, answered with
+/// success after the given time.
+pub(crate) type CopyAnswered = Arc<dyn Fn(usize, Duration) + Send + Sync>;
 
 /// How long a target is open before its copies are spaced further apart,
 /// and the step by which they are (each further such time doubles it).
@@ -312,7 +310,8 @@ struct ShadowTarget<T, B> {
     spell: AtomicU64,
     /// Its copy in flight, if any: a newer one replaces it, so that copies
     /// to a target that hangs do not pile up, and the one that finds it
-    /// back is the latest.
+    /// back is the latest (a slow target's, once it can no longer be in
+    /// time).
     in_flight: Mutex<Option<InFlight>>,
     /// Whether its active probes are being sent.
     ticking: AtomicBool,
@@ -325,8 +324,9 @@ pub(crate) struct Shadow<T, B, RB> {
     /// The credit each request turned away earns, in [`COPY`]s.
     earned: u64,
     targets: Box<[ShadowTarget<T, B>]>,
-    /// The failover's demoted targets, where it times them.
-    slow: Option<Arc<dyn SlowTargets>>,
+    /// Told of a copy to a slow target answered with success (where the
+    /// failover times its targets, and so demotes them).
+    answered: Option<CopyAnswered>,
     origin: Instant,
     _body: PhantomData<fn() -> RB>,
 }
@@ -343,19 +343,26 @@ impl<T, B, RB> Shadow<T, B, RB> {
         spacing(interval, target.breaker.replicas(), open_for(target, now))
     }
 
+    /// Whether `target`'s turn for a copy has come at `now` (its credit
+    /// earned, if `earned`): the time of its last copy if so. Read only.
+    fn turn_due(&self, target: &ShadowTarget<T, B>, now: u64, earned: bool) -> Option<u64> {
+        if earned && target.credit.load(Ordering::Relaxed) < COPY {
+            return None;
+        }
+        let before = target.last.load(Ordering::Relaxed);
+        (before == 0 || now >= before.saturating_add(self.spacing(target, now))).then_some(before)
+    }
+
     /// Whether `target`'s turn for a copy has come at `now`, taken if so
     /// (its credit spent, if `earned`, and its budget token drawn).
     fn take_turn(&self, target: &ShadowTarget<T, B>, now: u64, earned: bool) -> bool {
-        if earned && target.credit.load(Ordering::Relaxed) < COPY {
+        let Some(before) = self.turn_due(target, now, earned) else {
             return false;
-        }
-        let spacing = self.spacing(target, now);
-        let before = target.last.load(Ordering::Relaxed);
-        if (before != 0 && now < before.saturating_add(spacing))
-            || target
-                .last
-                .compare_exchange(before, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_err()
+        };
+        if target
+            .last
+            .compare_exchange(before, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
         {
             return false;
         }
@@ -383,23 +390,23 @@ where
 {
     /// The sender for `targets` (each its stack, breaker, rewrite and
     /// name, in failover order), each active probe given to the target it
-    /// names, telling `slow` of copies to slow targets answered with
+    /// names, telling `answered` of copies to slow targets answered with
     /// success; an error names what of `probes` does not fit them.
     pub(crate) fn sender(
         probes: ShadowProbes<B>,
         targets: impl IntoIterator<Item = (T, BreakerHandle, Option<Rewrite<B>>, &'static str)>,
-        slow: Option<Arc<dyn SlowTargets>>,
+        answered: Option<CopyAnswered>,
     ) -> Result<ShadowSend<B>, ConfigError> {
-        let shadow = Arc::new(Self::new(probes, targets, slow)?);
-        Ok(Arc::new(move |index: usize, turned: Turned<'_, B>| {
-            shadow.turned_away(index, turned);
+        let shadow = Arc::new(Self::new(probes, targets, answered)?);
+        Ok(Arc::new(move |index: usize, found: Found<'_, B>| {
+            shadow.found(index, found);
         }))
     }
 
     fn new(
         mut probes: ShadowProbes<B>,
         targets: impl IntoIterator<Item = (T, BreakerHandle, Option<Rewrite<B>>, &'static str)>,
-        slow: Option<Arc<dyn SlowTargets>>,
+        answered: Option<CopyAnswered>,
     ) -> Result<Self, ConfigError> {
         if probes.interval.is_zero() {
             return Err(ConfigError::new(
@@ -437,16 +444,16 @@ where
             probes,
             earned,
             targets,
-            slow,
+            answered,
             origin: Instant::now(),
             _body: PhantomData,
         })
     }
 
-    /// Target `index` turned a request away, open or slow (a copy goes,
-    /// if its turn has come), or failed one (its breaker may have opened).
+    /// A request found target `index` open or slow (a copy goes, if its
+    /// turn has come), or failed there (its breaker may have opened).
     /// Unless it is slow, its active probes start.
-    fn turned_away(self: &Arc<Self>, index: usize, turned: Turned<'_, B>) {
+    fn found(self: &Arc<Self>, index: usize, found: Found<'_, B>) {
         // Outside a runtime there is nowhere to send a copy from.
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
@@ -455,9 +462,10 @@ where
             return;
         };
         let now = self.now();
-        let request = match turned {
-            Turned::Open(request) | Turned::Slow(request) => Some(request),
-            Turned::Failed => None,
+        let (request, slow_delay) = match found {
+            Found::Open(request) => (Some(request), None),
+            Found::Slow { request, delay } => (Some(request), Some(delay)),
+            Found::Failed => (None, None),
         };
         // The open (or slow) spell: from the first failure or refusal after a quiet
         // gap, kept alive by refusals only, so that a target failing now
@@ -482,39 +490,49 @@ where
         }
         // A slow target's breaker is closed: its active probes wait for it
         // to open.
-        let slow = matches!(turned, Turned::Slow(_));
-        if !slow && target.active.is_some() && !target.ticking.swap(true, Ordering::Relaxed) {
+        if slow_delay.is_none()
+            && target.active.is_some()
+            && !target.ticking.swap(true, Ordering::Relaxed)
+        {
             runtime.spawn(Self::tick(Arc::downgrade(self), index));
         }
-        let slow = match (slow, &self.slow) {
-            (true, Some(targets)) => Some(targets),
-            (true, None) => return, // untimed: nothing would hear its answer
-            (false, _) => None,
-        };
-        // A copy to a slow target is not replaced while it may yet answer
-        // in time: the one that finds the target fast is the first sent
-        // after it is.
-        if let Some(targets) = slow
-            && target
-                .in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .as_ref()
-                .is_some_and(|copy| copy.may_answer_in_time(targets.delay(index)))
-        {
+        let Some(request) = request else {
             return;
-        }
-        if let Some(request) = request
-            && self.take_turn(target, now, true)
-        {
+        };
+        let answered = match slow_delay {
+            None => None,
+            Some(delay) => {
+                // Only a failover that times its targets demotes them.
+                let Some(answered) = &self.answered else {
+                    return;
+                };
+                // Read before the copy in flight, for the many requests
+                // that pass a slow target over between its copies; and a
+                // copy is not replaced while it may yet answer in time:
+                // the one that finds the target fast is the first sent
+                // after it is.
+                if self.turn_due(target, now, true).is_none()
+                    || target
+                        .in_flight
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .as_ref()
+                        .is_some_and(|copy| copy.may_answer_within(delay))
+                {
+                    return;
+                }
+                Some(answered.clone())
+            }
+        };
+        if self.take_turn(target, now, true) {
             let mut copy = request.clone();
             // Passed over, the request was not written for this target.
-            if slow.is_some()
+            if answered.is_some()
                 && let Some(rewrite) = &target.rewrite
             {
                 rewrite(&mut copy);
             }
-            self.send(&runtime, index, copy, ProbeOf::Caller(slow.cloned()));
+            self.send(&runtime, index, copy, ProbeOf::Caller(answered));
         }
     }
 
@@ -529,12 +547,12 @@ where
     ) {
         let target = &self.targets[index];
         probe.extensions_mut().insert(ShadowProbe);
-        let slow = match of {
-            ProbeOf::Caller(slow) => {
+        let answered = match of {
+            ProbeOf::Caller(answered) => {
                 if let Some(prepare) = &self.probes.prepare {
                     prepare(&mut probe);
                 }
-                slow
+                answered
             }
             ProbeOf::Active => None,
         };
@@ -552,14 +570,14 @@ where
                 let sent = Instant::now();
                 // The probe's error, if any, is its breaker's business only.
                 let response = service.call(probe).await.ok()?;
-                if let Some(slow) = slow
+                if let Some(answered) = answered
                     && response.status().is_success()
                     && response
                         .extensions()
                         .get::<Classification>()
                         .is_none_or(|c| c.verdict == Verdict::Success)
                 {
-                    slow.copy_answered(index, sent.elapsed());
+                    answered(index, sent.elapsed());
                 }
                 read(response).await;
                 Some(())
@@ -650,10 +668,9 @@ struct InFlight {
 }
 
 impl InFlight {
-    /// Whether it may yet answer within `delay` of being sent (no delay
-    /// known: never in time).
-    fn may_answer_in_time(&self, delay: Option<Duration>) -> bool {
-        !self.task.is_finished() && delay.is_some_and(|delay| self.sent.elapsed() < delay)
+    /// Whether it may yet answer within `delay` of being sent.
+    fn may_answer_within(&self, delay: Duration) -> bool {
+        !self.task.is_finished() && self.sent.elapsed() < delay
     }
 }
 
@@ -661,7 +678,7 @@ impl InFlight {
 enum ProbeOf {
     /// A copy of a caller's request (its output capped by `prepare`), to
     /// a target open or, with a hook to tell of its answer, slow.
-    Caller(Option<Arc<dyn SlowTargets>>),
+    Caller(Option<CopyAnswered>),
     /// A target's active probe, sent as the user made it.
     Active,
 }

@@ -56,7 +56,7 @@ pub struct HedgeCopy;
 ///   hedge delay; the trial answered in time puts the target back in its
 ///   place. With [shadow probes](super::ShadowProbes), copies of the
 ///   requests that pass it over go to it meanwhile, and one answered in
-///   time puts it back as well, no caller having waited on it.
+///   time makes its trial due at once.
 /// - **Choose the faster in a pool.** Two members of a
 ///   [pool](super::Target::pool) are drawn by what each has left, and the
 ///   one clearly faster (a peak-sensitive moving average of its time to
@@ -445,12 +445,9 @@ impl TargetSpeed {
         {
             self.refresh_delay(config);
         }
-        !late && self.in_time()
-    }
-
-    /// A call answered in time: the streak of late ones ends, and so does
-    /// a demotion (`true` if this call ended it).
-    pub(crate) fn in_time(&self) -> bool {
+        if late {
+            return false;
+        }
         if self.late_streak.load(Ordering::Relaxed) != 0 {
             self.late_streak.store(0, Ordering::Relaxed);
         }
@@ -464,11 +461,22 @@ impl TargetSpeed {
         true
     }
 
-    /// Whether the target is demoted and not holding a trial: a request
-    /// passes it over.
-    pub(crate) fn passed_over(&self) -> bool {
+    /// Whether a request at `now` passes the target over: demoted, and not
+    /// holding a trial (one claimed and not lapsed).
+    pub(crate) fn passed_over(&self, now: u64) -> bool {
         let word = self.demoted.load(Ordering::Relaxed);
-        word != 0 && word & 1 == 0
+        word != 0 && (word & 1 == 0 || now >= deadline(word))
+    }
+
+    /// Makes a demoted target's trial due now (a copy found it fast: a
+    /// caller's trial, which a hedge covers, confirms it); `false` if it is
+    /// in place, or holds a trial already.
+    pub(crate) fn trial_due(&self) -> bool {
+        self.demoted
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| {
+                (word != 0 && word & 1 == 0 && deadline(word) != 0).then(|| encode(0, false))
+            })
+            .is_ok()
     }
 
     /// Folds a time to first byte into the moving average: a slower one
@@ -602,6 +610,32 @@ mod tests {
         assert_eq!(speed.standing(5 * s, || true), Standing::InPlace);
         assert!(!speed.is_marked());
         assert!(!speed.is_marked());
+    }
+
+    #[test]
+    fn a_copy_in_time_makes_the_trial_due_and_a_lapsed_trial_is_passed_over_again() {
+        let config = Hedging::new();
+        let speed = trained(&config, 500);
+        let s = 1_000_000_000;
+        assert!(!speed.trial_due(), "in place: no trial to make due");
+        assert!(!speed.passed_over(s));
+        for _ in 0..3 {
+            speed.late(&config, s);
+        }
+        assert!(speed.passed_over(s));
+        assert_eq!(speed.standing(s, || true), Standing::Demoted);
+        // A copy in time: the trial is due at once, demotion or not.
+        assert!(speed.trial_due());
+        assert_eq!(speed.standing(s, || true), Standing::Trial);
+        assert!(speed.claim_trial(s));
+        // Held by its trial: no copy beside it, nor another trial due.
+        assert!(!speed.passed_over(s));
+        assert!(!speed.trial_due());
+        // A trial never called lapses after twice the delay: passed over
+        // again, and copies go.
+        let lapsed = s + duration_nanos(speed.delay().unwrap() * 2);
+        assert!(speed.passed_over(lapsed));
+        assert!(speed.is_marked(), "still demoted until a call in time");
     }
 
     #[test]

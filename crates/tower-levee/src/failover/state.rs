@@ -13,7 +13,7 @@ use levee_core::clock::duration_nanos;
 use tokio::time::Instant;
 
 use super::error::RefusalKind;
-use super::shadow::{ShadowSend, SlowTargets};
+use super::shadow::ShadowSend;
 use super::speed::{HedgeState, Standing, TargetSpeed};
 use super::target::Rewrite;
 use crate::breaker::{BreakerHandle, PeekCache};
@@ -168,36 +168,6 @@ pub(crate) struct TargetMeta {
     pub(crate) last_failure: Mutex<Option<LastFailure>>,
     /// Its recent time to first byte and demotion (with hedging).
     pub(crate) speed: TargetSpeed,
-}
-
-/// The shadow probes' view of a failover's slow targets, held weakly: the
-/// copies in flight do not keep a dropped failover's state.
-impl SlowTargets for std::sync::Weak<Meta> {
-    fn delay(&self, index: usize) -> Option<Duration> {
-        self.upgrade()?.targets.get(index)?.speed.delay()
-    }
-
-    /// A copy answered in time puts the target back in its place, as a
-    /// caller's trial would. Its time is not recorded as the target's: a
-    /// copy's output is capped.
-    fn copy_answered(&self, index: usize, latency: Duration) {
-        let Some(meta) = self.upgrade() else {
-            return;
-        };
-        let Some(t) = meta.targets.get(index) else {
-            return;
-        };
-        let in_time = t.speed.delay().is_some_and(|delay| latency <= delay);
-        if in_time && t.speed.in_time() {
-            meta.demoted_targets.fetch_sub(1, Ordering::Relaxed);
-            tracing::info!(
-                target: "levee::failover",
-                target_name = t.name,
-                ?latency,
-                "target's shadow probe answered in time: back in its place"
-            );
-        }
-    }
 }
 
 /// The last outcome that sent a request on from a target.
@@ -387,6 +357,24 @@ impl Meta {
                 target_name = t.name,
                 ?latency,
                 "target answered in time again: back in its place"
+            );
+        }
+    }
+
+    /// A copy of a request sent to target `index` while it was demoted (a
+    /// shadow probe) answered with success after `latency`: in time, its
+    /// trial is due at once. The copy does not restore it itself: its
+    /// output is capped, so it can be fast where callers' calls are not; a
+    /// caller's trial, covered by a hedge, says so.
+    pub(crate) fn copy_answered(&self, index: usize, latency: Duration) {
+        let t = &self.targets[index];
+        let in_time = t.speed.delay().is_some_and(|delay| latency <= delay);
+        if in_time && t.speed.trial_due() {
+            tracing::debug!(
+                target: "levee::failover",
+                target_name = t.name,
+                ?latency,
+                "slow target's shadow probe answered in time: its trial is due"
             );
         }
     }
