@@ -13,16 +13,22 @@
 //! | OpenAI Responses | `id` (`response.id` in a stream) | `model` | — | `usage.input_tokens`, `output_tokens` |
 //! | Anthropic | `id` (`message.id` in a stream) | `model` | `stop_reason` (`delta.stop_reason`) | `usage.input_tokens` + cache reads and writes, `output_tokens` |
 //! | Gemini, Vertex | `responseId` | `modelVersion` | `candidates[].finishReason` | `usageMetadata.promptTokenCount`, `candidatesTokenCount` + `thoughtsTokenCount` |
-//! | Bedrock Converse | — | — | `stopReason` | `usage.inputTokens`, `outputTokens` |
+//! | Bedrock Converse | — | — | `stopReason` | `usage.inputTokens` + cache reads and writes, `outputTokens` |
 //!
 //! An [`AnswerScanner`] is fed the body's bytes in chunks of any size. A
 //! server-sent-event stream is read event by event and never held; its
 //! chunks are the events that carry the model's output (a text or tool
 //! delta: not Anthropic's `message_start` or `ping`, not the Responses
 //! API's `response.created`), as Levee's stream watch counts first content.
+//! Bedrock's binary event stream (`application/vnd.amazon.eventstream`) is
+//! read frame by frame the same way: `ConverseStream`'s `contentBlockDelta`
+//! events are its chunks, `messageStop` says why it stopped and `metadata`
+//! what it used; `InvokeModelWithResponseStream`'s `chunk` events hold the
+//! model's own events (base64), read as that provider's stream events.
 //! A plain JSON answer is kept, up to [`MAX_PLAIN`] bytes, and read once at
-//! its end. Anything else (a binary AWS event stream, a compressed body,
-//! an answer too long) is passed over: no fact is better than a wrong one.
+//! its end. Anything else (a compressed body, an answer too long, a corrupt
+//! frame and what follows it) is passed over: no fact is better than a
+//! wrong one.
 //!
 //! ```
 //! use levee_core::answer::AnswerScanner;
@@ -49,10 +55,11 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::ops::ControlFlow;
 
 use serde_core::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use crate::classify::is_content;
+use crate::classify::{AwsMessage, Frames, base64, is_content, is_delta_name};
 use crate::json::{Scalar, member_names, skip};
 
 /// The longest plain answer read whole; a longer one gives no facts.
@@ -103,6 +110,8 @@ enum Framing {
     Json,
     /// Server-sent events.
     Events,
+    /// AWS event-stream frames (Bedrock's streams).
+    AwsEvents,
     /// Anything else: counted, not read.
     Opaque,
 }
@@ -121,6 +130,8 @@ pub struct AnswerScanner {
     skipping: Option<bool>,
     /// The current event's name (its `event:` line), up to 64 bytes.
     event: Vec<u8>,
+    /// An AWS event stream's frames, between chunks.
+    frames: Frames,
     facts: AnswerFacts,
     chunks: u64,
 }
@@ -130,6 +141,9 @@ impl AnswerScanner {
     pub fn new(content_type: Option<&[u8]>) -> Self {
         let framing = match content_type {
             Some(t) if starts_with_ignore_case(t, b"text/event-stream") => Framing::Events,
+            Some(t) if starts_with_ignore_case(t, b"application/vnd.amazon.eventstream") => {
+                Framing::AwsEvents
+            }
             Some(t)
                 if starts_with_ignore_case(t, b"application/json")
                     || t.windows(5).any(|w| w.eq_ignore_ascii_case(b"+json")) =>
@@ -144,14 +158,16 @@ impl AnswerScanner {
             overflowed: false,
             skipping: None,
             event: Vec::new(),
+            frames: Frames::default(),
             facts: AnswerFacts::default(),
             chunks: 0,
         }
     }
 
-    /// Whether the body is a stream of server-sent events.
+    /// Whether the body is a stream: of server-sent events, or of AWS
+    /// event-stream frames.
     pub fn is_stream(&self) -> bool {
-        self.framing == Framing::Events
+        matches!(self.framing, Framing::Events | Framing::AwsEvents)
     }
 
     /// Reads the next bytes of the body; returns how many chunks of a
@@ -202,6 +218,21 @@ impl AnswerScanner {
                         self.pending.extend_from_slice(rest);
                     }
                 }
+                self.chunks - before
+            }
+            Framing::AwsEvents => {
+                let before = self.chunks;
+                let mut frames = std::mem::take(&mut self.frames);
+                let _ = frames.feed(bytes, |message| match message {
+                    Ok(message) => {
+                        self.aws_message(&message);
+                        ControlFlow::Continue(())
+                    }
+                    // Nothing after a corrupt frame is read: the stream
+                    // watch says why the stream failed.
+                    Err(_) => ControlFlow::Break(()),
+                });
+                self.frames = frames;
                 self.chunks - before
             }
         }
@@ -262,6 +293,31 @@ impl AnswerScanner {
         }
         self.chunks += u64::from(is_content(&self.event, data));
         self.read(data);
+    }
+
+    /// One message of a Bedrock event stream. An exception is the stream
+    /// watch's business.
+    fn aws_message(&mut self, message: &AwsMessage<'_>) {
+        if message.message_type.is_some_and(|t| t != "event") {
+            return;
+        }
+        match message.event_type {
+            // InvokeModel: the model's own event, as a stream's data line.
+            Some("chunk") => {
+                if let Ok(Chunk(Some(encoded))) =
+                    serde_json::from_slice::<Chunk<'_>>(message.payload)
+                    && let Some(event) = base64(encoded.as_bytes())
+                {
+                    self.chunks += u64::from(is_content(b"", &event));
+                    self.read(&event);
+                }
+            }
+            // Converse: a delta is output; the others say why it stopped
+            // (`messageStop`) and what it used (`metadata`).
+            Some(name) if is_delta_name(name.as_bytes()) => self.chunks += 1,
+            Some(_) => self.read(message.payload),
+            None => {}
+        }
     }
 
     /// One JSON document: merged into the facts; anything else ignored.
@@ -447,6 +503,43 @@ impl<'de> Deserialize<'de> for Text<'de> {
     }
 }
 
+/// An InvokeModel stream's `chunk` payload, read for its `bytes`: the
+/// model's own event, base64.
+struct Chunk<'de>(Option<Cow<'de, str>>);
+
+enum ChunkMember {
+    Bytes,
+    Other,
+}
+
+member_names!(ChunkMember {
+    "bytes" => ChunkMember::Bytes,
+    _ => ChunkMember::Other,
+});
+
+impl<'de> Deserialize<'de> for Chunk<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Chunk<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+                let mut bytes = None;
+                while let Some(key) = m.next_key::<ChunkMember>()? {
+                    match key {
+                        ChunkMember::Bytes => bytes = m.next_value::<Text<'de>>()?.0,
+                        ChunkMember::Other => skip(&mut m)?,
+                    }
+                }
+                Ok(Chunk(bytes))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
 /// An object read for one member (`finish_reason` of a choice,
 /// `finishReason` of a candidate, `stop_reason` of a delta); any other
 /// value gives `None`.
@@ -544,8 +637,8 @@ enum CountMember {
 member_names!(CountMember {
     "prompt_tokens" | "input_tokens" | "inputTokens" | "promptTokenCount" => CountMember::Input,
     "completion_tokens" | "output_tokens" | "outputTokens" | "candidatesTokenCount" => CountMember::Output,
-    "cache_read_input_tokens" => CountMember::CacheRead,
-    "cache_creation_input_tokens" => CountMember::CacheCreation,
+    "cache_read_input_tokens" | "cacheReadInputTokens" => CountMember::CacheRead,
+    "cache_creation_input_tokens" | "cacheWriteInputTokens" => CountMember::CacheCreation,
     "thoughtsTokenCount" => CountMember::Thoughts,
     "cachedContentTokenCount" => CountMember::CachedWithin,
     _ => CountMember::Other,
@@ -774,6 +867,125 @@ mod tests {
             2,
         );
         assert_eq!((facts.model.as_deref(), chunks), (Some("m"), 1));
+    }
+
+    /// A Bedrock event-stream message of `event_type` carrying `payload`.
+    fn aws_event(event_type: &str, payload: &str) -> Vec<u8> {
+        use crate::classify::eventstream_tests::{Value, frame};
+        frame(
+            &[
+                (":message-type", Value::Str("event")),
+                (":event-type", Value::Str(event_type)),
+                (":content-type", Value::Str("application/json")),
+            ],
+            payload.as_bytes(),
+        )
+    }
+
+    fn scan_bytes(content_type: &str, body: &[u8], piece: usize) -> (AnswerFacts, u64) {
+        let mut s = AnswerScanner::new(Some(content_type.as_bytes()));
+        assert!(s.is_stream());
+        let fed: u64 = body.chunks(piece.max(1)).map(|p| s.feed(p)).sum();
+        assert_eq!(fed, s.chunks());
+        (s.finish().clone(), s.chunks())
+    }
+
+    #[test]
+    fn a_converse_stream_gives_its_chunks_stop_reason_and_usage_with_cache() {
+        let body = [
+            aws_event("messageStart", r#"{"role":"assistant"}"#),
+            aws_event("contentBlockDelta", r#"{"contentBlockIndex":0,"delta":{"text":"Hi"}}"#),
+            aws_event("contentBlockDelta", r#"{"contentBlockIndex":0,"delta":{"text":" there"}}"#),
+            aws_event("contentBlockStop", r#"{"contentBlockIndex":0}"#),
+            aws_event("messageStop", r#"{"stopReason":"end_turn"}"#),
+            aws_event(
+                "metadata",
+                r#"{"usage":{"inputTokens":12,"outputTokens":3,"totalTokens":115,"cacheReadInputTokens":100,"cacheWriteInputTokens":0},"metrics":{"latencyMs":210}}"#,
+            ),
+        ]
+        .concat();
+        for piece in [1, 5, 64, body.len()] {
+            let (facts, chunks) = scan_bytes("application/vnd.amazon.eventstream", &body, piece);
+            assert_eq!(chunks, 2, "the two deltas");
+            assert_eq!(facts.finish_reasons, ["end_turn"]);
+            let u = facts.usage.unwrap();
+            assert_eq!((u.input, u.output), (112, 3), "input with its cache reads");
+            assert_eq!((u.cache_read, u.cache_creation), (Some(100), Some(0)));
+            assert_eq!(
+                (facts.id, facts.model),
+                (None, None),
+                "Bedrock names neither"
+            );
+        }
+    }
+
+    #[test]
+    fn an_invoke_model_stream_reads_the_models_own_events_inside_its_chunks() {
+        let b64 = |event: &str| {
+            // Standard base64, as Bedrock sends `bytes`.
+            const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+            let mut out = String::new();
+            for c in event.as_bytes().chunks(3) {
+                let n = c.iter().fold(0u32, |n, &b| n << 8 | u32::from(b)) << (8 * (3 - c.len()));
+                for i in 0..4 {
+                    out.push(if i <= c.len() {
+                        A[(n >> (18 - 6 * i)) as usize & 63] as char
+                    } else {
+                        '='
+                    });
+                }
+            }
+            format!(r#"{{"bytes":"{out}"}}"#)
+        };
+        let body = [
+            aws_event("chunk", &b64(r#"{"type":"message_start","message":{"id":"msg_bdrk_1","model":"claude-3-5-haiku-20241022","usage":{"input_tokens":21,"output_tokens":1}}}"#)),
+            aws_event("chunk", &b64(r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#)),
+            aws_event("chunk", &b64(r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":4}}"#)),
+            aws_event("chunk", &b64(r#"{"type":"message_stop","amazon-bedrock-invocationMetrics":{"inputTokenCount":21,"outputTokenCount":4}}"#)),
+        ]
+        .concat();
+        for piece in [3, body.len()] {
+            let (facts, chunks) = scan_bytes("application/vnd.amazon.eventstream", &body, piece);
+            assert_eq!(chunks, 1);
+            assert_eq!(facts.id.as_deref(), Some("msg_bdrk_1"));
+            assert_eq!(facts.model.as_deref(), Some("claude-3-5-haiku-20241022"));
+            assert_eq!(facts.finish_reasons, ["end_turn"]);
+            assert_eq!(facts.usage.map(|u| (u.input, u.output)), Some((21, 4)));
+        }
+    }
+
+    #[test]
+    fn an_event_stream_exception_or_a_corrupt_frame_ends_what_is_read() {
+        use crate::classify::eventstream_tests::{Value, frame};
+        let exception = frame(
+            &[
+                (":message-type", Value::Str("exception")),
+                (":exception-type", Value::Str("throttlingException")),
+            ],
+            br#"{"message":"Too many requests","usage":{"inputTokens":99}}"#,
+        );
+        let mut corrupt = aws_event("contentBlockDelta", r#"{"delta":{"text":"x"}}"#);
+        let last = corrupt.len() - 1;
+        corrupt[last] ^= 0xff;
+        let body = [
+            aws_event("contentBlockDelta", r#"{"delta":{"text":"a"}}"#),
+            exception,
+            corrupt,
+            aws_event(
+                "metadata",
+                r#"{"usage":{"inputTokens":1,"outputTokens":1}}"#,
+            ),
+        ]
+        .concat();
+        let (facts, chunks) = scan_bytes("application/vnd.amazon.eventstream", &body, 7);
+        assert_eq!(
+            chunks, 1,
+            "the delta before the exception; none after the corrupt frame"
+        );
+        assert_eq!(
+            facts.usage, None,
+            "an exception's payload is not the answer's usage"
+        );
     }
 
     #[test]

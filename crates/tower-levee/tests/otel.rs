@@ -4,6 +4,7 @@
 //! conventions' lists.
 
 mod channel_body;
+mod eventstream_support;
 mod failover_support;
 
 use std::collections::BTreeSet;
@@ -571,6 +572,78 @@ async fn a_stream_records_its_first_chunk_and_the_time_between_chunks() {
         (duration[0].sum - 0.65).abs() < 1e-9,
         "to the stream's end: {}",
         duration[0].sum
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_bedrock_event_stream_records_its_chunks_reason_and_usage() {
+    use eventstream_support::event;
+    let t = Telemetry::new();
+    let body: Vec<u8> = [
+        event("messageStart", r#"{"role":"assistant"}"#),
+        event("contentBlockDelta", r#"{"contentBlockIndex":0,"delta":{"text":"Hi"}}"#),
+        event("contentBlockDelta", r#"{"contentBlockIndex":0,"delta":{"text":"!"}}"#),
+        event("messageStop", r#"{"stopReason":"end_turn"}"#),
+        event(
+            "metadata",
+            r#"{"usage":{"inputTokens":12,"outputTokens":3,"totalTokens":15},"metrics":{"latencyMs":90}}"#,
+        ),
+    ]
+    .concat();
+    let provider = tower::service_fn(move |_req: Request<String>| {
+        let body = http_body_util::Full::new(Bytes::from(body.clone()));
+        async move {
+            Ok::<_, BoxError>(
+                Response::builder()
+                    .header("content-type", "application/vnd.amazon.eventstream")
+                    .body(body)
+                    .unwrap(),
+            )
+        }
+    });
+    let mut svc = t.layer().layer(provider);
+    // The AWS SDK sends the model id percent-encoded, as it names it.
+    let uri = "https://bedrock-runtime.us-east-1.amazonaws.com/model/amazon.nova-lite-v1%3A0/converse-stream";
+    let res = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(Request::post(uri).body(String::new()).unwrap())
+        .await
+        .unwrap();
+    read(res).await;
+
+    let spans = t.finished_spans();
+    let span = &spans[0];
+    assert_eq!(span.name, "chat amazon.nova-lite-v1%3A0");
+    assert_eq!(
+        attr_str(span, "gen_ai.provider.name").as_deref(),
+        Some("aws.bedrock")
+    );
+    assert_eq!(attr(span, "gen_ai.request.stream"), Some(Value::Bool(true)));
+    assert_eq!(
+        attr(span, "gen_ai.usage.input_tokens"),
+        Some(Value::I64(12))
+    );
+    assert_eq!(
+        attr(span, "gen_ai.usage.output_tokens"),
+        Some(Value::I64(3))
+    );
+    assert_eq!(
+        attr(span, "gen_ai.response.finish_reasons"),
+        Some(Value::Array(
+            vec![opentelemetry::StringValue::from("end_turn")].into()
+        ))
+    );
+    assert!(attr(span, "gen_ai.response.time_to_first_chunk").is_some());
+    assert_eq!(
+        t.points("gen_ai.client.operation.time_to_first_chunk")[0].count,
+        1
+    );
+    assert_eq!(
+        t.points("gen_ai.client.operation.time_per_output_chunk")[0].count,
+        1,
+        "the second delta"
     );
 }
 

@@ -171,6 +171,8 @@ pub use self::custom::{Rule, RuleBuilder, Rules};
 pub use self::dialect::Dialect;
 pub use self::provider::{ProviderClassifier, ProviderClassifierBuilder, answers_errors_with_200};
 pub use self::response::{Classify, HeadDecision, ResponseView};
-pub(crate) use self::stream::is_content;
+#[cfg(test)]
+pub(crate) use self::stream::eventstream_tests;
+pub(crate) use self::stream::{AwsMessage, Frames, base64, is_content, is_delta_name};
 pub use self::stream::{StreamFormat, StreamScanner};
 pub use self::verdict::{Classification, Reason, StatedLimit, TransportFailure, Verdict};

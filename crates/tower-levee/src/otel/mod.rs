@@ -45,7 +45,7 @@
 //! | `gen_ai.provider.name` | both | the host (`openai`, `anthropic`, `aws.bedrock`, …), else the layer's [`provider`](GenAiLayer::provider), else `_OTHER` |
 //! | `gen_ai.request.model` | both | a [`Scope`](crate::breaker::Scope)'s model, else the path's (Azure, Bedrock, Gemini, Vertex) |
 //! | `gen_ai.response.model`, `.id`, `.finish_reasons`, `gen_ai.usage.*` | operation | the answer |
-//! | `gen_ai.request.stream`, `gen_ai.response.time_to_first_chunk` | operation | the answer's framing and first event |
+//! | `gen_ai.request.stream`, `gen_ai.response.time_to_first_chunk` | operation | the answer's framing (server-sent events, or Bedrock's binary event stream) and first event with output |
 //! | `server.address`, `server.port` | both | the URI the request was served from |
 //! | `error.type` | both | the HTTP status of an error answer (`"429"`), a refusal's kind (`throttled`, `parked`, `circuit_open`, `bulkhead_full`, `client_limit`), `no_target_available`, `timeout`, `connect`, `reset`, `cancelled` (the caller dropped the answer), else `_OTHER` |
 //! | `levee.verdict`, `levee.reason` | operation (an attempt where its layer sits above a breaker) | the classifier: `success`, `throttled`, `quota`, `availability`, …, and its reason (`openai:insufficient_quota`) |

@@ -39,7 +39,7 @@ pub(crate) fn is_content(name: &[u8], data: &[u8]) -> bool {
 }
 
 /// Whether an event name or type is a delta of the output.
-pub(super) fn is_delta_name(name: &[u8]) -> bool {
+pub(crate) fn is_delta_name(name: &[u8]) -> bool {
     let Some(stem) = name
         .len()
         .checked_sub(5)

@@ -38,25 +38,25 @@ const MIN_FRAME: usize = PRELUDE + 4;
 /// The headers of one message that decide a verdict (string-valued only),
 /// and the start of its payload.
 #[derive(Debug, Default)]
-pub(super) struct AwsMessage<'a> {
+pub(crate) struct AwsMessage<'a> {
     /// `:message-type`: `event`, `exception` or `error`.
-    pub(super) message_type: Option<&'a str>,
+    pub(crate) message_type: Option<&'a str>,
     /// `:event-type`: `chunk`, `messageStop`, `metadata`, …
-    pub(super) event_type: Option<&'a str>,
+    pub(crate) event_type: Option<&'a str>,
     /// `:exception-type`: `throttlingException`, …
-    pub(super) exception_type: Option<&'a str>,
+    pub(crate) exception_type: Option<&'a str>,
     /// `:error-code` of an `error` message.
-    pub(super) error_code: Option<&'a str>,
+    pub(crate) error_code: Option<&'a str>,
     /// The payload, up to [`MAX_PIECE`](super::framing::MAX_PIECE) bytes.
-    pub(super) payload: &'a [u8],
+    pub(crate) payload: &'a [u8],
 }
 
 /// Why a frame could not be read: the reason of the stream's verdict.
-pub(super) type Corrupt = &'static str;
+pub(crate) type Corrupt = &'static str;
 
 /// The frame decoder's state between chunks.
 #[derive(Clone, Debug, Default)]
-pub(super) struct Frames {
+pub(crate) struct Frames {
     prelude: [u8; PRELUDE],
     /// Bytes of the current frame consumed so far.
     pos: usize,
@@ -74,7 +74,7 @@ impl Frames {
     /// Calls `f` with each message completed by `chunk` (or with the reason
     /// the stream is corrupt, after which nothing more is read), until it
     /// breaks.
-    pub(super) fn feed<B>(
+    pub(crate) fn feed<B>(
         &mut self,
         chunk: &[u8],
         mut f: impl FnMut(Result<AwsMessage<'_>, Corrupt>) -> ControlFlow<B>,
@@ -221,7 +221,7 @@ fn read_headers<'a>(mut b: &'a [u8], payload: &'a [u8]) -> Option<AwsMessage<'a>
 /// Standard (or URL-safe) base64, padded or not, as a JSON string holds it
 /// (a `\/` escape reads as `/`); `None` on any other byte. Decodes the
 /// `bytes` of an `InvokeModelWithResponseStream` chunk.
-pub(super) fn base64(s: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn base64(s: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(s.len() / 4 * 3 + 2);
     let (mut acc, mut bits) = (0u32, 0u32);
     for &c in s {

@@ -26,11 +26,11 @@ use std::ops::ControlFlow;
 use http::{HeaderMap, StatusCode, header};
 
 use self::event::{Ctx, Signal};
-use self::eventstream::Frames;
 #[cfg(test)]
 pub(crate) use self::eventstream::tests as eventstream_tests;
 // What counts as a stream's output, for the readers of an answer too.
-pub(crate) use self::content::is_content;
+pub(crate) use self::content::{is_content, is_delta_name};
+pub(crate) use self::eventstream::{AwsMessage, Frames, base64};
 use self::framing::{Depth, Docs, Lines, MAX_PIECE, push_capped};
 use super::dialect::Dialect;
 use super::headers;
