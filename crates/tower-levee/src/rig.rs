@@ -135,7 +135,7 @@ where
             let response = service
                 .oneshot(request)
                 .await
-                .map_err(|e| Error::Instance(e.into()))?;
+                .map_err(instance)?;
             if response.status().is_success() {
                 return Ok(response);
             }
