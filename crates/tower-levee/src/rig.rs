@@ -132,10 +132,7 @@ where
         let service = self.service.clone();
         let request = request.map(Full::new);
         async move {
-            let response = service
-                .oneshot(request)
-                .await
-                .map_err(instance)?;
+            let response = service.oneshot(request).await.map_err(instance)?;
             if response.status().is_success() {
                 return Ok(response);
             }
