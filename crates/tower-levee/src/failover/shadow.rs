@@ -72,8 +72,9 @@ type Prepare<B> = Arc<dyn Fn(&mut Request<B>) + Send + Sync>;
 /// brownout's end is found late. So a demoted target gets copies too, on
 /// the same schedule and share (of the requests that pass it over, never
 /// one that called it): a copy answered within the target's hedge delay
-/// makes its trial due at once. A caller's trial, covered by a hedge,
-/// still puts it back: a copy's output is capped, so it can be fast where
+/// makes its trial due at once, covered by a hedge if one is left (and
+/// sent even if none is: the copy was in time). The caller's trial still
+/// puts it back: a copy's output is capped, so it can be fast where
 /// callers' calls are not. A copy to a slow target is not replaced while
 /// it may yet answer in time.
 ///

@@ -400,7 +400,9 @@ impl TargetSpeed {
         if word == 0 {
             return Standing::InPlace;
         }
-        if now < deadline(word) || !trial_ok() {
+        // A trial a copy made due (its deadline 0) goes even with no hedge
+        // to cover it: the copy was in time.
+        if now < deadline(word) || (deadline(word) != 0 && !trial_ok()) {
             return Standing::Demoted;
         }
         Standing::Trial
@@ -624,9 +626,12 @@ mod tests {
         }
         assert!(speed.passed_over(s));
         assert_eq!(speed.standing(s, || true), Standing::Demoted);
-        // A copy in time: the trial is due at once, demotion or not.
+        // A copy in time: the trial is due at once, demotion or not, and
+        // goes even with no hedge left to cover it.
+        assert_eq!(speed.standing(s, || false), Standing::Demoted);
         assert!(speed.trial_due());
         assert_eq!(speed.standing(s, || true), Standing::Trial);
+        assert_eq!(speed.standing(s, || false), Standing::Trial);
         assert!(speed.claim_trial(s));
         // Held by its trial: no copy beside it, nor another trial due.
         assert!(!speed.passed_over(s));
