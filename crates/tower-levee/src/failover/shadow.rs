@@ -73,10 +73,10 @@ type Prepare<B> = Arc<dyn Fn(&mut Request<B>) + Send + Sync>;
 /// the same schedule and share (of the requests that pass it over, never
 /// one that called it): a copy answered within the target's hedge delay
 /// makes its trial due at once, covered by a hedge if one is left (and
-/// sent even if none is: the copy was in time). The caller's trial still
-/// puts it back: a copy's output is capped, so it can be fast where
-/// callers' calls are not. A copy to a slow target is not replaced while
-/// it may yet answer in time.
+/// sent even if none is: the copy was in time). It is that trial, a
+/// caller's request, that puts the target back, not the copy: a copy's
+/// output is capped, so it can be fast where callers' calls are not. A
+/// copy to a slow target is not replaced while it may yet answer in time.
 ///
 /// A copy is a real request to the provider and is billed as one (one to
 /// a slow target, which answers, more surely than one to a failing
