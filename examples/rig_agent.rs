@@ -25,7 +25,6 @@
 //! Run with `cargo run -p examples --example rig_agent`.
 
 use std::collections::{HashMap, VecDeque};
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -35,13 +34,12 @@ use futures_util::StreamExt;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use rig_agent::AgentBuilder;
 use rig_agent::agent::MultiTurnStreamItem;
 use rig_core::completion::CompletionRequest;
 use rig_core::error::ProviderError;
 use rig_core::providers::openai::OpenAIConfig;
-use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 use tower_levee::error::Rejection;
 use tower_levee::failover::{Failover, Target};
@@ -50,7 +48,7 @@ use tower_levee::{BoxError, BreakerLayer, RetryBudgetLayer};
 
 #[path = "support.rs"]
 mod support;
-use support::print_event;
+use support::{print_event, serve_local};
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
@@ -188,24 +186,12 @@ impl Fake {
     }
 
     async fn serve(&self) -> std::io::Result<SocketAddr> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
         let fake = self.clone();
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let fake = fake.clone();
-                let svc = hyper::service::service_fn(move |req| {
-                    let fake = fake.clone();
-                    async move { Ok::<_, Infallible>(fake.answer(req).await) }
-                });
-                tokio::spawn(async move {
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
-                });
-            }
-        });
-        Ok(addr)
+        serve_local(move |req| {
+            let fake = fake.clone();
+            async move { fake.answer(req).await }
+        })
+        .await
     }
 
     async fn answer(&self, req: Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {

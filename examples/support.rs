@@ -32,43 +32,56 @@ pub(crate) async fn fake_provider() -> std::io::Result<SocketAddr> {
 /// [`fake_provider`], and the count of the calls it answers: what an
 /// example checks to prove it made only the calls Levee decides.
 pub(crate) async fn counted_fake_provider() -> std::io::Result<(SocketAddr, Arc<AtomicUsize>)> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
     let throttled = Arc::new(AtomicUsize::new(0));
     let calls = Arc::new(AtomicUsize::new(0));
     let counted = calls.clone();
+    let addr = serve_local(move |req| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        let path = req.uri().path().to_owned();
+        let first =
+            path.ends_with("/throttled-once") && throttled.fetch_add(1, Ordering::SeqCst) == 0;
+        async move {
+            let res = if first {
+                Response::builder()
+                    .status(429)
+                    .header("retry-after-ms", "200")
+                    .body(r#"{"error":{"code":"rate_limit_exceeded"}}"#)
+            } else if path.ends_with("/outage") {
+                Response::builder().status(503).body("upstream unavailable")
+            } else if path.ends_with("/spend-cap") {
+                Response::builder().status(429).body(
+                    r#"{"error":{"code":"insufficient_quota","message":"You exceeded your current quota"}}"#,
+                )
+            } else if path.ends_with("/stream") {
+                Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body("data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n")
+            } else {
+                Response::builder().body(r#"{"choices":[{"message":{"content":"hi"}}]}"#)
+            };
+            res.unwrap()
+                .map(|b| Full::new(Bytes::from_static(b.as_bytes())))
+        }
+    })
+    .await?;
+    Ok((addr, counted))
+}
+
+/// Serves `answer` over HTTP/1 on a port of its own on 127.0.0.1, each
+/// connection on a task of its own; returns the address.
+pub(crate) async fn serve_local<F, Fut>(answer: F) -> std::io::Result<SocketAddr>
+where
+    F: Fn(Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Response<Full<Bytes>>> + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
-            let (throttled, calls) = (throttled.clone(), calls.clone());
-            let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-                calls.fetch_add(1, Ordering::SeqCst);
-                let path = req.uri().path().to_owned();
-                let first = path.ends_with("/throttled-once")
-                    && throttled.fetch_add(1, Ordering::SeqCst) == 0;
-                async move {
-                    let res = if first {
-                        Response::builder()
-                            .status(429)
-                            .header("retry-after-ms", "200")
-                            .body(r#"{"error":{"code":"rate_limit_exceeded"}}"#)
-                    } else if path.ends_with("/outage") {
-                        Response::builder().status(503).body("upstream unavailable")
-                    } else if path.ends_with("/spend-cap") {
-                        Response::builder().status(429).body(
-                            r#"{"error":{"code":"insufficient_quota","message":"You exceeded your current quota"}}"#,
-                        )
-                    } else if path.ends_with("/stream") {
-                        Response::builder()
-                            .header("content-type", "text/event-stream")
-                            .body("data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n")
-                    } else {
-                        Response::builder().body(r#"{"choices":[{"message":{"content":"hi"}}]}"#)
-                    };
-                    Ok::<_, Infallible>(
-                        res.unwrap()
-                            .map(|b| Full::new(Bytes::from_static(b.as_bytes()))),
-                    )
-                }
+            let answer = answer.clone();
+            let svc = hyper::service::service_fn(move |req| {
+                let answer = answer(req);
+                async move { Ok::<_, Infallible>(answer.await) }
             });
             tokio::spawn(async move {
                 let _ = hyper::server::conn::http1::Builder::new()
@@ -77,7 +90,7 @@ pub(crate) async fn counted_fake_provider() -> std::io::Result<(SocketAddr, Arc<
             });
         }
     });
-    Ok((addr, counted))
+    Ok(addr)
 }
 
 /// Prints a breaker, gate or park transition as it happens.

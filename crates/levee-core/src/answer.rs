@@ -59,7 +59,7 @@ use std::ops::ControlFlow;
 
 use serde_core::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use crate::classify::{AwsMessage, Frames, base64, is_content, is_delta_name};
+use crate::classify::{AwsMessage, Frames, aws_chunk_event, is_content, is_delta_name};
 use crate::json::{Scalar, member_names, skip};
 
 /// The longest plain answer read whole; a longer one gives no facts.
@@ -222,17 +222,16 @@ impl AnswerScanner {
             }
             Framing::AwsEvents => {
                 let before = self.chunks;
-                let mut frames = std::mem::take(&mut self.frames);
-                let _ = frames.feed(bytes, |message| match message {
+                let (facts, chunks) = (&mut self.facts, &mut self.chunks);
+                let _ = self.frames.feed(bytes, |message| match message {
                     Ok(message) => {
-                        self.aws_message(&message);
+                        *chunks += aws_message(facts, &message);
                         ControlFlow::Continue(())
                     }
                     // Nothing after a corrupt frame is read: the stream
                     // watch says why the stream failed.
                     Err(_) => ControlFlow::Break(()),
                 });
-                self.frames = frames;
                 self.chunks - before
             }
         }
@@ -295,36 +294,39 @@ impl AnswerScanner {
         self.read(data);
     }
 
-    /// One message of a Bedrock event stream. An exception is the stream
-    /// watch's business.
-    fn aws_message(&mut self, message: &AwsMessage<'_>) {
-        if message.message_type.is_some_and(|t| t != "event") {
-            return;
-        }
-        match message.event_type {
-            // InvokeModel: the model's own event, as a stream's data line.
-            Some("chunk") => {
-                if let Ok(Chunk(Some(encoded))) =
-                    serde_json::from_slice::<Chunk<'_>>(message.payload)
-                    && let Some(event) = base64(encoded.as_bytes())
-                {
-                    self.chunks += u64::from(is_content(b"", &event));
-                    self.read(&event);
-                }
-            }
-            // Converse: a delta is output; the others say why it stopped
-            // (`messageStop`) and what it used (`metadata`).
-            Some(name) if is_delta_name(name.as_bytes()) => self.chunks += 1,
-            Some(_) => self.read(message.payload),
-            None => {}
-        }
-    }
-
-    /// One JSON document: merged into the facts; anything else ignored.
+    /// One JSON document: merged into the facts.
     fn read(&mut self, document: &[u8]) {
-        if let Ok(seen) = serde_json::from_slice::<Seen<'_>>(document) {
-            seen.merge_into(&mut self.facts);
+        read(&mut self.facts, document);
+    }
+}
+
+/// One JSON document: merged into `facts`; anything else ignored.
+fn read(facts: &mut AnswerFacts, document: &[u8]) {
+    if let Ok(seen) = serde_json::from_slice::<Seen<'_>>(document) {
+        seen.merge_into(facts);
+    }
+}
+
+/// One message of a Bedrock event stream, read into `facts`: the chunks it
+/// is (0 or 1). An exception is the stream watch's business.
+fn aws_message(facts: &mut AnswerFacts, message: &AwsMessage<'_>) -> u64 {
+    if message.message_type.is_some_and(|t| t != "event") {
+        return 0;
+    }
+    match message.event_type {
+        // InvokeModel: the model's own event, as a stream's data line.
+        Some("chunk") => aws_chunk_event(message.payload).map_or(0, |event| {
+            read(facts, &event);
+            u64::from(is_content(b"", &event))
+        }),
+        // Converse: a delta is output; the others say why it stopped
+        // (`messageStop`) and what it used (`metadata`).
+        Some(name) if is_delta_name(name.as_bytes()) => 1,
+        Some(_) => {
+            read(facts, message.payload);
+            0
         }
+        None => 0,
     }
 }
 
@@ -500,43 +502,6 @@ impl<'de> Deserialize<'de> for Text<'de> {
             }
         }
         d.deserialize_any(V)
-    }
-}
-
-/// An InvokeModel stream's `chunk` payload, read for its `bytes`: the
-/// model's own event, base64.
-struct Chunk<'de>(Option<Cow<'de, str>>);
-
-enum ChunkMember {
-    Bytes,
-    Other,
-}
-
-member_names!(ChunkMember {
-    "bytes" => ChunkMember::Bytes,
-    _ => ChunkMember::Other,
-});
-
-impl<'de> Deserialize<'de> for Chunk<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Chunk<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
-                let mut bytes = None;
-                while let Some(key) = m.next_key::<ChunkMember>()? {
-                    match key {
-                        ChunkMember::Bytes => bytes = m.next_value::<Text<'de>>()?.0,
-                        ChunkMember::Other => skip(&mut m)?,
-                    }
-                }
-                Ok(Chunk(bytes))
-            }
-        }
-        d.deserialize_map(V)
     }
 }
 

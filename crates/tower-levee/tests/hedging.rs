@@ -111,6 +111,14 @@ fn failover(primary: &Timed, fallback: &Timed, hedging: Option<Hedging>) -> Svc 
     builder(primary, fallback, hedging).build().unwrap()
 }
 
+/// [`failover`] with `hedging` and shadow probes (their defaults).
+fn with_copies(primary: &Timed, fallback: &Timed, hedging: Hedging) -> Svc {
+    builder(primary, fallback, Some(hedging))
+        .shadow_probes(ShadowProbes::new())
+        .build()
+        .unwrap()
+}
+
 fn builder(
     primary: &Timed,
     fallback: &Timed,
@@ -281,10 +289,7 @@ async fn a_shadow_probe_in_time_brings_a_demoted_target_back_with_no_caller_wait
     // finds the primary fast again.
     let minute = Duration::from_secs(60);
     let hedging = Hedging::new().demotion(minute).max_demotion(minute);
-    let svc = builder(&primary, &fallback, Some(hedging))
-        .shadow_probes(ShadowProbes::new())
-        .build()
-        .unwrap();
+    let svc = with_copies(&primary, &fallback, hedging);
     train(&svc, 30).await;
     assert_eq!(primary.copies(), 0, "no copy while the primary is in time");
 
@@ -324,10 +329,7 @@ async fn a_shadow_probe_in_time_brings_a_demoted_target_back_with_no_caller_wait
 #[tokio::test(start_paused = true)]
 async fn a_request_hedged_from_a_target_it_demotes_sends_that_target_no_copy() {
     let (primary, fallback) = (Timed::new(800), Timed::new(500));
-    let svc = builder(&primary, &fallback, Some(Hedging::new()))
-        .shadow_probes(ShadowProbes::new())
-        .build()
-        .unwrap();
+    let svc = with_copies(&primary, &fallback, Hedging::new());
     train(&svc, 30).await;
     primary.set(9_600);
     // Three late calls in a row, each hedged: the third demotes the

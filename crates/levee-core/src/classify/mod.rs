@@ -173,6 +173,6 @@ pub use self::provider::{ProviderClassifier, ProviderClassifierBuilder, answers_
 pub use self::response::{Classify, HeadDecision, ResponseView};
 #[cfg(test)]
 pub(crate) use self::stream::eventstream_tests;
-pub(crate) use self::stream::{AwsMessage, Frames, base64, is_content, is_delta_name};
+pub(crate) use self::stream::{AwsMessage, Frames, aws_chunk_event, is_content, is_delta_name};
 pub use self::stream::{StreamFormat, StreamScanner};
 pub use self::verdict::{Classification, Reason, StatedLimit, TransportFailure, Verdict};

@@ -357,11 +357,15 @@ pub(super) fn aws_message(ctx: &mut Ctx, m: &AwsMessage<'_>) -> Signal {
     }
 }
 
-/// An `InvokeModelWithResponseStream` chunk: `{"bytes":"<base64>"}`.
+/// The model's own event an `InvokeModelWithResponseStream` chunk's
+/// payload (`{"bytes":"<base64>"}`) holds.
+pub(crate) fn aws_chunk_event(payload: &[u8]) -> Option<Vec<u8>> {
+    field(text(payload), needle!("\"bytes\""), |_| true).and_then(|b64| base64(b64.as_bytes()))
+}
+
+/// An `InvokeModelWithResponseStream` chunk, read as its model's event.
 fn aws_chunk(ctx: &mut Ctx, payload: &[u8]) -> Signal {
-    let Some(inner) =
-        field(text(payload), needle!("\"bytes\""), |_| true).and_then(|b64| base64(b64.as_bytes()))
-    else {
+    let Some(inner) = aws_chunk_event(payload) else {
         return Signal::Nothing;
     };
     match json_doc(ctx, &inner) {

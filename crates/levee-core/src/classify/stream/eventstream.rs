@@ -221,7 +221,7 @@ fn read_headers<'a>(mut b: &'a [u8], payload: &'a [u8]) -> Option<AwsMessage<'a>
 /// Standard (or URL-safe) base64, padded or not, as a JSON string holds it
 /// (a `\/` escape reads as `/`); `None` on any other byte. Decodes the
 /// `bytes` of an `InvokeModelWithResponseStream` chunk.
-pub(crate) fn base64(s: &[u8]) -> Option<Vec<u8>> {
+pub(super) fn base64(s: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(s.len() / 4 * 3 + 2);
     let (mut acc, mut bits) = (0u32, 0u32);
     for &c in s {

@@ -30,7 +30,8 @@ use self::event::{Ctx, Signal};
 pub(crate) use self::eventstream::tests as eventstream_tests;
 // What counts as a stream's output, for the readers of an answer too.
 pub(crate) use self::content::{is_content, is_delta_name};
-pub(crate) use self::eventstream::{AwsMessage, Frames, base64};
+pub(crate) use self::event::aws_chunk_event;
+pub(crate) use self::eventstream::{AwsMessage, Frames};
 use self::framing::{Depth, Docs, Lines, MAX_PIECE, push_capped};
 use super::dialect::Dialect;
 use super::headers;
